@@ -1,0 +1,2 @@
+//! Managed memory regions (issue 3).
+#![forbid(unsafe_code)]

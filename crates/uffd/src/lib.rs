@@ -1,0 +1,7 @@
+//! The one crate of uzswap that holds `unsafe` code: anonymous mappings (`mmap`, `madvise`)
+//! and userfaultfd. Every `unsafe` block carries a `// SAFETY:` argument. Everything above this
+//! crate is safe Rust.
+
+pub mod mapping;
+
+pub use mapping::{AnonMapping, MappingError};

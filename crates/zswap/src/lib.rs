@@ -1,0 +1,13 @@
+//! The uzswap engine: the Linux kernel's zswap, rebuilt in safe Rust and testable without
+//! userfaultfd. It owns the codecs (`compress`), the compressed pool (`zsmalloc`), the swap
+//! layer (`swap`: swap cache, slots, backing devices) and the zswap logic itself
+//! (`zswap`: store, load, invalidate, writeback, shrinker, limits), with the kernel's names
+//! for every tunable (`params`) and statistic (`stats`).
+#![forbid(unsafe_code)]
+
+pub mod compress;
+pub mod swap;
+pub mod zsmalloc;
+
+/// The page size everything here works in.
+pub const PAGE_SIZE: usize = 4096;

@@ -1,0 +1,5 @@
+//! (in progress)
+#[derive(Debug)]
+pub struct FaultyDevice;
+#[derive(Debug)]
+pub enum FaultKind {}

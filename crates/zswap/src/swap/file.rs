@@ -1,0 +1,3 @@
+//! (in progress)
+#[derive(Debug)]
+pub struct FileDevice;
