@@ -7,7 +7,12 @@
 
 pub mod compress;
 pub mod swap;
+pub mod params;
+pub mod stats;
 pub mod zsmalloc;
+pub mod zswap;
+
+pub use crate::zswap::{Zswap, ZswapConfig, ZswapGroup};
 
 /// The page size everything here works in.
 pub const PAGE_SIZE: usize = 4096;

@@ -12,3 +12,8 @@ pub use faulty::{FaultKind, FaultyDevice};
 pub use file::FileDevice;
 pub use memory::MemoryDevice;
 pub use slots::{SlotAllocator, SwapSlot};
+pub mod cache;
+pub mod swap_info;
+
+pub use cache::{Busy, FolioLock, Kind, PageState, SwapCache};
+pub use swap_info::{SwapInfo, SwapWriteError};

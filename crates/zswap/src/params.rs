@@ -1,0 +1,211 @@
+//! Tunables, with the kernel's names and defaults (`/sys/module/zswap/parameters`), changeable
+//! at runtime from any thread. Per-group tunables (`writeback`, `zswap_max`, like
+//! `memory.zswap.writeback` and `memory.zswap.max`) live on the group.
+//!
+//! Nothing on the load path reads a tunable (DESIGN invariant 5): stored data describes its
+//! own format, so any change here, in any order, can never corrupt a page.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+
+use parking_lot::RwLock;
+
+use crate::compress::CompressorSpec;
+
+/// A tunable name or value that was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamError {
+    #[error("unknown tunable '{0}': known are {known}", known = Params::NAMES.join(", "))]
+    Unknown(String),
+    #[error("bad value '{value}' for {name}: {why}")]
+    BadValue {
+        name: &'static str,
+        value: String,
+        why: String,
+    },
+}
+
+/// The global tunables of one zswap instance.
+#[derive(Debug)]
+pub struct Params {
+    enabled: AtomicBool,
+    compressor: RwLock<CompressorSpec>,
+    max_pool_percent: AtomicU32,
+    accept_threshold_percent: AtomicU32,
+    shrinker_enabled: AtomicBool,
+    writethrough: AtomicBool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            enabled: AtomicBool::new(true),
+            compressor: RwLock::new("lz4".parse().expect("lz4 is always built")),
+            max_pool_percent: AtomicU32::new(20),
+            accept_threshold_percent: AtomicU32::new(90),
+            shrinker_enabled: AtomicBool::new(false),
+            writethrough: AtomicBool::new(false),
+        }
+    }
+}
+
+fn parse_bool(name: &'static str, value: &str) -> Result<bool, ParamError> {
+    // The kernel's param_set_bool accepts these spellings.
+    match value.trim() {
+        "1" | "Y" | "y" | "true" | "on" => Ok(true),
+        "0" | "N" | "n" | "false" | "off" => Ok(false),
+        _ => Err(ParamError::BadValue {
+            name,
+            value: value.to_string(),
+            why: "expected Y/N, 1/0, true/false or on/off".into(),
+        }),
+    }
+}
+
+fn parse_percent(name: &'static str, value: &str, min: u32) -> Result<u32, ParamError> {
+    let bad = |why: String| ParamError::BadValue {
+        name,
+        value: value.to_string(),
+        why,
+    };
+    let v: u32 = value
+        .trim()
+        .parse()
+        .map_err(|_| bad("expected a whole number".into()))?;
+    if !(min..=100).contains(&v) {
+        return Err(bad(format!("must be between {min} and 100")));
+    }
+    Ok(v)
+}
+
+impl Params {
+    /// Every tunable name `set` and `get` take.
+    pub const NAMES: &'static [&'static str] = &[
+        "enabled",
+        "compressor",
+        "max_pool_percent",
+        "accept_threshold_percent",
+        "shrinker_enabled",
+        "writethrough",
+    ];
+
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Relaxed)
+    }
+    pub fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, Relaxed)
+    }
+    pub fn compressor(&self) -> CompressorSpec {
+        *self.compressor.read()
+    }
+    pub(crate) fn set_compressor_spec(&self, spec: CompressorSpec) {
+        *self.compressor.write() = spec;
+    }
+    pub fn max_pool_percent(&self) -> u32 {
+        self.max_pool_percent.load(Relaxed)
+    }
+    pub fn set_max_pool_percent(&self, percent: u32) -> Result<(), ParamError> {
+        let v = parse_percent("max_pool_percent", &percent.to_string(), 0)?;
+        self.max_pool_percent.store(v, Relaxed);
+        Ok(())
+    }
+    pub fn accept_threshold_percent(&self) -> u32 {
+        self.accept_threshold_percent.load(Relaxed)
+    }
+    pub fn set_accept_threshold_percent(&self, percent: u32) -> Result<(), ParamError> {
+        let v = parse_percent("accept_threshold_percent", &percent.to_string(), 0)?;
+        self.accept_threshold_percent.store(v, Relaxed);
+        Ok(())
+    }
+    pub fn shrinker_enabled(&self) -> bool {
+        self.shrinker_enabled.load(Relaxed)
+    }
+    pub fn set_shrinker_enabled(&self, on: bool) {
+        self.shrinker_enabled.store(on, Relaxed)
+    }
+    pub fn writethrough(&self) -> bool {
+        self.writethrough.load(Relaxed)
+    }
+    pub fn set_writethrough(&self, on: bool) {
+        self.writethrough.store(on, Relaxed)
+    }
+
+    /// Set a tunable by its kernel name from its sysfs spelling. `compressor` goes through
+    /// `Zswap::set_param`, which also makes the new compressor current.
+    pub(crate) fn set_plain(&self, name: &str, value: &str) -> Result<(), ParamError> {
+        match name {
+            "enabled" => self.set_enabled(parse_bool("enabled", value)?),
+            "max_pool_percent" => self
+                .max_pool_percent
+                .store(parse_percent("max_pool_percent", value, 0)?, Relaxed),
+            "accept_threshold_percent" => self.accept_threshold_percent.store(
+                parse_percent("accept_threshold_percent", value, 0)?,
+                Relaxed,
+            ),
+            "shrinker_enabled" => {
+                self.set_shrinker_enabled(parse_bool("shrinker_enabled", value)?)
+            }
+            "writethrough" => self.set_writethrough(parse_bool("writethrough", value)?),
+            _ => return Err(ParamError::Unknown(name.to_string())),
+        }
+        Ok(())
+    }
+
+    /// A tunable's value in its sysfs spelling.
+    pub fn get(&self, name: &str) -> Result<String, ParamError> {
+        let yn = |b: bool| if b { "Y" } else { "N" }.to_string();
+        Ok(match name {
+            "enabled" => yn(self.enabled()),
+            "compressor" => self.compressor().to_string(),
+            "max_pool_percent" => self.max_pool_percent().to_string(),
+            "accept_threshold_percent" => self.accept_threshold_percent().to_string(),
+            "shrinker_enabled" => yn(self.shrinker_enabled()),
+            "writethrough" => yn(self.writethrough()),
+            _ => return Err(ParamError::Unknown(name.to_string())),
+        })
+    }
+
+    /// Every tunable as `(name, value)`.
+    pub fn list(&self) -> Vec<(&'static str, String)> {
+        Self::NAMES
+            .iter()
+            .map(|n| (*n, self.get(n).expect("listed names are known")))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_kernels() {
+        let p = Params::default();
+        assert_eq!(p.get("enabled").unwrap(), "Y");
+        assert_eq!(p.get("max_pool_percent").unwrap(), "20");
+        assert_eq!(p.get("accept_threshold_percent").unwrap(), "90");
+        assert_eq!(p.get("shrinker_enabled").unwrap(), "N");
+        assert_eq!(p.get("writethrough").unwrap(), "N");
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_reason() {
+        let p = Params::default();
+        let e = p.set_plain("max_pool_percent", "101").unwrap_err();
+        assert!(e.to_string().contains("between 0 and 100"), "{e}");
+        assert!(p.set_plain("enabled", "maybe").is_err());
+        let e = p.set_plain("zpool", "zbud").unwrap_err();
+        assert!(e.to_string().contains("known are"), "{e}");
+        assert_eq!(p.max_pool_percent(), 20);
+    }
+
+    #[test]
+    fn sysfs_spellings_are_accepted() {
+        let p = Params::default();
+        p.set_plain("enabled", "N").unwrap();
+        assert!(!p.enabled());
+        p.set_plain("enabled", "1").unwrap();
+        assert!(p.enabled());
+        p.set_plain("accept_threshold_percent", "100").unwrap();
+        assert_eq!(p.accept_threshold_percent(), 100);
+    }
+}

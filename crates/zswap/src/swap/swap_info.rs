@@ -1,0 +1,96 @@
+//! A backing device with its slot map: the kernel's `swap_info_struct`. Written-back pages
+//! get slots here; a large folio gets contiguous slots when there are some, so it goes out in
+//! one write. Freed slots are discarded (hole punching): their storage goes back to the file
+//! system and no later reader sees old bytes.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::device::{BackingDevice, DeviceError};
+use super::slots::{SlotAllocator, SwapSlot};
+
+/// Why a write to the backing device did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum SwapWriteError {
+    #[error("no free swap slot")]
+    NoSlot,
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+}
+
+#[derive(Debug)]
+pub struct SwapInfo {
+    device: Arc<dyn BackingDevice>,
+    slots: Mutex<SlotAllocator>,
+}
+
+impl SwapInfo {
+    pub fn new(device: Arc<dyn BackingDevice>, capacity_pages: u32) -> Self {
+        SwapInfo {
+            device,
+            slots: Mutex::new(SlotAllocator::new(capacity_pages)),
+        }
+    }
+
+    pub fn device(&self) -> &Arc<dyn BackingDevice> {
+        &self.device
+    }
+
+    /// Slots in use.
+    pub fn used(&self) -> u32 {
+        self.slots.lock().used()
+    }
+
+    /// Write whole pages to newly allocated slots: contiguous ones when there are, one write
+    /// per run. Returns each page's slot. On error nothing stays allocated.
+    pub fn write(&self, data: &[u8], slots_out: &mut Vec<SwapSlot>) -> Result<(), SwapWriteError> {
+        let nr = (data.len() / crate::PAGE_SIZE) as u32;
+        debug_assert!(nr > 0 && data.len() % crate::PAGE_SIZE == 0);
+        slots_out.clear();
+        let contiguous = if nr.is_power_of_two() {
+            self.slots.lock().alloc(nr)
+        } else {
+            None
+        };
+        if let Some(first) = contiguous {
+            if let Err(e) = self.device.write(first, data) {
+                self.slots.lock().free(first, nr);
+                return Err(e.into());
+            }
+            slots_out.extend((0..nr).map(|i| SwapSlot(first.0 + i)));
+            return Ok(());
+        }
+        // Fragmented: page by page.
+        for page in data.chunks_exact(crate::PAGE_SIZE) {
+            let slot = self.slots.lock().alloc(1);
+            let result = match slot {
+                None => Err(SwapWriteError::NoSlot),
+                Some(slot) => self.device.write(slot, page).map_err(|e| {
+                    self.slots.lock().free(slot, 1);
+                    SwapWriteError::from(e)
+                }),
+            };
+            if let Err(e) = result {
+                for s in slots_out.drain(..) {
+                    self.free(s);
+                }
+                return Err(e);
+            }
+            slots_out.push(slot.expect("checked above"));
+        }
+        Ok(())
+    }
+
+    /// Read one page from its slot.
+    pub fn read(&self, slot: SwapSlot, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.device.read(slot, out)
+    }
+
+    /// Free a slot and give its storage back. A failed discard leaks no data (the slot is
+    /// overwritten before anyone reads it again) so it is not an error for the caller.
+    pub fn free(&self, slot: SwapSlot) {
+        let _ = self.device.discard(slot, 1);
+        self.slots.lock().free(slot, 1);
+    }
+}

@@ -1,0 +1,56 @@
+//! Invalidate: free whatever holds a page (pool object, disk slot, zero mark, poison) and
+//! leave it empty. Store uses the same path to drop stale entries, and it runs whether zswap
+//! is enabled or not: turning zswap off never skips an invalidation (invariant 6; the kernel
+//! bug "invalidate duplicate entry when !zswap_enabled").
+
+use crate::stats::Stats;
+use crate::swap::cache::{FolioLock, Kind, PageState};
+use crate::PAGE_SIZE;
+
+use super::ZswapGroup;
+
+impl ZswapGroup {
+    /// Free everything the folio's pages hold.
+    pub fn invalidate(&self, folio: &FolioLock) {
+        self.check(folio);
+        for offset in folio.offsets() {
+            self.erase(folio, offset);
+        }
+    }
+
+    /// Free what one page holds and leave it empty; uncharges exactly what its store charged.
+    pub(crate) fn erase(&self, folio: &FolioLock, offset: u32) {
+        let st = folio.state(offset);
+        let s = &self.shared;
+        match st.kind {
+            Kind::Empty => return,
+            Kind::Zero => Stats::sub(&s.stats.same_filled_pages, 1),
+            Kind::Stored => self.free_stored(st),
+            Kind::OnDisk | Kind::Poisoned => {}
+        }
+        if let Some(slot) = folio.slot(offset) {
+            s.swap
+                .as_ref()
+                .expect("a page has a slot only where there is a device")
+                .free(slot);
+            folio.set_slot(offset, None);
+        }
+        folio.set_state(offset, PageState::EMPTY);
+    }
+
+    /// Free the pool object of a Stored entry and undo its charge and gauges.
+    pub(crate) fn free_stored(&self, st: PageState) {
+        let s = &self.shared;
+        let handle = crate::zsmalloc::Handle::from_raw(st.payload);
+        let len = s.pool.obj_len(handle) as u64;
+        s.pool.free(handle);
+        self.charged.fetch_sub(len, std::sync::atomic::Ordering::Relaxed);
+        Stats::sub(&self.zswapped, 1);
+        Stats::sub(&s.stats.stored_pages, 1);
+        if len == PAGE_SIZE as u64 {
+            Stats::sub(&s.stats.stored_incompressible_pages, 1);
+        } else {
+            s.compressors.release(st.codec, 1);
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Load: bring a folio's pages back into a caller's buffer (`zswap_load`, with the swap-in
+//! of large folios the kernel does not have yet).
+//!
+//! Loads are exclusive, as in the kernel since 6.9, but in two steps so the caller can keep
+//! invariant 2: `load` copies the data out and leaves every entry in place; once the caller
+//! has installed the pages it calls `finish_load`, which frees them. A caller that fails to
+//! install simply does not call it, and nothing is lost.
+//!
+//! The format of each page comes from its entry alone: a zero mark, a pool object whose
+//! length is PAGE_SIZE (raw) or less (compressed, with the codec the entry names), or a
+//! disk slot. No tunable is read here (invariant 5). Decompression must produce exactly one
+//! page; anything else is `decompress_fail` and an error, never zeros (invariant 7).
+
+use std::cell::RefCell;
+
+use crate::stats::Stats;
+use crate::swap::cache::{FolioLock, Kind};
+use crate::zsmalloc::Handle;
+use crate::PAGE_SIZE;
+
+use super::ZswapGroup;
+
+/// What a load brought back, by source.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Loaded {
+    /// Pages with no entry (resident, never written, or discarded): left untouched in the
+    /// buffer.
+    pub empty: u32,
+    pub zero: u32,
+    pub pool: u32,
+    pub disk: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadErrorKind {
+    /// The stored data did not decompress into exactly one page.
+    Corrupt,
+    /// The backing device failed to read it.
+    ReadError,
+    /// The page was poisoned earlier.
+    Poisoned,
+}
+
+/// A page that cannot be read back. Its entry is left as it was; the caller poisons the page
+/// (SIGBUS for the program) and then calls `mark_poisoned`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("page {offset} cannot be read back: {kind:?}")]
+pub struct LoadError {
+    pub offset: u32,
+    pub kind: LoadErrorKind,
+}
+
+thread_local! {
+    static OBJECT: RefCell<Vec<u8>> = RefCell::new(vec![0; PAGE_SIZE]);
+}
+
+impl ZswapGroup {
+    /// Copy the folio's pages into `out` (`nr_pages * PAGE_SIZE` bytes). Entries stay until
+    /// `finish_load`. Counts the swap-ins.
+    pub fn load(&self, folio: &FolioLock, out: &mut [u8]) -> Result<Loaded, LoadError> {
+        self.check(folio);
+        assert_eq!(out.len(), folio.nr_pages() as usize * PAGE_SIZE);
+        let mut loaded = Loaded::default();
+        for (offset, page) in folio.offsets().zip(out.chunks_exact_mut(PAGE_SIZE)) {
+            match self.load_one(folio, offset, page)? {
+                Kind::Empty => loaded.empty += 1,
+                Kind::Zero => loaded.zero += 1,
+                Kind::Stored => loaded.pool += 1,
+                Kind::OnDisk => loaded.disk += 1,
+                Kind::Poisoned => unreachable!("poisoned pages are errors"),
+            }
+        }
+        let stats = &self.shared.stats;
+        Stats::add(&stats.zswpin, loaded.pool.into());
+        Stats::add(&stats.swpin_zero, loaded.zero.into());
+        Stats::add(&stats.pswpin, loaded.disk.into());
+        if loaded.empty < folio.nr_pages() {
+            Stats::count_order(&stats.order_swpin, folio.order(), 1);
+        }
+        Ok(loaded)
+    }
+
+    /// Copy one page of a held folio into `out` without counting or freeing anything: what a
+    /// page holds now, for checks and for the region's single-page fallback.
+    pub fn read_page(&self, folio: &FolioLock, offset: u32, out: &mut [u8]) -> Result<Kind, LoadError> {
+        self.check(folio);
+        self.load_one(folio, offset, out)
+    }
+
+    fn load_one(&self, folio: &FolioLock, offset: u32, page: &mut [u8]) -> Result<Kind, LoadError> {
+        let s = &self.shared;
+        let st = folio.state(offset);
+        let fail = |kind| LoadError { offset, kind };
+        match st.kind {
+            Kind::Empty => {}
+            Kind::Zero => {
+                for w in page.chunks_exact_mut(4) {
+                    w.copy_from_slice(&st.payload.to_ne_bytes());
+                }
+            }
+            Kind::Stored => OBJECT.with(|obj| {
+                let obj = &mut *obj.borrow_mut();
+                let len = s.pool.read(Handle::from_raw(st.payload), obj);
+                if len == PAGE_SIZE {
+                    page.copy_from_slice(&obj[..PAGE_SIZE]);
+                    return Ok(());
+                }
+                let compressor = s.compressors.get(st.codec);
+                match compressor.decompress(&obj[..len], page) {
+                    Ok(n) if n == PAGE_SIZE => Ok(()),
+                    _ => {
+                        Stats::inc(&s.stats.decompress_fail);
+                        Err(fail(LoadErrorKind::Corrupt))
+                    }
+                }
+            })?,
+            Kind::OnDisk => {
+                let slot = folio.slot(offset).expect("an on-disk page has a slot");
+                let swap = s.swap.as_ref().expect("an on-disk page implies a device");
+                if swap.read(slot, page).is_err() {
+                    Stats::inc(&s.stats.swap_read_fail);
+                    return Err(fail(LoadErrorKind::ReadError));
+                }
+            }
+            Kind::Poisoned => return Err(fail(LoadErrorKind::Poisoned)),
+        }
+        Ok(st.kind)
+    }
+
+    /// The caller installed the loaded pages: drop the stored copies (exclusive load).
+    pub fn finish_load(&self, folio: &FolioLock) {
+        self.invalidate(folio);
+    }
+
+    /// The page could not be read back and the caller poisoned it: free what it held and
+    /// remember it as poisoned until it is invalidated.
+    pub fn mark_poisoned(&self, folio: &FolioLock, offset: u32) {
+        self.check(folio);
+        self.erase(folio, offset);
+        folio.set_state(
+            offset,
+            crate::swap::PageState {
+                kind: Kind::Poisoned,
+                ..crate::swap::PageState::EMPTY
+            },
+        );
+    }
+}

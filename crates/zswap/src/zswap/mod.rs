@@ -1,0 +1,337 @@
+//! zswap itself: a [`Zswap`] instance (the pool, the compressors, the tunables, the
+//! statistics, the backing device and the shrinker) and its groups ([`ZswapGroup`]): swap
+//! spaces with their own swap cache and the per-cgroup knobs `zswap_max` and `writeback`.
+//! A managed region is one group.
+//!
+//! Every operation on pages takes a [`FolioLock`] from the group's swap cache: owning the
+//! folio there is what makes store, load, writeback and invalidate of the same pages
+//! mutually exclusive, as the folio lock does in the kernel.
+//!
+//! Store (store.rs), load (load.rs), invalidate (invalidate.rs), writeback (writeback.rs),
+//! the shrinker (shrinker.rs) and the limits (limits.rs) each have a file.
+
+mod audit;
+mod invalidate;
+mod limits;
+mod load;
+pub mod pool;
+mod shrinker;
+mod store;
+mod writeback;
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::compress::{CompressorSpec, UnknownCompressor};
+use crate::params::{ParamError, Params};
+use crate::stats::{Stats, StatsSnapshot};
+use crate::swap::cache::{Busy, FolioLock, PageState, SwapCache, SHADOW_BITS};
+use crate::swap::device::BackingDevice;
+use crate::swap::swap_info::SwapInfo;
+use crate::zsmalloc::ZsPool;
+
+pub use load::{LoadError, LoadErrorKind, Loaded};
+pub use pool::{TooManyCompressors, MAX_COMPRESSORS};
+pub use shrinker::ShrinkResult;
+pub use store::{StoreError, SwapOutResult};
+pub use writeback::WritebackError;
+
+use pool::Compressors;
+
+/// How to build a zswap instance.
+#[derive(Debug, Clone)]
+pub struct ZswapConfig {
+    /// The memory that `max_pool_percent` is a percentage of: the region's memory limit, as
+    /// the kernel uses total RAM.
+    pub total_memory: u64,
+    /// The compressor to start with.
+    pub compressor: CompressorSpec,
+    /// Where written-back pages go. Without one, nothing is ever written back.
+    pub device: Option<Arc<dyn BackingDevice>>,
+    /// Capacity of the device in pages.
+    pub device_pages: u32,
+}
+
+impl ZswapConfig {
+    pub fn new(total_memory: u64) -> Self {
+        ZswapConfig {
+            total_memory,
+            compressor: "lz4".parse().expect("lz4 is always built"),
+            device: None,
+            device_pages: 0,
+        }
+    }
+
+    pub fn compressor(mut self, spec: CompressorSpec) -> Self {
+        self.compressor = spec;
+        self
+    }
+
+    pub fn device(mut self, device: Arc<dyn BackingDevice>, pages: u32) -> Self {
+        self.device = Some(device);
+        self.device_pages = pages;
+        self
+    }
+}
+
+/// A zswap instance. Cheap to clone: clones share everything.
+#[derive(Debug, Clone)]
+pub struct Zswap {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) params: Params,
+    pub(crate) stats: Stats,
+    pub(crate) pool: ZsPool,
+    pub(crate) compressors: Compressors,
+    pub(crate) swap: Option<SwapInfo>,
+    total_memory: AtomicU64,
+    /// The pool hit `max_pool_percent` and has not yet shrunk below the accept threshold.
+    reached_full: AtomicBool,
+    groups: Mutex<Vec<Weak<ZswapGroup>>>,
+    next_group: AtomicUsize,
+    worker: ShrinkWork,
+}
+
+/// The "zswap-shrink" work item: queued when the pool fills, run by the worker thread if
+/// one was started.
+#[derive(Debug, Default)]
+struct ShrinkWork {
+    pending: Mutex<bool>,
+    wake: Condvar,
+    started: AtomicBool,
+}
+
+impl Zswap {
+    pub fn new(config: ZswapConfig) -> Self {
+        let params = Params::default();
+        params.set_compressor_spec(config.compressor);
+        let swap = config
+            .device
+            .map(|dev| SwapInfo::new(dev, config.device_pages));
+        Zswap {
+            shared: Arc::new(Shared {
+                params,
+                stats: Stats::default(),
+                pool: ZsPool::new(),
+                compressors: Compressors::new(config.compressor),
+                swap,
+                total_memory: AtomicU64::new(config.total_memory),
+                reached_full: AtomicBool::new(false),
+                groups: Mutex::new(Vec::new()),
+                next_group: AtomicUsize::new(0),
+                worker: ShrinkWork::default(),
+            }),
+        }
+    }
+
+    /// A new group (swap space) of `nr_pages` pages.
+    pub fn new_group(&self, nr_pages: u32) -> Arc<ZswapGroup> {
+        let group = Arc::new(ZswapGroup {
+            shared: self.shared.clone(),
+            cache: SwapCache::new(nr_pages),
+            zswap_max: AtomicU64::new(u64::MAX),
+            writeback: AtomicBool::new(true),
+            charged: AtomicU64::new(0),
+            zswapped: AtomicU64::new(0),
+            evictions: AtomicU32::new(0),
+            hand: Mutex::new(0),
+        });
+        let mut groups = self.shared.groups.lock();
+        groups.retain(|g| g.strong_count() > 0);
+        groups.push(Arc::downgrade(&group));
+        group
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.shared.params
+    }
+
+    /// Set a tunable by its kernel name, from its sysfs spelling.
+    pub fn set_param(&self, name: &str, value: &str) -> Result<(), ParamError> {
+        if name != "compressor" {
+            return self.shared.params.set_plain(name, value);
+        }
+        let spec: CompressorSpec =
+            value
+                .trim()
+                .parse()
+                .map_err(|e: UnknownCompressor| ParamError::BadValue {
+                    name: "compressor",
+                    value: value.to_string(),
+                    why: e.to_string(),
+                })?;
+        self.set_compressor(spec)
+            .map_err(|e| ParamError::BadValue {
+                name: "compressor",
+                value: value.to_string(),
+                why: e.to_string(),
+            })
+    }
+
+    /// Make `spec` the compressor for new stores. Pages stored earlier keep theirs.
+    pub fn set_compressor(&self, spec: CompressorSpec) -> Result<(), TooManyCompressors> {
+        self.shared.compressors.set_current(spec)?;
+        self.shared.params.set_compressor_spec(spec);
+        Ok(())
+    }
+
+    pub fn total_memory(&self) -> u64 {
+        self.shared.total_memory.load(Relaxed)
+    }
+
+    pub fn set_total_memory(&self, bytes: u64) {
+        self.shared.total_memory.store(bytes, Relaxed)
+    }
+
+    pub fn pool(&self) -> &ZsPool {
+        &self.shared.pool
+    }
+
+    pub fn swap_info(&self) -> Option<&SwapInfo> {
+        self.shared.swap.as_ref()
+    }
+
+    /// Compact the pool (zs_compact): returns pages freed.
+    pub fn compact(&self) -> u64 {
+        self.shared.pool.compact().pages_freed
+    }
+
+    /// Every statistic, counters and gauges.
+    pub fn stats(&self) -> StatsSnapshot {
+        let s = &self.shared;
+        s.stats.snapshot_with(&[
+            ("pool_total_size", s.pool.total_size()),
+            (
+                "swap_slots_used",
+                s.swap.as_ref().map_or(0, |w| u64::from(w.used())),
+            ),
+        ])
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+/// A swap space with its swap cache, and the per-cgroup knobs.
+#[derive(Debug)]
+pub struct ZswapGroup {
+    shared: Arc<Shared>,
+    cache: SwapCache,
+    /// memory.zswap.max: compressed bytes this group may hold in the pool.
+    zswap_max: AtomicU64,
+    /// memory.zswap.writeback: whether this group's pages may go to the backing device.
+    writeback: AtomicBool,
+    /// memory.stat `zswap`: compressed bytes charged to this group.
+    charged: AtomicU64,
+    /// memory.stat `zswapped`: pages of this group in the pool.
+    zswapped: AtomicU64,
+    /// Pages evicted so far: shadows are taken from it.
+    evictions: AtomicU32,
+    /// The shrinker's clock hand over this group's pages.
+    hand: Mutex<u32>,
+}
+
+impl ZswapGroup {
+    pub fn nr_pages(&self) -> u32 {
+        self.cache.nr_pages()
+    }
+
+    pub fn cache(&self) -> &SwapCache {
+        &self.cache
+    }
+
+    /// Lock the folio holding `offset`, waiting for its owner.
+    pub fn lock_page(&self, offset: u32) -> FolioLock<'_> {
+        self.cache.lock_page(offset)
+    }
+
+    pub fn try_lock_page(&self, offset: u32) -> Result<FolioLock<'_>, Busy> {
+        self.cache.try_lock_page(offset)
+    }
+
+    /// Lock exactly the folio `[start, start + 2^order)`, merging or splitting as needed.
+    pub fn lock_folio(&self, start: u32, order: u8) -> FolioLock<'_> {
+        self.cache.lock_folio(start, order)
+    }
+
+    /// The entry of a page as it is now (unlocked: a hint).
+    pub fn peek(&self, offset: u32) -> PageState {
+        self.cache.peek(offset)
+    }
+
+    pub fn zswap_max(&self) -> u64 {
+        self.zswap_max.load(Relaxed)
+    }
+
+    /// memory.zswap.max, in bytes; `u64::MAX` is "max", 0 forbids zswap.
+    pub fn set_zswap_max(&self, bytes: u64) {
+        self.zswap_max.store(bytes, Relaxed)
+    }
+
+    /// memory.zswap.writeback.
+    pub fn writeback_enabled(&self) -> bool {
+        self.writeback.load(Relaxed)
+    }
+
+    /// memory.zswap.writeback.
+    pub fn set_writeback_enabled(&self, on: bool) {
+        self.writeback.store(on, Relaxed)
+    }
+
+    /// Whether pages of this group may go to the backing device now.
+    pub(crate) fn writeback_allowed(&self) -> bool {
+        self.writeback_enabled() && self.shared.swap.is_some()
+    }
+
+    /// memory.stat `zswap`: compressed bytes charged to this group.
+    pub fn zswap_bytes(&self) -> u64 {
+        self.charged.load(Relaxed)
+    }
+
+    /// memory.stat `zswapped`: bytes of this group's pages held in the pool.
+    pub fn zswapped_bytes(&self) -> u64 {
+        self.zswapped.load(Relaxed) * crate::PAGE_SIZE as u64
+    }
+
+    /// Pages evicted from this group so far (the clock shadows are read against).
+    pub fn evictions(&self) -> u32 {
+        self.evictions.load(Relaxed)
+    }
+
+    /// How many evictions happened since this evicted page left: its refault distance
+    /// (modulo 2^18). For a page that holds no evicted data, None.
+    pub fn refault_distance(&self, folio: &FolioLock, offset: u32) -> Option<u32> {
+        self.check(folio);
+        let st = folio.state(offset);
+        if st.kind == crate::swap::Kind::Empty {
+            return None;
+        }
+        let mask = (1u32 << SHADOW_BITS) - 1;
+        Some(self.evictions().wrapping_sub(st.shadow) & mask)
+    }
+
+    fn check(&self, folio: &FolioLock) {
+        assert!(
+            std::ptr::eq(folio.cache(), &self.cache),
+            "{folio:?} belongs to another group"
+        );
+    }
+}
+
+impl Drop for ZswapGroup {
+    fn drop(&mut self) {
+        // Free everything the group still holds: nobody else can reach it now.
+        for offset in 0..self.cache.nr_pages() {
+            let folio = self.cache.lock_page(offset);
+            if folio.start() == offset {
+                self.invalidate(&folio);
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The compressors entries are encoded with: the kernel's `zswap_pool` list. Changing the
+//! `compressor` tunable makes a new compressor current; entries stored earlier keep the index
+//! of the one that encoded them (4 bits in the entry), so the load path never consults the
+//! tunable (invariant 5). An index is reused only once no entry refers to it any more.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::compress::{Compressor, CompressorSpec};
+
+/// Compressors alive at once, old ones with entries included (the codec field's width).
+pub const MAX_COMPRESSORS: usize = 16;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{MAX_COMPRESSORS} compressors still have stored pages; free some before switching again")]
+pub struct TooManyCompressors;
+
+#[derive(Debug)]
+struct Slot {
+    compressor: Arc<dyn Compressor>,
+    /// Stored pages encoded with it, plus stores in flight that may use it. Changed under
+    /// the read lock; an index is only reassigned under the write lock when this is zero.
+    users: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Registry {
+    slots: Vec<Option<Slot>>,
+    current: u8,
+}
+
+/// The compressor registry of one zswap instance.
+#[derive(Debug)]
+pub(crate) struct Compressors {
+    inner: RwLock<Registry>,
+}
+
+impl Compressors {
+    pub(crate) fn new(spec: CompressorSpec) -> Self {
+        let mut slots: Vec<Option<Slot>> = (0..MAX_COMPRESSORS).map(|_| None).collect();
+        slots[0] = Some(Slot {
+            compressor: spec.build(),
+            users: AtomicU64::new(0),
+        });
+        Compressors {
+            inner: RwLock::new(Registry { slots, current: 0 }),
+        }
+    }
+
+    /// Make `spec` current, reusing its index if it is still alive.
+    pub(crate) fn set_current(&self, spec: CompressorSpec) -> Result<(), TooManyCompressors> {
+        let mut r = self.inner.write();
+        let alive = r
+            .slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.compressor.spec() == spec));
+        let id = match alive {
+            Some(id) => id,
+            None => {
+                let current = r.current as usize;
+                let free = (0..MAX_COMPRESSORS)
+                    .find(|&i| i != current && r.slots[i].as_ref().is_none_or(|s| s.users.load(Relaxed) == 0))
+                    .ok_or(TooManyCompressors)?;
+                r.slots[free] = Some(Slot {
+                    compressor: spec.build(),
+                    users: AtomicU64::new(0),
+                });
+                free
+            }
+        };
+        r.current = id as u8;
+        Ok(())
+    }
+
+    /// The current compressor, with `nr` uses reserved on it so that its index cannot be
+    /// given to another compressor while a store is encoding with it.
+    pub(crate) fn acquire_current(&self, nr: u64) -> (u8, Arc<dyn Compressor>) {
+        let r = self.inner.read();
+        let id = r.current;
+        let slot = r.slots[id as usize].as_ref().expect("current slot is set");
+        slot.users.fetch_add(nr, Relaxed);
+        (id, slot.compressor.clone())
+    }
+
+    /// Give back `nr` uses of index `id` (stores that did not use them, freed entries).
+    pub(crate) fn release(&self, id: u8, nr: u64) {
+        if nr == 0 {
+            return;
+        }
+        let r = self.inner.read();
+        let slot = r.slots[id as usize]
+            .as_ref()
+            .expect("released an index nobody acquired");
+        let before = slot.users.fetch_sub(nr, Relaxed);
+        assert!(before >= nr, "released more uses than were acquired");
+    }
+
+    /// The compressor behind index `id`. The caller holds an entry that uses it, so it is
+    /// alive.
+    pub(crate) fn get(&self, id: u8) -> Arc<dyn Compressor> {
+        self.inner.read().slots[id as usize]
+            .as_ref()
+            .expect("an entry refers to a compressor that is gone")
+            .compressor
+            .clone()
+    }
+
+    /// Total uses held: for consistency checks.
+    pub(crate) fn total_users(&self) -> u64 {
+        self.inner
+            .read()
+            .slots
+            .iter()
+            .flatten()
+            .map(|s| s.users.load(Relaxed))
+            .sum()
+    }
+}

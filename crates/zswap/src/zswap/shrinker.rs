@@ -1,0 +1,199 @@
+//! The shrinker: writes the coldest pool pages back to the backing device.
+//!
+//! Cold order is a CLOCK over each group's pages (the second-chance algorithm): a store sets
+//! the page's referenced bit, the hand's first visit clears it, the second writes the folio
+//! back. Because loads are exclusive, a page in the pool is never accessed while it is there,
+//! so store order is LRU order and the clock gives every page between one and two turns of
+//! the hand, with no list links to keep per page and no global LRU lock.
+//!
+//! Like the kernel's shrinker the hand stops when it meets a folio someone else owns (the
+//! `-EEXIST` of `zswap_writeback_entry`: a fault is bringing it in, so the hand has reached
+//! warm pages). What it reads without the lock is only a hint: under the folio's lock the
+//! entry is checked again, generation (shadow) included, before anything is written.
+//!
+//! Three entry points, as in the kernel: `ZswapGroup::shrink` (a group over its
+//! `zswap_max`), `Zswap::shrink_worker_run` (the pool over `max_pool_percent`, down to the
+//! accept threshold) and `Zswap::shrinker_scan` (memory pressure, when `shrinker_enabled`).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use crate::stats::Stats;
+use crate::swap::cache::Kind;
+
+use super::{Shared, Zswap, ZswapGroup};
+
+/// Failed rounds after which the shrink worker gives up (MAX_RECLAIM_RETRIES).
+const MAX_RECLAIM_RETRIES: u32 = 16;
+/// Pages a worker round asks of one group (SWAP_CLUSTER_MAX).
+const SWAP_CLUSTER_MAX: u32 = 32;
+
+/// What one shrink pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShrinkResult {
+    /// Pages that left the pool.
+    pub written: u32,
+    /// The hand stopped at a folio someone else owns.
+    pub busy: bool,
+    /// A write to the backing device failed.
+    pub write_error: bool,
+}
+
+impl ZswapGroup {
+    /// Write back up to about `nr_to_write` of this group's coldest pool pages.
+    pub fn shrink(&self, nr_to_write: u32) -> ShrinkResult {
+        let mut result = ShrinkResult::default();
+        let nr_pages = self.nr_pages();
+        if !self.writeback_allowed() || nr_pages == 0 || self.zswapped.load(Relaxed) == 0 {
+            return result;
+        }
+        let mut hand = self.hand.lock();
+        let mut scanned = 0u64;
+        // Two turns: the first may only clear referenced bits.
+        while scanned < 2 * u64::from(nr_pages) && result.written < nr_to_write {
+            let off = *hand % nr_pages;
+            let hint = self.cache.peek(off);
+            let head = off & !((1u32 << hint.order) - 1);
+            let next = head + (1u32 << hint.order);
+            *hand = if next >= nr_pages { 0 } else { next };
+            scanned += u64::from(next - off);
+
+            let mut candidate = None;
+            let mut referenced = false;
+            for p in head..next {
+                let st = self.cache.peek(p);
+                if st.kind == Kind::Stored {
+                    if st.referenced {
+                        referenced |= self.cache.clear_referenced(p);
+                    } else if candidate.is_none() {
+                        candidate = Some((p, st.shadow));
+                    }
+                }
+            }
+            if referenced {
+                continue; // second chance for the whole folio
+            }
+            let Some((page, shadow)) = candidate else {
+                continue;
+            };
+            let Ok(folio) = self.cache.try_lock_page(page) else {
+                Stats::inc(&self.shared.stats.writeback_busy_stop);
+                result.busy = true;
+                break;
+            };
+            // Re-check under the lock: the same entry (generation) still in the pool.
+            let st = folio.state(page);
+            if st.kind != Kind::Stored || st.shadow != shadow {
+                continue;
+            }
+            match self.writeback(&folio) {
+                Ok(n) => result.written += n,
+                Err(_) => {
+                    // Counted by writeback; retried on a later pass.
+                    result.write_error = true;
+                    break;
+                }
+            }
+        }
+        result
+    }
+}
+
+impl Shared {
+    pub(crate) fn live_groups(&self) -> Vec<Arc<ZswapGroup>> {
+        self.groups.lock().iter().filter_map(|g| g.upgrade()).collect()
+    }
+
+    pub(crate) fn queue_shrink_work(&self) {
+        if self.worker.started.load(Relaxed) {
+            *self.worker.pending.lock() = true;
+            self.worker.wake.notify_one();
+        }
+    }
+}
+
+impl Zswap {
+    /// The shrink worker's job (`shrink_worker`): write back, group by group in turn, until
+    /// the pool is at or below the accept threshold; give up after MAX_RECLAIM_RETRIES rounds
+    /// that freed nothing. Then compact the pool. Returns pages written back.
+    pub fn shrink_worker_run(&self) -> u64 {
+        let s = self.shared();
+        let mut written = 0u64;
+        let mut failures = 0;
+        while s.above_accept_threshold() && failures < MAX_RECLAIM_RETRIES {
+            let groups = s.live_groups();
+            if groups.is_empty() {
+                break;
+            }
+            let g = &groups[s.next_group.fetch_add(1, Relaxed) % groups.len()];
+            let r = g.shrink(SWAP_CLUSTER_MAX);
+            written += u64::from(r.written);
+            if r.written == 0 {
+                failures += 1;
+            }
+            if r.written > 0 && !s.above_accept_threshold() {
+                break;
+            }
+            if s.pool.total_size() > s.pool.stored_bytes().saturating_mul(9) / 8 + (1 << 20) {
+                // Writeback frees objects here and there; give the pages back.
+                s.pool.compact();
+            }
+        }
+        s.pool.compact();
+        written
+    }
+
+    /// The memory-pressure shrinker ("mm-zswap"): write back up to `nr` pages, spread over
+    /// the groups, if `shrinker_enabled`. Returns pages written back.
+    pub fn shrinker_scan(&self, nr: u32) -> u64 {
+        let s = self.shared();
+        if !s.params.shrinker_enabled() {
+            return 0;
+        }
+        let groups = s.live_groups();
+        let mut written = 0u64;
+        for _ in 0..groups.len() {
+            if written >= u64::from(nr) {
+                break;
+            }
+            let g = &groups[s.next_group.fetch_add(1, Relaxed) % groups.len()];
+            written += u64::from(g.shrink(nr - written as u32).written);
+        }
+        written
+    }
+
+    /// Start the "zswap-shrink" worker thread: it runs `shrink_worker_run` whenever a store
+    /// finds the pool full. It ends when the last handle to this zswap is dropped.
+    pub fn start_shrink_worker(&self) {
+        let s = self.shared();
+        if s.worker.started.swap(true, Relaxed) {
+            return;
+        }
+        let weak = Arc::downgrade(s);
+        std::thread::Builder::new()
+            .name("zswap-shrink".into())
+            .spawn(move || loop {
+                let Some(shared) = weak.upgrade() else { return };
+                {
+                    let mut pending = shared.worker.pending.lock();
+                    if !*pending {
+                        // Wake now and then to notice that the instance is gone.
+                        shared
+                            .worker
+                            .wake
+                            .wait_for(&mut pending, std::time::Duration::from_millis(200));
+                    }
+                    if !std::mem::take(&mut *pending) {
+                        continue;
+                    }
+                }
+                Zswap { shared }.shrink_worker_run();
+            })
+            .expect("spawning the shrink worker");
+    }
+
+    /// Whether stores are refused for the pool limit right now.
+    pub fn pool_full(&self) -> bool {
+        self.shared().is_full()
+    }
+}

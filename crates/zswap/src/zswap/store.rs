@@ -1,0 +1,287 @@
+//! Store: put a folio of 1 to 512 pages into the pool, all of its pages or none
+//! (`zswap_store`, with the large-folio series).
+//!
+//! Order of work, as in the kernel:
+//! 1. With zswap off, or a limit hit, go straight to the failure path.
+//! 2. The group's `zswap_max` and the global pool limit are checked once per folio, so a
+//!    large folio may overshoot by its own size.
+//! 3. Each page: a same-filled page is recorded by value; otherwise it is compressed into a
+//!    buffer one byte short of a page. A page that does not fit is stored raw (a PAGE_SIZE
+//!    object) when the group may write back, and refused when it may not
+//!    (`reject_compress_poor`): a raw page in the pool keeps LRU order, but with writeback
+//!    off it could never leave. The decision is made here only; load looks at the length.
+//! 4. Only when every page has its new object are the entries published: each stale entry
+//!    is freed as it is replaced, then charges and counters move.
+//! 5. On any failure every new object is freed, every entry at the folio's offsets is
+//!    erased (stale older versions included: they must never be written back over newer
+//!    data) and nothing is charged or counted but the reject reason.
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::compress::CompressError;
+use crate::stats::Stats;
+use crate::swap::cache::{FolioLock, Kind, PageState};
+use crate::swap::slots::SwapSlot;
+use crate::zsmalloc::{AllocError, Handle};
+use crate::PAGE_SIZE;
+
+use super::ZswapGroup;
+
+/// Why a folio was not stored. The folio's offsets hold nothing afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("zswap is disabled")]
+    Disabled,
+    #[error("the group is at its zswap_max and reclaim freed nothing")]
+    GroupLimit,
+    #[error("the pool is at max_pool_percent")]
+    PoolLimit,
+    #[error("page {0} does not compress and writeback is off")]
+    CompressPoor(u32),
+    #[error("the compressor failed on page {0}")]
+    CompressFail(u32),
+    #[error("the pool could not allocate for page {0}")]
+    AllocFail(u32),
+}
+
+/// Where `swap_out` put a folio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwapOutResult {
+    /// In zswap.
+    Stored,
+    /// Straight to the backing device, because the store failed.
+    WrittenToDisk(StoreError),
+}
+
+/// A page's new entry before it is published.
+#[derive(Clone, Copy)]
+enum NewEntry {
+    Zero(u32),
+    Compressed(Handle, u32),
+    Raw(Handle),
+}
+
+thread_local! {
+    /// Per-thread compression buffer and new-entry list: no allocation per store.
+    static SCRATCH: RefCell<(Vec<u8>, Vec<NewEntry>)> =
+        RefCell::new((vec![0; PAGE_SIZE - 1], Vec::with_capacity(512)));
+}
+
+/// The page's fill value if all its 32-bit words are equal.
+pub(crate) fn same_filled(page: &[u8]) -> Option<u32> {
+    let first = u32::from_ne_bytes(page[..4].try_into().expect("4 bytes"));
+    let pattern = u64::from(first) | (u64::from(first) << 32);
+    page.chunks_exact(8)
+        .all(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) == pattern)
+        .then_some(first)
+}
+
+impl ZswapGroup {
+    /// Store the folio's pages (`data` is the folio: `nr_pages * PAGE_SIZE` bytes) in zswap.
+    /// On error nothing is stored at any of its offsets.
+    pub fn store(&self, folio: &FolioLock, data: &[u8]) -> Result<(), StoreError> {
+        self.check(folio);
+        let nr = folio.nr_pages();
+        assert_eq!(data.len(), nr as usize * PAGE_SIZE, "data is not the folio");
+        let result = self.try_store(folio, data);
+        if result.is_err() {
+            // check_old: no stale entry may survive a failed store.
+            self.invalidate(folio);
+        }
+        result
+    }
+
+    /// Store the folio in zswap, or, if that fails and this group may write back, write it
+    /// to the backing device (the kernel's swap_writeout). Err when it went nowhere: the
+    /// caller keeps the data (for a region: the folio stays resident).
+    pub fn swap_out(&self, folio: &FolioLock, data: &[u8]) -> Result<SwapOutResult, StoreError> {
+        match self.store(folio, data) {
+            Ok(()) => Ok(SwapOutResult::Stored),
+            Err(e) if self.writeback_allowed() => match self.swap_writepage(folio, data) {
+                Ok(()) => Ok(SwapOutResult::WrittenToDisk(e)),
+                Err(_) => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    fn try_store(&self, folio: &FolioLock, data: &[u8]) -> Result<(), StoreError> {
+        let s = &self.shared;
+        let nr = folio.nr_pages();
+        if !s.params.enabled() {
+            return Err(StoreError::Disabled);
+        }
+        self.check_group_limit(nr)?;
+        self.shared.check_pool_limit()?;
+        let may_writeback = self.writeback_allowed();
+        let (codec, compressor) = s.compressors.acquire_current(u64::from(nr));
+
+        SCRATCH.with(|scratch| {
+            let (buf, new) = &mut *scratch.borrow_mut();
+            new.clear();
+            let mut failed = None;
+            for (i, page) in data.chunks_exact(PAGE_SIZE).enumerate() {
+                let entry = if let Some(v) = same_filled(page) {
+                    Ok(NewEntry::Zero(v))
+                } else {
+                    match compressor.compress(page, buf) {
+                        Ok(len) => s
+                            .pool
+                            .malloc(&buf[..len])
+                            .map(|h| NewEntry::Compressed(h, len as u32))
+                            .map_err(|e| self.alloc_failed(e, folio.start() + i as u32)),
+                        Err(CompressError::DoesNotFit(_)) if may_writeback => s
+                            .pool
+                            .malloc(page)
+                            .map(NewEntry::Raw)
+                            .map_err(|e| self.alloc_failed(e, folio.start() + i as u32)),
+                        Err(CompressError::DoesNotFit(_)) => {
+                            Stats::inc(&s.stats.reject_compress_poor);
+                            Err(StoreError::CompressPoor(folio.start() + i as u32))
+                        }
+                        Err(CompressError::Corrupt(_)) => {
+                            Stats::inc(&s.stats.reject_compress_fail);
+                            Err(StoreError::CompressFail(folio.start() + i as u32))
+                        }
+                    }
+                };
+                match entry {
+                    Ok(e) => new.push(e),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            let compressed = new
+                .iter()
+                .filter(|e| matches!(e, NewEntry::Compressed(..)))
+                .count() as u64;
+            if let Some(e) = failed {
+                for entry in new.iter() {
+                    if let NewEntry::Compressed(h, _) | NewEntry::Raw(h) = *entry {
+                        s.pool.free(h);
+                    }
+                }
+                s.compressors.release(codec, u64::from(nr));
+                return Err(e);
+            }
+            s.compressors.release(codec, u64::from(nr) - compressed);
+            let slots = self.write_through(data, new, may_writeback);
+            self.publish(folio, codec, new, slots.as_deref());
+            Ok(())
+        })
+    }
+
+    fn alloc_failed(&self, e: AllocError, offset: u32) -> StoreError {
+        // PoolFull is the pool's own cap: the same refusal as running out of memory.
+        let _ = e;
+        Stats::inc(&self.shared.stats.reject_alloc_fail);
+        StoreError::AllocFail(offset)
+    }
+
+    /// Writethrough mode: the pages that went to the pool are also written to the backing
+    /// device now, so evicting them later is a free. A failed write loses nothing (the pool
+    /// holds the page) and the page is simply not written through.
+    fn write_through(
+        &self,
+        data: &[u8],
+        new: &[NewEntry],
+        may_writeback: bool,
+    ) -> Option<Vec<SwapSlot>> {
+        let s = &self.shared;
+        if !(may_writeback && s.params.writethrough()) {
+            return None;
+        }
+        let swap = s.swap.as_ref()?;
+        if new.iter().all(|e| matches!(e, NewEntry::Zero(_))) {
+            return None;
+        }
+        let mut slots = Vec::with_capacity(new.len());
+        match swap.write(data, &mut slots) {
+            Ok(()) => {
+                Stats::add(&s.stats.pswpout, new.len() as u64);
+                Stats::add(&s.stats.writethrough_pages, new.len() as u64);
+                Some(slots)
+            }
+            Err(_) => {
+                Stats::inc(&s.stats.swap_write_fail);
+                None
+            }
+        }
+    }
+
+    /// Make the new entries visible, freeing the stale ones they replace, then charge and
+    /// count.
+    fn publish(&self, folio: &FolioLock, codec: u8, new: &[NewEntry], slots: Option<&[SwapSlot]>) {
+        let s = &self.shared;
+        let nr = folio.nr_pages();
+        let first_shadow = self.evictions.fetch_add(nr, Relaxed);
+        let (mut stored, mut raw, mut zero, mut bytes) = (0u64, 0u64, 0u64, 0u64);
+        for (i, (offset, entry)) in folio.offsets().zip(new).enumerate() {
+            self.erase(folio, offset);
+            let (kind, codec, payload) = match *entry {
+                NewEntry::Zero(v) => {
+                    zero += 1;
+                    (Kind::Zero, 0, v)
+                }
+                NewEntry::Compressed(h, len) => {
+                    stored += 1;
+                    bytes += u64::from(len);
+                    (Kind::Stored, codec, h.to_raw())
+                }
+                NewEntry::Raw(h) => {
+                    stored += 1;
+                    raw += 1;
+                    bytes += PAGE_SIZE as u64;
+                    (Kind::Stored, 0, h.to_raw())
+                }
+            };
+            folio.set_state(
+                offset,
+                PageState {
+                    kind,
+                    referenced: true,
+                    codec,
+                    order: folio.order(),
+                    shadow: first_shadow.wrapping_add(i as u32),
+                    payload,
+                },
+            );
+            if let Some(slots) = slots {
+                if kind == Kind::Stored {
+                    folio.set_slot(offset, Some(slots[i]));
+                } else {
+                    // A zero page needs no disk copy: give back the slot it was written to.
+                    s.swap.as_ref().expect("slots imply a device").free(slots[i]);
+                }
+            }
+        }
+        self.charged.fetch_add(bytes, Relaxed);
+        Stats::add(&self.zswapped, stored);
+        Stats::add(&s.stats.stored_pages, stored);
+        Stats::add(&s.stats.stored_incompressible_pages, raw);
+        Stats::add(&s.stats.same_filled_pages, zero);
+        Stats::add(&s.stats.zswpout, stored);
+        Stats::add(&s.stats.swpout_zero, zero);
+        if stored > 0 {
+            Stats::count_order(&s.stats.order_zswpout, folio.order(), 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_filled;
+
+    #[test]
+    fn same_filled_finds_repeated_words_only() {
+        assert_eq!(same_filled(&[0u8; 4096]), Some(0));
+        let page: Vec<u8> = std::iter::repeat([1u8, 2, 3, 4]).take(1024).flatten().collect();
+        assert_eq!(same_filled(&page), Some(u32::from_ne_bytes([1, 2, 3, 4])));
+        let mut page = vec![0u8; 4096];
+        page[4095] = 1;
+        assert_eq!(same_filled(&page), None);
+    }
+}

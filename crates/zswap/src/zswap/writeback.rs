@@ -1,0 +1,165 @@
+//! Writeback: move a folio's pool pages to the backing device and free their pool objects
+//! (`zswap_writeback_entry`). Also the direct path a failed store takes to the device
+//! (`swap_writepage`).
+//!
+//! The folio is owned by the caller (its lock is the kernel's swap-cache folio), so no load
+//! or invalidate can run on it meanwhile. Pages are decompressed first, written together
+//! (one write to contiguous slots when the whole folio goes), and only after the write
+//! succeeded are the pool objects freed (invariant 2). A failed write changes nothing: the
+//! pages stay in the pool and the error is counted (invariant 8).
+//!
+//! A page that was written through at store time already has its disk copy: evicting it is a
+//! free, with no decompression and no write.
+
+use std::cell::RefCell;
+
+use crate::stats::Stats;
+use crate::swap::cache::{FolioLock, Kind, PageState};
+use crate::swap::swap_info::SwapWriteError;
+use crate::swap::slots::SwapSlot;
+use crate::PAGE_SIZE;
+
+use super::ZswapGroup;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WritebackError {
+    #[error("writeback is off for this group, or there is no backing device")]
+    NotAllowed,
+    #[error("writing to the backing device failed: {0}")]
+    Write(#[from] SwapWriteError),
+}
+
+thread_local! {
+    static FOLIO_BUF: RefCell<(Vec<u8>, Vec<u32>, Vec<SwapSlot>)> =
+        RefCell::new((Vec::new(), Vec::new(), Vec::new()));
+}
+
+impl ZswapGroup {
+    /// Write the folio's pool pages to the backing device and free them from the pool.
+    /// Returns how many pages left the pool.
+    pub fn writeback(&self, folio: &FolioLock) -> Result<u32, WritebackError> {
+        self.check(folio);
+        if !self.writeback_allowed() {
+            return Err(WritebackError::NotAllowed);
+        }
+        let s = &self.shared;
+        let swap = s.swap.as_ref().expect("writeback_allowed implies a device");
+        FOLIO_BUF.with(|bufs| {
+            let (buf, offsets, slots) = &mut *bufs.borrow_mut();
+            buf.clear();
+            offsets.clear();
+            let mut evicted = 0;
+            for offset in folio.offsets() {
+                let st = folio.state(offset);
+                if st.kind != Kind::Stored {
+                    continue;
+                }
+                if let Some(slot) = folio.slot(offset) {
+                    // Written through at store time: the disk already holds it.
+                    self.free_stored(st);
+                    self.set_on_disk(folio, offset, st, slot);
+                    Stats::inc(&s.stats.writethrough_evictions);
+                    evicted += 1;
+                    continue;
+                }
+                let start = buf.len();
+                buf.resize(start + PAGE_SIZE, 0);
+                if self.read_page(folio, offset, &mut buf[start..]).is_err() {
+                    // Counted as decompress_fail; the page stays (its load will fail too,
+                    // and poison it, rather than hand out anything else).
+                    buf.truncate(start);
+                    continue;
+                }
+                offsets.push(offset);
+            }
+            if offsets.is_empty() {
+                return Ok(evicted);
+            }
+            if let Err(e) = swap.write(buf, slots) {
+                Stats::inc(&s.stats.swap_write_fail);
+                Stats::inc(&s.stats.reject_reclaim_fail);
+                return Err(e.into());
+            }
+            for (&offset, &slot) in offsets.iter().zip(slots.iter()) {
+                let st = folio.state(offset);
+                self.free_stored(st);
+                self.set_on_disk(folio, offset, st, slot);
+            }
+            let n = offsets.len() as u64;
+            Stats::add(&s.stats.zswpwb, n);
+            Stats::add(&s.stats.written_back_pages, n);
+            Stats::add(&s.stats.pswpout, n);
+            if n == u64::from(folio.nr_pages()) {
+                Stats::count_order(&s.stats.order_swpout, folio.order(), 1);
+            }
+            Ok(evicted + offsets.len() as u32)
+        })
+    }
+
+    fn set_on_disk(&self, folio: &FolioLock, offset: u32, was: PageState, slot: SwapSlot) {
+        folio.set_slot(offset, Some(slot));
+        folio.set_state(
+            offset,
+            PageState {
+                kind: Kind::OnDisk,
+                referenced: false,
+                codec: 0,
+                payload: 0,
+                ..was
+            },
+        );
+    }
+
+    /// Write the folio straight to the backing device (the kernel's `__swap_writepage`),
+    /// replacing whatever its pages held. Zero pages are still only marked.
+    pub fn swap_writepage(&self, folio: &FolioLock, data: &[u8]) -> Result<(), WritebackError> {
+        self.check(folio);
+        assert_eq!(data.len(), folio.nr_pages() as usize * PAGE_SIZE);
+        if !self.writeback_allowed() {
+            return Err(WritebackError::NotAllowed);
+        }
+        let s = &self.shared;
+        let swap = s.swap.as_ref().expect("writeback_allowed implies a device");
+        let mut slots = Vec::with_capacity(folio.nr_pages() as usize);
+        if let Err(e) = swap.write(data, &mut slots) {
+            Stats::inc(&s.stats.swap_write_fail);
+            return Err(e.into());
+        }
+        let first_shadow = self
+            .evictions
+            .fetch_add(folio.nr_pages(), std::sync::atomic::Ordering::Relaxed);
+        let mut zero = 0u32;
+        for (i, (offset, page)) in folio
+            .offsets()
+            .zip(data.chunks_exact(PAGE_SIZE))
+            .enumerate()
+        {
+            self.erase(folio, offset);
+            let shadow = first_shadow.wrapping_add(i as u32);
+            if let Some(v) = super::store::same_filled(page) {
+                swap.free(slots[i]);
+                zero += 1;
+                folio.set_state(
+                    offset,
+                    PageState {
+                        kind: Kind::Zero,
+                        shadow,
+                        payload: v,
+                        ..PageState::EMPTY
+                    },
+                );
+                continue;
+            }
+            let st = PageState {
+                shadow,
+                ..PageState::EMPTY
+            };
+            self.set_on_disk(folio, offset, st, slots[i]);
+        }
+        Stats::add(&s.stats.same_filled_pages, zero.into());
+        Stats::add(&s.stats.swpout_zero, zero.into());
+        Stats::add(&s.stats.pswpout, u64::from(folio.nr_pages() - zero));
+        Stats::count_order(&s.stats.order_swpout, folio.order(), 1);
+        Ok(())
+    }
+}
