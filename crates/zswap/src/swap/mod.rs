@@ -8,7 +8,7 @@ pub mod memory;
 pub mod slots;
 
 pub use device::{BackingDevice, DeviceError};
-pub use faulty::{FaultKind, FaultyDevice};
+pub use faulty::{FaultKind, FaultStats, FaultyDevice};
 pub use file::FileDevice;
 pub use memory::MemoryDevice;
-pub use slots::{SlotAllocator, SwapSlot};
+pub use slots::{SlotAllocator, SwapSlot, CLUSTER_SLOTS};
