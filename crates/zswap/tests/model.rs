@@ -110,7 +110,7 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
-        let device = Arc::new(FaultyDevice::new(Arc::new(MemoryDevice::new())));
+        let device = Arc::new(FaultyDevice::new(Arc::new(MemoryDevice::new(DEVICE_PAGES))));
         let backing: Arc<dyn BackingDevice> = device.clone();
         // Limits are percentages of 1 MiB: the pool limit is hit often.
         let zswap = Zswap::new(ZswapConfig::new(1 << 20).device(backing, DEVICE_PAGES));
