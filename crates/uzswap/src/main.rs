@@ -1,2 +1,49 @@
+//! The `uzswap` command. It holds no logic of its own: it parses arguments, calls the library,
+//! and turns any error into one line on stderr and exit status 2 (clap's usage errors exit 2
+//! too, so scripts see one code for "this run did not happen").
 #![forbid(unsafe_code)]
-fn main() {}
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "uzswap",
+    version,
+    about = "zswap, the kernel's compressed swap cache, in userspace"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// Compress and decompress speed and ratio of each codec on page files.
+    Codecs(uzswap::bench::codecs::CodecsArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Bench(Bench::Codecs(args)) => uzswap::bench::codecs::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` joins the error chain with ": " on one line; a stray newline inside a
+            // message (from an OS or library error) must not break the one-line promise.
+            let msg = format!("{e:#}").replace('\n', " ");
+            eprintln!("uzswap: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -5,10 +5,21 @@
 //! A codec is chosen by a [`CompressorSpec`], written `NAME` or `NAME:LEVEL` (`zstd:-1`,
 //! `deflate:6`). Each thread keeps one reusable context per codec and level, so a
 //! `Compressor` is cheap to share across threads.
+//!
+//! The contract every codec keeps, because the engine relies on it:
+//! - `compress` into a buffer that is too small is `DoesNotFit`, never a truncated stream (the
+//!   engine compresses a page into 4095 bytes and stores it raw when it does not fit);
+//! - `decompress` of any input, however corrupt, is a result, never a panic, and writes only
+//!   inside `dst` (the engine then checks that it got exactly one page).
 
-// Implemented in lz4.rs, zstd.rs, deflate.rs, lzo.rs.
+mod deflate;
+mod lz4;
+#[cfg(feature = "lzo")]
+mod lzo;
+mod zstd;
 
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -18,7 +29,9 @@ pub enum CompressError {
     /// The output would not fit in the destination buffer (for a page: it does not compress).
     #[error("output does not fit in {0} bytes")]
     DoesNotFit(usize),
-    /// The input is not a valid stream for this codec (corrupt or truncated).
+    /// The input is not a valid stream for this codec (corrupt or truncated). A codec's own
+    /// internal failure while compressing (which valid levels make practically impossible)
+    /// is reported here too, so that callers have one "this did not work" case to count.
     #[error("corrupt or truncated input: {0}")]
     Corrupt(String),
 }
@@ -32,6 +45,9 @@ pub trait Compressor: Send + Sync + fmt::Debug {
     fn compress(&self, src: &[u8], dst: &mut [u8]) -> Result<usize, CompressError>;
     /// Decompress `src` into `dst`; returns the number of bytes written. Corrupt input is an
     /// error, never a panic, and never writes outside `dst`.
+    ///
+    /// `lzo` only succeeds when the output fills `dst` exactly (its decoder checks the length
+    /// it was told); the engine always decompresses a page into exactly one page.
     fn decompress(&self, src: &[u8], dst: &mut [u8]) -> Result<usize, CompressError>;
 }
 
@@ -43,6 +59,65 @@ pub enum Algorithm {
     Deflate,
     #[cfg(feature = "lzo")]
     Lzo,
+}
+
+impl Algorithm {
+    /// Every codec this build has, in the order `available()` lists them.
+    pub const ALL: &'static [Algorithm] = &[
+        Algorithm::Lz4,
+        Algorithm::Zstd,
+        Algorithm::Deflate,
+        #[cfg(feature = "lzo")]
+        Algorithm::Lzo,
+    ];
+
+    /// The kernel's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Lz4 => "lz4",
+            Algorithm::Zstd => "zstd",
+            Algorithm::Deflate => "deflate",
+            #[cfg(feature = "lzo")]
+            Algorithm::Lzo => "lzo",
+        }
+    }
+
+    /// The level used when a spec names none: the fast end, as zswap wants (a page is
+    /// compressed on the reclaim path, where latency matters more than the last few percent).
+    pub fn default_level(self) -> i32 {
+        match self {
+            Algorithm::Lz4 => lz4::DEFAULT_LEVEL,
+            Algorithm::Zstd => zstd::DEFAULT_LEVEL,
+            Algorithm::Deflate => deflate::DEFAULT_LEVEL,
+            #[cfg(feature = "lzo")]
+            Algorithm::Lzo => lzo::DEFAULT_LEVEL,
+        }
+    }
+
+    /// The levels the codec accepts (lz4 has only its default, 0).
+    pub fn levels(self) -> RangeInclusive<i32> {
+        match self {
+            Algorithm::Lz4 => lz4::LEVELS,
+            Algorithm::Zstd => zstd::levels(),
+            Algorithm::Deflate => deflate::LEVELS,
+            #[cfg(feature = "lzo")]
+            Algorithm::Lzo => lzo::LEVELS,
+        }
+    }
+
+    /// The spec of this codec at its default level.
+    pub fn default_spec(self) -> CompressorSpec {
+        CompressorSpec {
+            algorithm: self,
+            level: self.default_level(),
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A codec and its level. `Display` and `FromStr` round-trip.
@@ -60,26 +135,119 @@ pub struct UnknownCompressor {
     pub available: String,
 }
 
+impl UnknownCompressor {
+    fn new(given: &str) -> Self {
+        UnknownCompressor {
+            given: given.to_string(),
+            available: available_description(),
+        }
+    }
+}
+
+/// The names of the codecs this build has, as the kernel spells them.
 pub fn available() -> &'static [&'static str] {
-    todo!()
+    &[
+        "lz4",
+        "zstd",
+        "deflate",
+        #[cfg(feature = "lzo")]
+        "lzo",
+    ]
+}
+
+/// "lz4, zstd, deflate (levels: zstd -131072..=22, deflate 0..=12)": the names first, since a
+/// typo in the name is the common mistake, then the level ranges for the codecs that have them.
+fn available_description() -> String {
+    let names = available().join(", ");
+    let levels: Vec<String> = Algorithm::ALL
+        .iter()
+        .filter(|a| a.levels().start() != a.levels().end())
+        .map(|a| {
+            let r = a.levels();
+            format!(
+                "{} {}..={} default {}",
+                a.name(),
+                r.start(),
+                r.end(),
+                a.default_level()
+            )
+        })
+        .collect();
+    format!("{names} (levels: {})", levels.join(", "))
 }
 
 impl FromStr for CompressorSpec {
     type Err = UnknownCompressor;
-    fn from_str(_s: &str) -> Result<Self, Self::Err> {
-        todo!()
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // Tolerate surrounding whitespace: a value echoed into a parameter file carries a
+        // newline, and the kernel strips it too.
+        let trimmed = s.trim();
+        let (name, level) = match trimmed.split_once(':') {
+            Some((name, level)) => (name, Some(level)),
+            None => (trimmed, None),
+        };
+        let algorithm = Algorithm::ALL
+            .iter()
+            .copied()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| UnknownCompressor::new(s))?;
+        let level = match level {
+            None => algorithm.default_level(),
+            Some(text) => text
+                .parse::<i32>()
+                .ok()
+                .filter(|l| algorithm.levels().contains(l))
+                .ok_or_else(|| UnknownCompressor::new(s))?,
+        };
+        Ok(CompressorSpec { algorithm, level })
     }
 }
 
 impl fmt::Display for CompressorSpec {
-    fn fmt(&self, _f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        todo!()
+    /// The canonical form: the bare name at the default level (what the kernel's parameter
+    /// shows), `NAME:LEVEL` otherwise.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.level == self.algorithm.default_level() {
+            write!(f, "{}", self.algorithm)
+        } else {
+            write!(f, "{}:{}", self.algorithm, self.level)
+        }
     }
 }
 
 impl CompressorSpec {
-    /// Build the compressor.
+    /// A spec with a checked level.
+    pub fn new(algorithm: Algorithm, level: i32) -> Result<Self, UnknownCompressor> {
+        if algorithm.levels().contains(&level) {
+            Ok(CompressorSpec { algorithm, level })
+        } else {
+            Err(UnknownCompressor::new(&format!("{}:{level}", algorithm)))
+        }
+    }
+
+    /// Build the compressor. The fields are public, so a hand-built spec can carry a level
+    /// the codec does not have; it is clamped into the codec's range (`FromStr` and `new`
+    /// reject such levels instead), because building has no error to report it with.
     pub fn build(self) -> Arc<dyn Compressor> {
-        todo!()
+        let range = self.algorithm.levels();
+        let level = self.level.clamp(*range.start(), *range.end());
+        match self.algorithm {
+            Algorithm::Lz4 => Arc::new(lz4::Lz4),
+            Algorithm::Zstd => Arc::new(zstd::Zstd::new(level)),
+            Algorithm::Deflate => Arc::new(deflate::Deflate::new(level)),
+            #[cfg(feature = "lzo")]
+            Algorithm::Lzo => Arc::new(lzo::Lzo::new(level)),
+        }
     }
 }
+
+impl Default for CompressorSpec {
+    /// lz4: the fastest codec every build has (the kernel's own build default, lzo, is
+    /// opt-in here because of its license).
+    fn default() -> Self {
+        Algorithm::Lz4.default_spec()
+    }
+}
+
+#[cfg(test)]
+mod tests;

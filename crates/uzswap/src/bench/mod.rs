@@ -1,0 +1,3 @@
+//! `uzswap bench ...`: benchmarks as programs, never as timed tests.
+
+pub mod codecs;

@@ -1,0 +1,98 @@
+//! Page files: raw memory pages, 4096 bytes each, no header (the format of
+//! shared/corpus/*.pages). Loaded whole: a file is a few MiB.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Result};
+use zswap::PAGE_SIZE;
+
+/// One loaded page file.
+#[derive(Debug, Clone)]
+pub struct PageFile {
+    pub path: PathBuf,
+    /// The file name without its directory, for tables and JSON.
+    pub name: String,
+    /// The pages, back to back; the length is a non-zero multiple of `PAGE_SIZE`.
+    pub data: Vec<u8>,
+}
+
+impl PageFile {
+    pub fn nr_pages(&self) -> usize {
+        self.data.len() / PAGE_SIZE
+    }
+
+    pub fn pages(&self) -> std::slice::ChunksExact<'_, u8> {
+        self.data.chunks_exact(PAGE_SIZE)
+    }
+}
+
+/// Load every file, in order. The first bad file is an error whose one-line message names
+/// it and says what is wrong, because that line is all the command prints.
+pub fn load_page_files(paths: &[PathBuf]) -> Result<Vec<PageFile>> {
+    paths.iter().map(|p| load_page_file(p)).collect()
+}
+
+fn load_page_file(path: &Path) -> Result<PageFile> {
+    let shown = path.display();
+    let data = std::fs::read(path).map_err(|e| anyhow!("{shown}: cannot read: {e}"))?;
+    if data.is_empty() {
+        bail!("{shown}: empty file, expected pages of {PAGE_SIZE} bytes");
+    }
+    if data.len() % PAGE_SIZE != 0 {
+        bail!(
+            "{shown}: size {} bytes is not a multiple of the {PAGE_SIZE}-byte page size",
+            data.len()
+        );
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| shown.to_string());
+    Ok(PageFile {
+        path: path.to_path_buf(),
+        name,
+        data,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(name: &str, len: usize) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("uzswap-pages-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, vec![7u8; len]).unwrap();
+        path
+    }
+
+    #[test]
+    fn loads_whole_pages() {
+        let path = temp_file("two.pages", 2 * PAGE_SIZE);
+        let files = load_page_files(std::slice::from_ref(&path)).unwrap();
+        assert_eq!(files[0].name, "two.pages");
+        assert_eq!(files[0].nr_pages(), 2);
+        assert_eq!(files[0].pages().count(), 2);
+    }
+
+    #[test]
+    fn bad_files_name_the_file_and_the_problem() {
+        let cases = [
+            (temp_file("empty.pages", 0), "empty file"),
+            (
+                temp_file("odd.pages", PAGE_SIZE + 1),
+                "size 4097 bytes is not a multiple",
+            ),
+            (PathBuf::from("/nonexistent/x.pages"), "cannot read"),
+        ];
+        for (path, what) in cases {
+            let msg = load_page_files(std::slice::from_ref(&path))
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains(&path.display().to_string()), "{msg}");
+            assert!(msg.contains(what), "{msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+    }
+}
