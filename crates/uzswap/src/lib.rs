@@ -5,3 +5,4 @@
 
 pub mod bench;
 pub mod pages;
+pub mod size;

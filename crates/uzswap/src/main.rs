@@ -29,12 +29,15 @@ enum Command {
 enum Bench {
     /// Compress and decompress speed and ratio of each codec on page files.
     Codecs(uzswap::bench::codecs::CodecsArgs),
+    /// Store and load page files through the engine: throughput, ratio, pool density.
+    Engine(uzswap::bench::engine::EngineArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Bench(Bench::Codecs(args)) => uzswap::bench::codecs::run(args),
+        Command::Bench(Bench::Engine(args)) => uzswap::bench::engine::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,297 @@
+//! `uzswap bench engine`: every page of each file through the engine (store into the pool,
+//! load back exclusively), timed, every byte checked; then pool density and metadata per
+//! page when full, and again after a random half is freed and the pool compacted.
+//!
+//! Each file gets a fresh engine with no pool limit and no backing device, so the figures are
+//! the engine's own cost on top of the codec: compare with `bench codecs` on the same file.
+//! Store and load are timed apart from the byte check; each is the median of `--rounds`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::Serialize;
+use zswap::compress::CompressorSpec;
+use zswap::swap::SwapCache;
+use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
+
+use crate::pages::{load_page_files, PageFile};
+use crate::size::parse_folio_size;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct EngineArgs {
+    /// Page files (raw 4096-byte pages, e.g. shared/corpus/*.pages).
+    #[arg(long, value_name = "FILE", required = true, num_args = 1..)]
+    pub pages: Vec<PathBuf>,
+    /// Compressor, as NAME or NAME:LEVEL.
+    #[arg(long, default_value = "lz4")]
+    pub compressor: String,
+    /// Folio size: 4K to 2M, a power of two (4K, 16K, 64K, 2M; or bytes).
+    #[arg(long, default_value = "4K")]
+    pub folio_size: String,
+    /// Threads storing and loading at once.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Timed rounds; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One file's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineResult {
+    pub file: String,
+    pub pages: usize,
+    /// MB (10^6 bytes) of pages stored per second.
+    pub store_mb_s: f64,
+    /// MB of pages loaded (exclusively: entries freed) per second.
+    pub load_mb_s: f64,
+    /// Page bytes over compressed bytes, raw pages at 4096 and zero pages not counted.
+    pub ratio: f64,
+    /// Stored compressed bytes / pool_total_size, with every page stored.
+    pub density_full: f64,
+    /// The same after a random half of the pages was freed and the pool compacted.
+    pub density_compacted: f64,
+    /// Engine metadata (swap cache words, pool handles and spans) per page held.
+    pub metadata_bytes_per_page: f64,
+    pub pool_total_size: u64,
+    pub stored_bytes: u64,
+    /// Statistics after one store and load of every page.
+    pub stats: serde_json::Value,
+}
+
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    compressor: String,
+    folio_size: usize,
+    threads: usize,
+    rounds: usize,
+    results: &'a [EngineResult],
+}
+
+pub fn run(args: &EngineArgs) -> Result<()> {
+    let spec: CompressorSpec = args.compressor.parse()?;
+    let folio_size = parse_folio_size(&args.folio_size)?;
+    if args.threads == 0 || args.threads > 256 {
+        bail!("--threads must be between 1 and 256, got {}", args.threads);
+    }
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    let files = load_page_files(&args.pages)?;
+    let mut results = Vec::new();
+    for file in &files {
+        results.push(
+            bench_file(file, spec, folio_size, args.threads, args.rounds)
+                .with_context(|| format!("{}", file.path.display()))?,
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let report = Report {
+            compressor: spec.to_string(),
+            folio_size,
+            threads: args.threads,
+            rounds: args.rounds,
+            results: &results,
+        };
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "compressor {spec}, folio {} KiB, {} thread(s), median of {} rounds",
+        folio_size / 1024,
+        args.threads,
+        args.rounds
+    )?;
+    writeln!(
+        out,
+        "{:<24} {:>6} {:>10} {:>10} {:>6} {:>8} {:>10} {:>9}",
+        "file", "pages", "store MB/s", "load MB/s", "ratio", "density", "compacted", "meta B/pg"
+    )?;
+    for r in &results {
+        writeln!(
+            out,
+            "{:<24} {:>6} {:>10.0} {:>10.0} {:>6.2} {:>8.3} {:>10.3} {:>9.1}",
+            r.file,
+            r.pages,
+            r.store_mb_s,
+            r.load_mb_s,
+            r.ratio,
+            r.density_full,
+            r.density_compacted,
+            r.metadata_bytes_per_page
+        )?;
+    }
+    for r in &results {
+        writeln!(out, "\n{}: statistics after one store and load of every page", r.file)?;
+        if let Some(map) = r.stats.as_object() {
+            for (name, value) in map {
+                if value.as_u64() != Some(0) {
+                    writeln!(out, "  {name} {value}")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn new_engine(spec: CompressorSpec, bytes: usize) -> (Zswap, Arc<ZswapGroup>) {
+    // Limits as percentages of far more memory than the file: the pool never fills.
+    let zswap = Zswap::new(ZswapConfig::new(bytes as u64 * 100).compressor(spec));
+    let group = zswap.new_group((bytes / PAGE_SIZE) as u32);
+    (zswap, group)
+}
+
+/// Run `f` on each thread's share of the folios; returns the wall time in seconds.
+fn on_threads(threads: usize, nr_folios: usize, f: impl Fn(usize) + Sync) -> f64 {
+    let per = nr_folios.div_ceil(threads);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let f = &f;
+            s.spawn(move || {
+                for i in t * per..((t + 1) * per).min(nr_folios) {
+                    f(i);
+                }
+            });
+        }
+    });
+    t0.elapsed().as_secs_f64()
+}
+
+fn store_all(group: &ZswapGroup, data: &[u8], folio_pages: usize, threads: usize) -> Result<f64> {
+    let order = folio_pages.trailing_zeros() as u8;
+    let nr_folios = data.len() / (folio_pages * PAGE_SIZE);
+    let failures = std::sync::atomic::AtomicUsize::new(0);
+    let secs = on_threads(threads, nr_folios, |i| {
+        let folio = group.lock_folio((i * folio_pages) as u32, order);
+        let bytes = &data[i * folio_pages * PAGE_SIZE..(i + 1) * folio_pages * PAGE_SIZE];
+        if group.store(&folio, bytes).is_err() {
+            failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let failed = failures.into_inner();
+    if failed > 0 {
+        bail!("{failed} folio stores failed");
+    }
+    Ok(secs)
+}
+
+fn load_all(group: &ZswapGroup, out: &mut [u8], folio_pages: usize, threads: usize) -> f64 {
+    let order = folio_pages.trailing_zeros() as u8;
+    let chunk = folio_pages * PAGE_SIZE;
+    let nr_folios = out.len() / chunk;
+    // Each folio's output range is written by exactly one thread.
+    let chunks: Vec<std::sync::Mutex<&mut [u8]>> = out
+        .chunks_mut(chunk)
+        .map(std::sync::Mutex::new)
+        .collect();
+    on_threads(threads, nr_folios, |i| {
+        let folio = group.lock_folio((i * folio_pages) as u32, order);
+        let mut dst = chunks[i].lock().expect("no thread panics holding it");
+        group
+            .load(&folio, &mut dst)
+            .expect("the pool holds every page");
+        group.finish_load(&folio);
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn bench_file(
+    file: &PageFile,
+    spec: CompressorSpec,
+    folio_size: usize,
+    threads: usize,
+    rounds: usize,
+) -> Result<EngineResult> {
+    let folio_pages = folio_size / PAGE_SIZE;
+    let nr_pages = file.data.len() / PAGE_SIZE;
+    // Whole folios only: a tail shorter than a folio is left out.
+    let usable = nr_pages / folio_pages * folio_pages * PAGE_SIZE;
+    if usable == 0 {
+        bail!("has {nr_pages} pages, fewer than one {} KiB folio", folio_size / 1024);
+    }
+    let data = &file.data[..usable];
+    let mut out = vec![0u8; usable];
+    let (mut store_secs, mut load_secs) = (Vec::new(), Vec::new());
+    let mut stats = serde_json::Value::Null;
+    for round in 0..rounds {
+        let (zswap, group) = new_engine(spec, usable);
+        out.fill(0);
+        store_secs.push(store_all(&group, data, folio_pages, threads)?);
+        load_secs.push(load_all(&group, &mut out, folio_pages, threads));
+        if out != data {
+            let page = out
+                .chunks(PAGE_SIZE)
+                .zip(data.chunks(PAGE_SIZE))
+                .position(|(a, b)| a != b)
+                .expect("they differ somewhere");
+            bail!("page {page} read back wrong");
+        }
+        if zswap.pool().total_size() != 0 {
+            zswap.compact();
+        }
+        zswap
+            .audit()
+            .map_err(|e| anyhow::anyhow!("engine inconsistent after round {round}: {e}"))?;
+        if round == 0 {
+            stats = zswap.stats().to_json();
+        }
+    }
+
+    // Density: everything stored; then a random half freed and the pool compacted.
+    let (zswap, group) = new_engine(spec, usable);
+    store_all(&group, data, folio_pages, threads)?;
+    let pool = zswap.pool();
+    let stored_bytes = pool.stored_bytes();
+    let pool_total_size = pool.total_size();
+    let density_full = ratio(stored_bytes, pool_total_size);
+    let held = usable / PAGE_SIZE;
+    let metadata = pool.metadata_bytes() as f64 + (SwapCache::BYTES_PER_PAGE * held) as f64;
+    let compressed_pages = zswap.stats().get("stored_pages");
+    let mut pages: Vec<u32> = (0..held as u32).collect();
+    pages.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(1));
+    for &p in &pages[..held / 2] {
+        let folio = group.lock_folio(p, 0);
+        group.invalidate(&folio);
+    }
+    zswap.compact();
+    let density_compacted = ratio(pool.stored_bytes(), pool.total_size());
+    zswap.audit().map_err(anyhow::Error::msg)?;
+
+    Ok(EngineResult {
+        file: file.name.clone(),
+        pages: held,
+        store_mb_s: usable as f64 / 1e6 / median(store_secs),
+        load_mb_s: usable as f64 / 1e6 / median(load_secs),
+        ratio: ratio(compressed_pages * PAGE_SIZE as u64, stored_bytes),
+        density_full,
+        density_compacted,
+        metadata_bytes_per_page: metadata / held as f64,
+        pool_total_size,
+        stored_bytes,
+        stats,
+    })
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
