@@ -1,7 +1,28 @@
 //! The one crate of uzswap that holds `unsafe` code: anonymous mappings (`mmap`, `madvise`)
 //! and userfaultfd. Every `unsafe` block carries a `// SAFETY:` argument. Everything above this
 //! crate is safe Rust.
+//!
+//! - [`sys`]: the raw kernel ABI (structs, ioctl numbers), including `UFFDIO_MOVE`/`POISON`
+//!   which the system headers lack.
+//! - [`UffdBuilder`] / [`Uffd`]: creation, handshake, operations, events.
+//! - [`Event`]: what `read(2)` on a userfaultfd says.
+//! - [`RawRegion`]: a mapping to register, which never hands out references into itself.
+//! - [`UffdError`]: errno turned into domain errors; `EEXIST` is the [`Filled::PageExists`]
+//!   outcome, not an error.
 
+pub mod builder;
+pub mod error;
+pub mod event;
+pub mod features;
 pub mod mapping;
+pub mod raw_region;
+pub mod sys;
+pub mod userfaultfd;
 
+pub use builder::{UffdBuilder, USER_MODE_ONLY_WARNING};
+pub use error::{RegionError, UffdError, PERMISSION_HINT};
+pub use event::{Event, PagefaultFlags};
+pub use features::{Features, Ioctls, RegisterMode};
 pub use mapping::{AnonMapping, MappingError};
+pub use raw_region::{madvise, page_size, Advice, RawRegion};
+pub use userfaultfd::{CopyMode, Filled, MoveMode, Uffd, EVENT_BATCH};

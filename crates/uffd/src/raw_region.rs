@@ -1,0 +1,281 @@
+//! `RawRegion`: an anonymous private mapping meant to be registered with a userfaultfd (or used
+//! as a staging area for `UFFDIO_MOVE`), plus the `madvise` helpers that go with it.
+//!
+//! Why not [`AnonMapping`](crate::AnonMapping): that type hands out `&[u8]`/`&mut [u8]`, and
+//! the contents of a registered range change behind Rust's back (copy, move, zeropage,
+//! `MADV_DONTNEED` by another thread), which a live reference must never see. A `RawRegion`
+//! never hands out a reference into its memory: only its address, and byte copies done with
+//! atomic accesses. That is what lets [`Uffd::register`](crate::Uffd::register) be safe.
+
+use crate::error::RegionError;
+use std::io;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// The base page size; userfaultfd operations work on whole pages.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+/// An anonymous, private, read-write mapping, unmapped on drop.
+///
+/// The memory is shared between threads only through raw pointers (the program it is given to)
+/// and through [`read`](Self::read)/[`write`](Self::write), which use relaxed atomic byte
+/// accesses so that concurrent access, and the kernel changing the contents, are never a data
+/// race in Rust's memory model.
+///
+/// Dropping a region that is still registered with a userfaultfd that has `EVENT_UNMAP` blocks
+/// until that userfaultfd's reader reads the `Unmap` event; do not drop it from the reader.
+#[derive(Debug)]
+pub struct RawRegion {
+    // A plain address, not a pointer: the region never dereferences it outside the atomic
+    // accessors below, and this keeps the type Send + Sync without an unsafe impl.
+    addr: usize,
+    len: usize,
+}
+
+impl RawRegion {
+    /// Map `len` bytes (a non-zero multiple of the page size) with `MAP_NORESERVE`: pages read
+    /// as zero until written (or, once registered, fault as missing).
+    pub fn new(len: usize) -> Result<Self, RegionError> {
+        if len == 0 || len % page_size() != 0 {
+            return Err(RegionError::Mmap {
+                len,
+                source: io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        // SAFETY: a fresh anonymous mapping at an address the kernel chooses (no MAP_FIXED), so
+        // no existing memory is replaced; the result is checked for MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(RegionError::Mmap {
+                len,
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(Self {
+            addr: p as usize,
+            len,
+        })
+    }
+
+    /// The start address (page aligned).
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    /// The start as a raw pointer, to hand to the program that uses the memory. Dereferencing
+    /// it is the user's `unsafe` business; while the range is registered, contents change under
+    /// any reference made from it.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.addr as *mut u8
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `addr..addr+len` as a range of addresses.
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.addr..self.addr + self.len
+    }
+
+    fn check(&self, offset: usize, len: usize, aligned: bool) -> Result<(), RegionError> {
+        let ps = page_size();
+        let inside = offset.checked_add(len).is_some_and(|end| end <= self.len);
+        if !inside || (aligned && (offset % ps != 0 || len % ps != 0)) {
+            return Err(RegionError::OutOfRange {
+                offset,
+                len,
+                region_len: self.len,
+            });
+        }
+        Ok(())
+    }
+
+    /// Check that `offset..offset+len` is page aligned and inside the region; returns its address.
+    pub fn page_range(&self, offset: usize, len: usize) -> Result<usize, RegionError> {
+        self.check(offset, len, true)?;
+        Ok(self.addr + offset)
+    }
+
+    /// Copy `buf.len()` bytes at `offset` out of the region. Touches the pages, so on a
+    /// registered range it faults (and blocks until served) like any other access: never call
+    /// it from the thread that serves this region's faults.
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result<(), RegionError> {
+        self.check(offset, buf.len(), false)?;
+        for (i, b) in buf.iter_mut().enumerate() {
+            // SAFETY: the byte lies inside the live mapping (checked above; the mapping lives
+            // as long as &self), any address is aligned for AtomicU8, and every Rust access to
+            // region memory goes through AtomicU8 of this same size, so no non-atomic or
+            // mixed-size access can race with it. The reference lives for this one load only.
+            *b = unsafe { AtomicU8::from_ptr((self.addr + offset + i) as *mut u8) }
+                .load(Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Copy `data` into the region at `offset` (same faulting rules as [`read`](Self::read)).
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), RegionError> {
+        self.check(offset, data.len(), false)?;
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: as in `read`: inside the live, writable mapping; atomic byte access only.
+            unsafe { AtomicU8::from_ptr((self.addr + offset + i) as *mut u8) }
+                .store(*b, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// `MADV_DONTNEED` on `offset..offset+len` (page aligned): the pages are freed and read as
+    /// zero afterwards, or fault as missing while registered. On a registered range with
+    /// `EVENT_REMOVE` this blocks until the reader reads the `Remove` event: never call it from
+    /// the reader thread.
+    pub fn discard(&self, offset: usize, len: usize) -> Result<(), RegionError> {
+        let addr = self.page_range(offset, len)?;
+        // SAFETY: the range is inside this region, whose memory no Rust reference ever points
+        // into (only atomic accesses, which tolerate the contents changing), so dropping the
+        // pages invalidates nothing Rust relies on.
+        unsafe { madvise(addr, len, Advice::DontNeed) }
+    }
+
+    /// `MADV_DONTFORK` on the whole region: a child process does not inherit it (it gets SIGSEGV
+    /// instead of silently reading zeros where evicted pages were), and `UFFDIO_MOVE` sources
+    /// stay exclusive across a fork (else MOVE fails with `EBUSY`).
+    pub fn dont_fork(&self) -> Result<(), RegionError> {
+        // SAFETY: changes only what a fork inherits, not this process's memory.
+        unsafe { madvise(self.addr, self.len, Advice::DontFork) }
+    }
+
+    /// `mremap(MREMAP_MAYMOVE)` to `new_len` bytes; the region may move (see
+    /// [`addr`](Self::addr)). On a registered range with `EVENT_REMAP` this blocks until the
+    /// reader reads the `Remap` event (and with `EVENT_UNMAP`, shrinking raises `Unmap`).
+    pub fn remap(&mut self, new_len: usize) -> Result<(), RegionError> {
+        if new_len == 0 || new_len % page_size() != 0 {
+            return Err(RegionError::Mremap {
+                new_len,
+                source: io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        // SAFETY: the old range is exactly this region's mapping, which `&mut self` proves no
+        // one else is using through this type; no references into it exist. On success the old
+        // range is gone and we only keep the new address.
+        let p = unsafe {
+            libc::mremap(
+                self.addr as *mut libc::c_void,
+                self.len,
+                new_len,
+                libc::MREMAP_MAYMOVE,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(RegionError::Mremap {
+                new_len,
+                source: io::Error::last_os_error(),
+            });
+        }
+        self.addr = p as usize;
+        self.len = new_len;
+        Ok(())
+    }
+}
+
+impl RawRegion {
+    /// Move the whole region to a new address with `mremap(MREMAP_MAYMOVE | MREMAP_FIXED)`,
+    /// keeping its pages: what a program's `realloc` of a large block does. Used to exercise
+    /// `Remap` events, since a plain `remap` may grow in place without moving.
+    pub fn relocate(&mut self) -> Result<(), RegionError> {
+        // A placeholder reserves a free address range of the right size; mremap then replaces
+        // it atomically. It is owned here and forgotten once replaced.
+        let target = RawRegion::new(self.len)?;
+        // SAFETY: the source is this region's mapping (`&mut self`: no other user through this
+        // type, no references into it); the destination is our own placeholder, which MREMAP_FIXED
+        // replaces, so no memory anyone else uses is overwritten.
+        let p = unsafe {
+            libc::mremap(
+                self.addr as *mut libc::c_void,
+                self.len,
+                self.len,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                target.addr as *mut libc::c_void,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(RegionError::Mremap {
+                new_len: self.len,
+                source: io::Error::last_os_error(),
+            });
+        }
+        // The placeholder's range now holds this region; it must not be unmapped by its Drop.
+        std::mem::forget(target);
+        self.addr = p as usize;
+        Ok(())
+    }
+}
+
+impl Drop for RawRegion {
+    fn drop(&mut self) {
+        // SAFETY: this region owns the mapping, and with `&mut self` in drop nothing borrows it;
+        // raw pointers given out earlier dangle from here on, as documented on `as_ptr`.
+        unsafe {
+            libc::munmap(self.addr as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// The `madvise` advices uzswap needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advice {
+    /// Free the pages; anonymous private memory reads as zero afterwards.
+    DontNeed,
+    /// Do not inherit the range across fork.
+    DontFork,
+    /// Undo `DontFork`.
+    DoFork,
+}
+
+impl Advice {
+    fn raw(self) -> (libc::c_int, &'static str) {
+        match self {
+            Self::DontNeed => (libc::MADV_DONTNEED, "MADV_DONTNEED"),
+            Self::DontFork => (libc::MADV_DONTFORK, "MADV_DONTFORK"),
+            Self::DoFork => (libc::MADV_DOFORK, "MADV_DOFORK"),
+        }
+    }
+}
+
+/// `madvise(addr, len, advice)` on any range.
+///
+/// # Safety
+/// For [`Advice::DontNeed`], no Rust reference may point into `addr..addr+len` (its contents
+/// become zero, or missing), and the range must not hold anything Rust code relies on (stack,
+/// heap, statics). The fork advices have no such requirement. Prefer [`RawRegion::discard`].
+pub unsafe fn madvise(addr: usize, len: usize, advice: Advice) -> Result<(), RegionError> {
+    let (raw, name) = advice.raw();
+    // SAFETY: the caller upholds the contract above; the kernel validates the range itself.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, raw) };
+    if rc != 0 {
+        return Err(RegionError::Madvise {
+            advice: name,
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
