@@ -16,6 +16,7 @@ pub mod event;
 pub mod features;
 pub mod mapping;
 pub mod raw_region;
+pub mod staging;
 pub mod sys;
 pub mod userfaultfd;
 
@@ -25,4 +26,5 @@ pub use event::{Event, PagefaultFlags};
 pub use features::{Features, Ioctls, RegisterMode};
 pub use mapping::{AnonMapping, MappingError};
 pub use raw_region::{madvise, page_size, Advice, RawRegion};
+pub use staging::{StageError, StagedFolio, Staging};
 pub use userfaultfd::{CopyMode, Filled, MoveMode, Uffd, EVENT_BATCH};

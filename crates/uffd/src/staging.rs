@@ -1,0 +1,208 @@
+//! Staging: private memory that reclaim moves folios into with `UFFDIO_MOVE`, so a folio
+//! leaves the program's mapping atomically before it is compressed (a write racing with the
+//! eviction either lands before the move, and is in the staged copy, or faults after it and
+//! waits). A staged folio is also the swap cache's uncompressed copy: a fault that finds it
+//! moves it straight back, with no decompression.
+//!
+//! `UFFDIO_MOVE` needs its destination registered with the userfaultfd that issues it, so the
+//! staging area is registered with a userfaultfd of its own, created without events: freeing a
+//! slot with `MADV_DONTNEED` then raises no REMOVE event and never waits for an event reader.
+//!
+//! Soundness rests on one rule, kept by this type: a slot's memory is touched only through the
+//! [`StagedFolio`] that owns it, and the bytes are only handed out while every page of the slot
+//! is present (after a complete move in), so a reference never sees a missing page (which would
+//! block forever, nobody serving this userfaultfd) or a change.
+
+use std::sync::Arc;
+
+use crate::error::UffdError;
+use crate::features::{Features, RegisterMode};
+use crate::raw_region::{page_size, Advice, RawRegion};
+use crate::userfaultfd::{Filled, MoveMode, Uffd};
+use crate::UffdBuilder;
+
+/// Fixed-size slots of private memory to stage folios in.
+#[derive(Debug)]
+pub struct Staging {
+    region: RawRegion,
+    uffd: Uffd,
+    slot_bytes: usize,
+    free: std::sync::Mutex<Vec<u32>>,
+}
+
+/// A folio moved out of a managed mapping into a staging slot. Dropping it frees the slot.
+#[derive(Debug)]
+pub struct StagedFolio {
+    staging: Arc<Staging>,
+    slot: u32,
+    len: usize,
+}
+
+/// Why a folio could not be staged.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("no free staging slot")]
+    NoSlot,
+    #[error("a page of the folio is not present (done {done} bytes)")]
+    Hole { done: usize },
+    #[error(transparent)]
+    Uffd(#[from] UffdError),
+}
+
+impl Staging {
+    /// `nr_slots` slots of `slot_bytes` each (a multiple of the page size).
+    pub fn new(nr_slots: u32, slot_bytes: usize) -> Result<Arc<Self>, UffdError> {
+        assert!(slot_bytes > 0 && slot_bytes % page_size() == 0);
+        let region = RawRegion::new(nr_slots as usize * slot_bytes).map_err(|e| UffdError::Os {
+            op: "mmap staging",
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        let uffd = UffdBuilder::new()
+            .without(Features::EVENT_REMOVE | Features::EVENT_UNMAP | Features::EVENT_REMAP)
+            .require(Features::MOVE)
+            .allow_user_mode_fallback(true)
+            .create()?;
+        uffd.register(&region, 0, region.len(), RegisterMode::MISSING)?;
+        // The pages must stay exclusive to this process for MOVE (a fork would share them).
+        region.dont_fork().map_err(|e| UffdError::Os {
+            op: "madvise(MADV_DONTFORK) staging",
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        Ok(Arc::new(Staging {
+            region,
+            uffd,
+            slot_bytes,
+            free: std::sync::Mutex::new((0..nr_slots).rev().collect()),
+        }))
+    }
+
+    pub fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+
+    /// Slots not in use.
+    pub fn free_slots(&self) -> usize {
+        self.free.lock().expect("never poisoned").len()
+    }
+
+    fn slot_addr(&self, slot: u32) -> usize {
+        self.region.addr() + slot as usize * self.slot_bytes
+    }
+
+    /// Move `len` bytes of pages at `src` (page aligned, in a mapping registered with `src_uffd`)
+    /// into a free slot. Every page must be present; if one is not, the pages already moved are
+    /// put back and `Hole` is returned.
+    ///
+    /// The caller must own these pages in its page-state table (so no other eviction or fault
+    /// handling of them runs meanwhile) and must not hold Rust references into them.
+    pub fn stage(
+        self: &Arc<Self>,
+        src_uffd: &Uffd,
+        src: usize,
+        len: usize,
+    ) -> Result<StagedFolio, StageError> {
+        assert!(len > 0 && len <= self.slot_bytes && len % page_size() == 0);
+        let slot = self.free.lock().expect("never poisoned").pop().ok_or(StageError::NoSlot)?;
+        // Owns the slot from here: dropping it on any early return frees the slot. Its len
+        // is the whole folio, so a drop discards every page that may be in the slot.
+        let mut folio = StagedFolio {
+            staging: self.clone(),
+            slot,
+            len,
+        };
+        let dst = self.slot_addr(slot);
+        // SAFETY: `src..src+len` is managed memory registered with a userfaultfd; its owner
+        // never hands out references into it across evictions (the program sees only raw
+        // memory, and moving a page out and back later leaves every byte it can observe as it
+        // was). The destination slot is owned by `folio` and all its pages are missing (a slot
+        // is freed only with every page discarded).
+        let moved = unsafe { self.uffd.move_pages(dst, src, len, MoveMode::default()) };
+        match moved {
+            Ok(Filled::All) => Ok(folio),
+            Ok(Filled::PageExists { done }) => {
+                unreachable!("staging slot pages are missing, yet {done} bytes in one existed")
+            }
+            Err(e) => {
+                // Put back whatever was moved, so the program loses nothing: moving the whole
+                // slot back with source holes allowed returns exactly the pages that left.
+                loop {
+                    // SAFETY: as above; the slot is still owned by `folio`, no reference into
+                    // it exists, and `src` pages that never left are skipped (their slot pages
+                    // are holes), so nothing present is overwritten.
+                    let back = unsafe {
+                        src_uffd.move_pages(
+                            src,
+                            dst,
+                            len,
+                            MoveMode {
+                                allow_src_holes: true,
+                                ..MoveMode::default()
+                            },
+                        )
+                    };
+                    match back {
+                        Err(b) if b.is_retry() => continue,
+                        Err(b) => {
+                            // Pages would be stranded in the slot: keep them there rather
+                            // than discard data, and say so.
+                            folio.len = len;
+                            std::mem::forget(folio);
+                            return Err(b.into());
+                        }
+                        Ok(_) => break,
+                    }
+                }
+                drop(folio);
+                match e {
+                    UffdError::RangeGone { .. } => Err(StageError::Hole { done: 0 }),
+                    e => Err(e.into()),
+                }
+            }
+        }
+    }
+}
+
+impl StagedFolio {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The staged bytes.
+    pub fn bytes(&self) -> &[u8] {
+        let addr = self.staging.slot_addr(self.slot);
+        // SAFETY: the slot's `len` bytes were all moved in (present) and belong to this
+        // StagedFolio alone: nothing else moves into, out of, or writes the slot while it
+        // lives, and the shared borrow of self keeps `unstage` (which takes self) away. The
+        // mapping lives as long as `staging`, which self keeps alive.
+        unsafe { std::slice::from_raw_parts(addr as *const u8, self.len) }
+    }
+
+    /// Move the pages back to `dst` (in a mapping registered with `dst_uffd`), waking threads
+    /// waiting there. Pages of `dst` that are present already stay as they are and are
+    /// reported in `Filled::PageExists`; the slot is freed either way.
+    pub fn unstage(self, dst_uffd: &Uffd, dst: usize) -> Result<Filled, UffdError> {
+        let src = self.staging.slot_addr(self.slot);
+        // SAFETY: the slot belongs to this StagedFolio, which is consumed, so no reference
+        // into it (from `bytes`) is alive; its pages are private to this process (DONTFORK).
+        unsafe { dst_uffd.move_pages(dst, src, self.len, MoveMode::default()) }
+    }
+}
+
+impl Drop for StagedFolio {
+    fn drop(&mut self) {
+        let addr = self.staging.slot_addr(self.slot);
+        // Discard whatever is left (after an unstage: nothing present, a cheap no-op). The
+        // staging userfaultfd has no REMOVE event, so this never waits for a reader.
+        // SAFETY: the slot is ours and no reference into it outlives `self`.
+        let _ = unsafe { crate::raw_region::madvise(addr, self.staging.slot_bytes, Advice::DontNeed) };
+        self.staging
+            .free
+            .lock()
+            .expect("never poisoned")
+            .push(self.slot);
+    }
+}
