@@ -1,0 +1,226 @@
+//! Compaction (the kernel's zs_compact), with packed spans in the picture. For each class:
+//! N = its live objects (in class spans and in packed spans), K = N / objs_per_span. The K
+//! fullest class spans are kept (new ones are made if fewer exist) and filled, first from the
+//! class's other class spans, then from packed spans; what is left in the other class spans is
+//! appended to the open packed span, and they are freed. Then every packed span whose dead
+//! bytes exceed 1/16 of what it holds is evacuated (its live objects re-appended) and freed.
+//!
+//! Nothing keeps a back-reference from a slot to its handle (that would cost metadata on every
+//! object all the time); the reverse map is built here, by one scan of the handle table. Every
+//! move rewrites the handle's entry only, so handles stay valid, and every move re-reads the
+//! entry, so spans freed and descriptors reused during the pass cannot mislead it.
+
+use std::cmp::Reverse;
+
+use super::class::{class_of, geometry, NR_CLASSES};
+use super::handle::{HandleEntry, Location, NIL};
+use super::pool::PoolState;
+use super::span::SpanKind;
+use super::{AllocError, CompactStats};
+use crate::PAGE_SIZE;
+
+impl PoolState {
+    pub(crate) fn compact(&mut self) -> CompactStats {
+        let pages_before = self.arena.nr_used();
+        let mut moved = 0;
+        // An open packed span left empty holds a page for nothing.
+        if self.open_packed != NIL && self.spans[self.open_packed].live == 0 {
+            let open = self.open_packed;
+            self.open_packed = NIL;
+            self.free_span(open);
+        }
+
+        // Reverse map: the handles of span-held objects, grouped by class (a counting sort).
+        let mut start = vec![0usize; NR_CLASSES + 1];
+        for (_, e) in self.handles.iter_live() {
+            if let Location::Span { .. } = e.location() {
+                start[class_of(e.len()) + 1] += 1;
+            }
+        }
+        for c in 0..NR_CLASSES {
+            start[c + 1] += start[c];
+        }
+        let mut order = vec![0u32; start[NR_CLASSES]];
+        let mut fill = start.clone();
+        for (h, e) in self.handles.iter_live() {
+            if let Location::Span { .. } = e.location() {
+                let c = class_of(e.len());
+                order[fill[c]] = h;
+                fill[c] += 1;
+            }
+        }
+        let mut keeper = Vec::new();
+        for class in 0..NR_CLASSES {
+            moved += self.compact_class(class, &order[start[class]..start[class + 1]], &mut keeper);
+        }
+        moved += self.clean_packed();
+
+        self.handles.tidy();
+        self.spans.tidy();
+        CompactStats {
+            objects_moved: moved,
+            pages_freed: pages_before.saturating_sub(self.arena.nr_used()),
+        }
+    }
+
+    /// Compact one class whose live span-held objects are `hs`. `keeper` is scratch space
+    /// (indexed by span, all false on entry and on return).
+    fn compact_class(&mut self, class: usize, hs: &[u32], keeper: &mut Vec<bool>) -> u64 {
+        if hs.is_empty() {
+            return 0;
+        }
+        let objs = geometry(class).objs as usize;
+        let target = hs.len() / objs;
+        let mut class_spans = Vec::new();
+        let mut in_packed = 0;
+        for &h in hs {
+            if let Location::Span { span, .. } = self.handles.get(h).location() {
+                match self.spans[span].kind {
+                    SpanKind::Class => class_spans.push(span),
+                    _ => in_packed += 1,
+                }
+            }
+        }
+        class_spans.sort_unstable();
+        class_spans.dedup();
+        class_spans.sort_by_key(|&s| (Reverse(self.spans[s].live), s));
+        let nkeep = target.min(class_spans.len());
+        let free_in_keepers: usize = class_spans[..nkeep]
+            .iter()
+            .map(|&s| objs - self.spans[s].live as usize)
+            .sum();
+        let settled = class_spans.len() == target && (free_in_keepers == 0 || in_packed == 0);
+        if settled {
+            return 0;
+        }
+        let mut keepers = class_spans;
+        keepers.truncate(nkeep);
+        while keepers.len() < target {
+            // Over the page cap: keep what we have; the class is compacted less, not wrongly.
+            match self.new_class_span(class) {
+                Ok(s) => keepers.push(s),
+                Err(_) => break,
+            }
+        }
+        for &s in &keepers {
+            if keeper.len() <= s as usize {
+                keeper.resize(s as usize + 1, false);
+            }
+            keeper[s as usize] = true;
+        }
+        let is_keeper = |keeper: &[bool], s: u32| keeper.get(s as usize).copied().unwrap_or(false);
+
+        let mut moved = 0;
+        let mut cursor = 0;
+        // 1. Empty the other class spans: into the keepers while they have room, then packed.
+        for &h in hs {
+            let Location::Span { span, .. } = self.handles.get(h).location() else {
+                continue;
+            };
+            if self.spans[span].kind != SpanKind::Class || is_keeper(keeper, span) {
+                continue;
+            }
+            if let Some(dst) = self.take_keeper_slot(&keepers, &mut cursor) {
+                self.move_to_slot(h, dst);
+            } else if self.move_to_packed(h).is_err() {
+                break;
+            }
+            moved += 1;
+        }
+        // 2. Fill the keepers' remaining slots from packed spans.
+        for &h in hs {
+            let Location::Span { span, .. } = self.handles.get(h).location() else {
+                continue;
+            };
+            if self.spans[span].kind != SpanKind::Packed {
+                continue;
+            }
+            match self.take_keeper_slot(&keepers, &mut cursor) {
+                Some(dst) => self.move_to_slot(h, dst),
+                None => break,
+            }
+            moved += 1;
+        }
+        for &s in &keepers {
+            keeper[s as usize] = false;
+        }
+        moved
+    }
+
+    /// A free slot in the first keeper (from `cursor` on) that has one.
+    fn take_keeper_slot(&mut self, keepers: &[u32], cursor: &mut usize) -> Option<(u32, u16)> {
+        while let Some(&s) = keepers.get(*cursor) {
+            let objs = geometry(self.spans[s].class as usize).objs;
+            if self.spans[s].live < objs {
+                return Some((s, self.class_slot_alloc(s)));
+            }
+            *cursor += 1;
+        }
+        None
+    }
+
+    /// Move the object of `h` into the (already taken) slot `dst`.
+    fn move_to_slot(&mut self, h: u32, (span, slot): (u32, u16)) {
+        let e = self.handles.get(h);
+        let mut buf = [0u8; PAGE_SIZE];
+        let buf = &mut buf[..e.len()];
+        self.read_entry(e, buf);
+        self.write_obj(span, slot, buf);
+        self.release_location(e);
+        self.handles.set(
+            h,
+            HandleEntry::new(Location::Span { span, off: slot }, e.len()),
+        );
+    }
+
+    /// Re-append the object of `h` to the open packed span.
+    fn move_to_packed(&mut self, h: u32) -> Result<(), AllocError> {
+        let e = self.handles.get(h);
+        let mut buf = [0u8; PAGE_SIZE];
+        let buf = &mut buf[..e.len()];
+        self.read_entry(e, buf);
+        let loc = self.packed_append(buf)?;
+        self.release_location(e);
+        self.handles.set(h, HandleEntry::new(loc, e.len()));
+        Ok(())
+    }
+
+    /// Evacuate the packed spans with more than 1/16 dead bytes into the open packed span.
+    fn clean_packed(&mut self) -> u64 {
+        let victims: Vec<u32> = self
+            .spans
+            .iter_used()
+            .filter(|(_, s)| s.kind == SpanKind::Packed && (s.bump - s.live_bytes) * 16 > s.bump)
+            .map(|(i, _)| i)
+            .collect();
+        if victims.is_empty() {
+            return 0;
+        }
+        if victims.contains(&self.open_packed) {
+            // Appending to a span being evacuated would keep it alive: start a fresh one.
+            self.open_packed = NIL;
+        }
+        let mut is_victim = vec![false; self.spans.len()];
+        for &v in &victims {
+            is_victim[v as usize] = true;
+        }
+        // Objects of the victims in span order, so their new home keeps the old neighbourhood.
+        let mut objs: Vec<(u32, u16, u32)> = self
+            .handles
+            .iter_live()
+            .filter_map(|(h, e)| match e.location() {
+                Location::Span { span, off } if is_victim[span as usize] => Some((span, off, h)),
+                _ => None,
+            })
+            .collect();
+        objs.sort_unstable();
+        let mut moved = 0;
+        for (_, _, h) in objs {
+            if self.move_to_packed(h).is_err() {
+                break;
+            }
+            moved += 1;
+        }
+        moved
+    }
+}

@@ -1,0 +1,199 @@
+//! The page arena: the pool's 4 KiB pages, carved from 2 MiB anonymous mappings (chunks) that are
+//! mapped on demand. A page is named by a `PageId` (chunk × 512 + page in chunk). Freed pages go
+//! back to the OS at once (MADV_DONTNEED, adjacent pages coalesced into one call) and a chunk
+//! with no page in use is unmapped, so the process's RSS follows `total_size()`.
+
+use uffd::AnonMapping;
+
+use super::AllocError;
+use crate::PAGE_SIZE;
+
+/// Pages per chunk: 2 MiB mappings keep the number of mmaps small without pinning much address
+/// space, and a 512-bit bitmap per chunk stays cheap to scan.
+const CHUNK_PAGES: usize = 512;
+const CHUNK_WORDS: usize = CHUNK_PAGES / 64;
+
+/// A page of the arena. Conversions to chunk and offset live here only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct PageId(pub u32);
+
+impl PageId {
+    #[inline]
+    fn chunk(self) -> usize {
+        self.0 as usize / CHUNK_PAGES
+    }
+    #[inline]
+    fn index(self) -> usize {
+        self.0 as usize % CHUNK_PAGES
+    }
+    /// Byte offset of the page inside its chunk's mapping.
+    #[inline]
+    fn byte_offset(self) -> usize {
+        self.index() * PAGE_SIZE
+    }
+}
+
+#[derive(Debug)]
+struct Chunk {
+    map: AnonMapping,
+    /// Bit i set: page i is held by a span.
+    used: [u64; CHUNK_WORDS],
+    nr_used: u32,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct PageArena {
+    /// Chunk slots; `None` is an unmapped chunk, so page ids stay stable when chunks come and go.
+    chunks: Vec<Option<Chunk>>,
+    /// Lowest chunk that may have a free page: allocation prefers low chunks so high ones empty
+    /// out and get unmapped.
+    hint: usize,
+    nr_used: u64,
+    max_pages: Option<u64>,
+}
+
+impl PageArena {
+    /// Pages currently held (allocated and not freed).
+    pub(crate) fn nr_used(&self) -> u64 {
+        self.nr_used
+    }
+
+    pub(crate) fn set_max_pages(&mut self, max: Option<u64>) {
+        self.max_pages = max;
+    }
+
+    /// Whether `n` more pages would stay within the cap.
+    #[inline]
+    pub(crate) fn can_alloc(&self, n: u64) -> bool {
+        match self.max_pages {
+            None => true,
+            Some(max) => self.nr_used + n <= max,
+        }
+    }
+
+    pub(crate) fn alloc(&mut self) -> Result<PageId, AllocError> {
+        if !self.can_alloc(1) {
+            return Err(AllocError::PoolFull);
+        }
+        let mut c = self.hint;
+        loop {
+            if c == self.chunks.len() {
+                self.chunks.push(None);
+            }
+            match &mut self.chunks[c] {
+                Some(chunk) if chunk.nr_used as usize == CHUNK_PAGES => c += 1,
+                Some(chunk) => {
+                    let w = chunk
+                        .used
+                        .iter()
+                        .position(|&w| w != u64::MAX)
+                        .expect("a chunk with free pages has a free bit");
+                    let bit = (!chunk.used[w]).trailing_zeros() as usize;
+                    chunk.used[w] |= 1 << bit;
+                    chunk.nr_used += 1;
+                    self.nr_used += 1;
+                    self.hint = c;
+                    return Ok(PageId((c * CHUNK_PAGES + w * 64 + bit) as u32));
+                }
+                slot @ None => {
+                    let map = AnonMapping::new(CHUNK_PAGES * PAGE_SIZE)
+                        .map_err(|e| AllocError::NoMemory(e.to_string()))?;
+                    *slot = Some(Chunk {
+                        map,
+                        used: [0; CHUNK_WORDS],
+                        nr_used: 0,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Free `pages` (sorted here) and hand them back to the OS: runs of adjacent pages are
+    /// discarded with one madvise each, and a chunk left with no page in use is unmapped.
+    pub(crate) fn free(&mut self, pages: &mut [PageId]) {
+        pages.sort_unstable();
+        let mut i = 0;
+        while i < pages.len() {
+            let c = pages[i].chunk();
+            let mut j = i;
+            while j < pages.len() && pages[j].chunk() == c {
+                j += 1;
+            }
+            self.free_in_chunk(c, &pages[i..j]);
+            i = j;
+        }
+    }
+
+    /// Free sorted `pages`, all in chunk `c`.
+    fn free_in_chunk(&mut self, c: usize, pages: &[PageId]) {
+        let chunk = self.chunks[c]
+            .as_mut()
+            .expect("freeing a page of an unmapped chunk");
+        for p in pages {
+            let (w, bit) = (p.index() / 64, p.index() % 64);
+            assert!(chunk.used[w] & (1 << bit) != 0, "double free of page {p:?}");
+            chunk.used[w] &= !(1 << bit);
+        }
+        chunk.nr_used -= pages.len() as u32;
+        self.nr_used -= pages.len() as u64;
+        self.hint = self.hint.min(c);
+        if chunk.nr_used == 0 {
+            // Unmapping returns the pages and the address space in one call.
+            self.chunks[c] = None;
+            while matches!(self.chunks.last(), Some(None)) {
+                self.chunks.pop();
+            }
+            return;
+        }
+        let mut i = 0;
+        while i < pages.len() {
+            let mut j = i + 1;
+            while j < pages.len() && pages[j].0 == pages[j - 1].0 + 1 {
+                j += 1;
+            }
+            // madvise on a range of our own mapping can only fail on a kernel bug; the pages are
+            // free either way (they merely stay resident), so losing the error is harmless.
+            let _ = chunk
+                .map
+                .discard(pages[i].byte_offset(), (j - i) * PAGE_SIZE);
+            i = j;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn page(&self, id: PageId) -> &[u8] {
+        let chunk = self.chunks[id.chunk()]
+            .as_ref()
+            .expect("page of an unmapped chunk");
+        let off = id.byte_offset();
+        &chunk.map.as_slice()[off..off + PAGE_SIZE]
+    }
+
+    #[inline]
+    pub(crate) fn page_mut(&mut self, id: PageId) -> &mut [u8] {
+        let chunk = self.chunks[id.chunk()]
+            .as_mut()
+            .expect("page of an unmapped chunk");
+        let off = id.byte_offset();
+        &mut chunk.map.as_mut_slice()[off..off + PAGE_SIZE]
+    }
+
+    /// Whether `id` is currently allocated (for the consistency check).
+    pub(crate) fn is_used(&self, id: PageId) -> bool {
+        self.chunks
+            .get(id.chunk())
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.used[id.index() / 64] & (1 << (id.index() % 64)) != 0)
+    }
+
+    /// Heap bytes of the arena's bookkeeping (the chunk table; page memory is not metadata).
+    pub(crate) fn metadata_bytes(&self) -> u64 {
+        (self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()) as u64
+    }
+
+    /// Number of chunks currently mapped.
+    #[cfg(test)]
+    pub(crate) fn nr_chunks_mapped(&self) -> usize {
+        self.chunks.iter().filter(|c| c.is_some()).count()
+    }
+}

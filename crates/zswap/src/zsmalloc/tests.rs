@@ -1,0 +1,424 @@
+//! Tests of the pool as a whole: one behaviour per unit test, a model test against a HashMap,
+//! a concurrency stress test with compaction racing, and density on the real-page corpus.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use super::class::{class_of, geometry};
+use super::handle::Location;
+use super::*;
+use crate::PAGE_SIZE;
+
+/// `len` bytes that depend on `seed` and position, so a misplaced or torn copy shows.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn read_vec(pool: &ZsPool, h: Handle) -> Vec<u8> {
+    let mut buf = [0u8; PAGE_SIZE];
+    let n = pool.read(h, &mut buf);
+    buf[..n].to_vec()
+}
+
+fn location(pool: &ZsPool, h: Handle) -> Location {
+    pool.state.lock().location(h.0)
+}
+
+fn span_of(pool: &ZsPool, h: Handle) -> u32 {
+    match location(pool, h) {
+        Location::Span { span, .. } => span,
+        Location::Huge(_) => panic!("huge object"),
+    }
+}
+
+#[test]
+fn bad_sizes_are_refused() {
+    let pool = ZsPool::new();
+    assert_eq!(pool.malloc(&[]), Err(AllocError::BadSize(0)));
+    assert_eq!(pool.malloc(&[0; 4097]), Err(AllocError::BadSize(4097)));
+    assert_eq!(pool.nr_objects(), 0);
+    assert_eq!(pool.total_size(), 0);
+}
+
+#[test]
+fn packed_objects_are_appended_back_to_back() {
+    let pool = ZsPool::new();
+    let sizes = [100, 1, 2000, 37, 4080];
+    let hs: Vec<_> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| pool.malloc(&pattern(i as u64, n)).unwrap())
+        .collect();
+    let mut off = 0;
+    let first = span_of(&pool, hs[0]);
+    for (h, &n) in hs.iter().zip(&sizes) {
+        assert_eq!(
+            location(&pool, *h),
+            Location::Span {
+                span: first,
+                off: off as u16
+            }
+        );
+        off += n;
+    }
+    // Only pages holding bytes are attached.
+    assert_eq!(pool.total_size(), off.div_ceil(PAGE_SIZE) as u64 * 4096);
+    assert_eq!(pool.stored_bytes(), off as u64);
+    pool.check_consistency().unwrap();
+}
+
+#[test]
+fn objects_straddling_pages_read_back() {
+    let pool = ZsPool::new();
+    // 1500-byte objects at 0, 1500, 3000 (straddles 4096), 4500, ...
+    let hs: Vec<_> = (0..40)
+        .map(|i| pool.malloc(&pattern(i, 1500)).unwrap())
+        .collect();
+    assert_eq!(
+        location(&pool, hs[2]),
+        Location::Span {
+            span: span_of(&pool, hs[0]),
+            off: 3000
+        }
+    );
+    for (i, h) in hs.iter().enumerate() {
+        assert_eq!(read_vec(&pool, *h), pattern(i as u64, 1500));
+    }
+    // And in class spans: 1504-byte slots cross page boundaries too.
+    pool.compact();
+    let first = span_of(&pool, hs[0]);
+    assert!(pool.state.lock().spans[first].kind == span::SpanKind::Class);
+    for (i, h) in hs.iter().enumerate() {
+        assert_eq!(read_vec(&pool, *h), pattern(i as u64, 1500));
+    }
+    pool.check_consistency().unwrap();
+}
+
+#[test]
+fn huge_objects_take_a_page_each() {
+    let pool = ZsPool::new();
+    let a = pool.malloc(&pattern(1, 4081)).unwrap();
+    let b = pool.malloc(&pattern(2, 4096)).unwrap();
+    assert!(matches!(location(&pool, a), Location::Huge(_)));
+    assert!(matches!(location(&pool, b), Location::Huge(_)));
+    assert_eq!(pool.total_size(), 2 * 4096);
+    assert_eq!(read_vec(&pool, b), pattern(2, 4096));
+    assert_eq!(pool.obj_len(a), 4081);
+    pool.free(a);
+    assert_eq!(pool.total_size(), 4096);
+    // 4080 bytes is the largest class, not huge.
+    let c = pool.malloc(&pattern(3, 4080)).unwrap();
+    assert!(matches!(location(&pool, c), Location::Span { .. }));
+    pool.check_consistency().unwrap();
+}
+
+#[test]
+fn allocation_takes_the_fullest_class_span() {
+    let pool = ZsPool::new();
+    let class = class_of(64);
+    let objs = geometry(class).objs as usize;
+    assert_eq!(objs, 64);
+    let hs: Vec<_> = (0..3 * objs as u64)
+        .map(|i| pool.malloc(&pattern(i, 64)).unwrap())
+        .collect();
+    pool.compact();
+    let mut by_span: HashMap<u32, Vec<Handle>> = HashMap::new();
+    for &h in &hs {
+        by_span.entry(span_of(&pool, h)).or_default().push(h);
+    }
+    assert_eq!(by_span.len(), 3, "compaction made three full class spans");
+    let mut spans: Vec<_> = by_span.into_iter().collect();
+    spans.sort();
+    // Span A 63/64 full, B 24/64, C 44/64.
+    let (a, b, c) = (spans[0].0, spans[1].0, spans[2].0);
+    pool.free(spans[0].1[0]);
+    spans[1].1[..40].iter().for_each(|&h| pool.free(h));
+    spans[2].1[..20].iter().for_each(|&h| pool.free(h));
+    let x = pool.malloc(&pattern(100, 60)).unwrap();
+    assert_eq!(span_of(&pool, x), a);
+    let y = pool.malloc(&pattern(101, 60)).unwrap();
+    assert_eq!(span_of(&pool, y), c, "A is full: C (69%) beats B (38%)");
+    assert_ne!(c, b);
+    pool.check_consistency().unwrap();
+}
+
+#[test]
+fn handles_survive_compaction() {
+    let pool = ZsPool::new();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut live: Vec<(Handle, Vec<u8>)> = (0..3000u64)
+        .map(|i| {
+            let data = pattern(i, rng.gen_range(1..=4096));
+            (pool.malloc(&data).unwrap(), data)
+        })
+        .collect();
+    live.shuffle(&mut rng);
+    for (h, _) in live.drain(..1500) {
+        pool.free(h);
+    }
+    let before: Vec<_> = live.iter().map(|(h, _)| location(&pool, *h)).collect();
+    let stats = pool.compact();
+    assert!(stats.objects_moved > 0);
+    let after: Vec<_> = live.iter().map(|(h, _)| location(&pool, *h)).collect();
+    assert_ne!(before, after, "objects moved");
+    for (h, data) in &live {
+        assert_eq!(&read_vec(&pool, *h), data);
+    }
+    pool.check_consistency().unwrap();
+}
+
+#[test]
+fn freed_pages_go_back() {
+    let pool = ZsPool::new();
+    let hs: Vec<_> = (0..5000u64)
+        .map(|i| {
+            pool.malloc(&pattern(i, 1000 + (i as usize % 3000)))
+                .unwrap()
+        })
+        .collect();
+    assert!(pool.total_size() > 2 * 512 * 4096, "more than two chunks");
+    pool.compact();
+    for h in hs {
+        pool.free(h);
+    }
+    // The open packed span may keep one page for the next malloc; compaction drops it.
+    assert!(pool.total_size() <= 4096);
+    pool.compact();
+    assert_eq!(pool.total_size(), 0);
+    assert_eq!(pool.state.lock().arena.nr_chunks_mapped(), 0);
+    pool.check_consistency().unwrap();
+}
+
+#[test]
+fn page_cap_fails_with_pool_full_and_leaves_no_trace() {
+    let pool = ZsPool::new();
+    pool.set_max_pages(Some(3));
+    let mut hs = Vec::new();
+    let err = loop {
+        match pool.malloc(&pattern(hs.len() as u64, 1800)) {
+            Ok(h) => hs.push(h),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, AllocError::PoolFull);
+    assert_eq!(pool.total_size(), 3 * 4096);
+    assert_eq!(pool.nr_objects(), hs.len() as u64);
+    pool.check_consistency().unwrap();
+    assert_eq!(pool.malloc(&[1; 4096]), Err(AllocError::PoolFull));
+    // A small object still fits in the tail of the last page.
+    let tail = 3 * 4096 - 1800 * hs.len();
+    assert!(pool.malloc(&pattern(9, tail)).is_ok());
+    pool.free(hs[0]);
+    pool.set_max_pages(None);
+    assert!(pool.malloc(&[1; 4096]).is_ok());
+    pool.check_consistency().unwrap();
+}
+
+// ---- Model test ----
+
+#[derive(Debug, Clone)]
+enum Op {
+    Malloc(usize, u64),
+    Free(usize),
+    Read(usize),
+    Compact,
+    Cap(Option<u64>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let size = prop_oneof![1usize..=64, 1usize..=4096, 4070usize..=4096];
+    prop_oneof![
+        8 => (size, any::<u64>()).prop_map(|(n, s)| Op::Malloc(n, s)),
+        5 => any::<usize>().prop_map(Op::Free),
+        2 => any::<usize>().prop_map(Op::Read),
+        1 => Just(Op::Compact),
+        1 => prop::option::of(0u64..64).prop_map(Op::Cap),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn pool_matches_a_hashmap(ops in prop::collection::vec(op(), 1..300)) {
+        let pool = ZsPool::new();
+        let mut model: HashMap<Handle, Vec<u8>> = HashMap::new();
+        let mut order: Vec<Handle> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Malloc(n, seed) => {
+                    let data = pattern(seed, n);
+                    let before = pool.total_size();
+                    match pool.malloc(&data) {
+                        Ok(h) => {
+                            prop_assert!(model.insert(h, data).is_none(), "handle reused while live");
+                            order.push(h);
+                        }
+                        Err(AllocError::PoolFull) => prop_assert_eq!(pool.total_size(), before),
+                        Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
+                Op::Free(i) if !order.is_empty() => {
+                    let h = order.swap_remove(i % order.len());
+                    model.remove(&h);
+                    pool.free(h);
+                }
+                Op::Read(i) if !order.is_empty() => {
+                    let h = order[i % order.len()];
+                    prop_assert_eq!(&read_vec(&pool, h), &model[&h]);
+                }
+                Op::Compact => {
+                    pool.compact();
+                }
+                Op::Cap(c) => pool.set_max_pages(c),
+                _ => {}
+            }
+            for (h, data) in &model {
+                prop_assert_eq!(&read_vec(&pool, *h), data);
+                prop_assert_eq!(pool.obj_len(*h), data.len());
+            }
+            prop_assert_eq!(pool.nr_objects(), model.len() as u64);
+            prop_assert_eq!(pool.stored_bytes(), model.values().map(|d| d.len() as u64).sum::<u64>());
+            if let Err(e) = pool.check_consistency() {
+                prop_assert!(false, "{}", e);
+            }
+        }
+    }
+}
+
+// ---- Concurrency ----
+
+#[test]
+fn stress_threads_with_compaction() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let pool = Arc::new(ZsPool::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    let workers: Vec<_> = (0..8u64)
+        .map(|t| {
+            let (pool, stop) = (pool.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(t);
+                let mut mine: Vec<(Handle, u64, usize)> = Vec::new();
+                let mut buf = [0u8; PAGE_SIZE];
+                let mut ops = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    ops += 1;
+                    let r = rng.gen_range(0..10);
+                    if r < 4 || mine.len() < 16 {
+                        let (seed, n) = (rng.gen(), rng.gen_range(1..=4096));
+                        mine.push((pool.malloc(&pattern(seed, n)).unwrap(), seed, n));
+                    } else if r < 7 {
+                        let (h, seed, n) = mine.swap_remove(rng.gen_range(0..mine.len()));
+                        assert_eq!(pool.read(h, &mut buf), n);
+                        assert_eq!(buf[..n], pattern(seed, n)[..]);
+                        pool.free(h);
+                    } else {
+                        let (h, seed, n) = mine[rng.gen_range(0..mine.len())];
+                        assert_eq!(pool.read(h, &mut buf), n);
+                        assert_eq!(buf[..n], pattern(seed, n)[..]);
+                    }
+                    if mine.len() > 2000 {
+                        for (h, _, _) in mine.drain(..1000) {
+                            pool.free(h);
+                        }
+                    }
+                }
+                for (h, seed, n) in mine {
+                    assert_eq!(pool.read(h, &mut buf), n);
+                    assert_eq!(buf[..n], pattern(seed, n)[..]);
+                    pool.free(h);
+                }
+                ops
+            })
+        })
+        .collect();
+    let mut compactions = 0;
+    while Instant::now() < deadline {
+        pool.compact();
+        compactions += 1;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let ops: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    eprintln!("stress: {ops} ops, {compactions} compactions");
+    assert_eq!(pool.nr_objects(), 0);
+    pool.check_consistency().unwrap();
+    pool.compact();
+    assert_eq!(pool.total_size(), 0);
+}
+
+// ---- Density on real pages ----
+
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
+
+#[test]
+fn density_on_the_corpus() {
+    let Ok(dir) = std::fs::read_dir(CORPUS) else {
+        eprintln!("no corpus at {CORPUS}: skipped");
+        return;
+    };
+    let mut files: Vec<_> = dir
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pages"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for path in files {
+        let bytes = std::fs::read(&path).unwrap();
+        let pool = ZsPool::new();
+        let mut hs = Vec::new();
+        for page in bytes.chunks_exact(PAGE_SIZE) {
+            if page.iter().all(|&b| b == 0) {
+                continue;
+            }
+            let c = lz4_flex::block::compress(page);
+            let h = if c.len() >= PAGE_SIZE {
+                pool.malloc(page)
+            } else {
+                pool.malloc(&c)
+            };
+            hs.push(h.unwrap());
+        }
+        let density = |p: &ZsPool| p.stored_bytes() as f64 / p.total_size() as f64;
+        let per_obj = |p: &ZsPool| p.metadata_bytes() as f64 / p.nr_objects() as f64;
+        let (full, meta_full) = (density(&pool), per_obj(&pool));
+        pool.check_consistency().unwrap();
+
+        let mut rng = SmallRng::seed_from_u64(42);
+        hs.shuffle(&mut rng);
+        let n = hs.len();
+        for h in hs.drain(..n / 2) {
+            pool.free(h);
+        }
+        let freed = density(&pool);
+        let stats = pool.compact();
+        let (half, meta_half) = (density(&pool), per_obj(&pool));
+        pool.check_consistency().unwrap();
+        let name = path.file_name().unwrap().to_string_lossy();
+        eprintln!(
+            "{name}: {n} objects; full {full:.4} ({meta_full:.1} B meta/obj); half freed {freed:.4}, \
+             compacted {half:.4} ({meta_half:.1} B meta/obj; moved {}, freed {} pages)",
+            stats.objects_moved, stats.pages_freed
+        );
+        assert!(full >= 0.95, "{name}: density {full} when full");
+        assert!(
+            half >= 0.93,
+            "{name}: density {half} after freeing half and compacting"
+        );
+    }
+}
