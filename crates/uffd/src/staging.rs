@@ -52,7 +52,7 @@ pub enum StageError {
 impl Staging {
     /// `nr_slots` slots of `slot_bytes` each (a multiple of the page size).
     pub fn new(nr_slots: u32, slot_bytes: usize) -> Result<Arc<Self>, UffdError> {
-        assert!(slot_bytes > 0 && slot_bytes % page_size() == 0);
+        assert!(slot_bytes > 0 && slot_bytes.is_multiple_of(page_size()));
         let region = RawRegion::new(nr_slots as usize * slot_bytes).map_err(|e| UffdError::Os {
             op: "mmap staging",
             source: std::io::Error::other(e.to_string()),
@@ -101,8 +101,13 @@ impl Staging {
         src: usize,
         len: usize,
     ) -> Result<StagedFolio, StageError> {
-        assert!(len > 0 && len <= self.slot_bytes && len % page_size() == 0);
-        let slot = self.free.lock().expect("never poisoned").pop().ok_or(StageError::NoSlot)?;
+        assert!(len > 0 && len <= self.slot_bytes && len.is_multiple_of(page_size()));
+        let slot = self
+            .free
+            .lock()
+            .expect("never poisoned")
+            .pop()
+            .ok_or(StageError::NoSlot)?;
         // Owns the slot from here: dropping it on any early return frees the slot. Its len
         // is the whole folio, so a drop discards every page that may be in the slot.
         let mut folio = StagedFolio {
@@ -198,7 +203,8 @@ impl Drop for StagedFolio {
         // Discard whatever is left (after an unstage: nothing present, a cheap no-op). The
         // staging userfaultfd has no REMOVE event, so this never waits for a reader.
         // SAFETY: the slot is ours and no reference into it outlives `self`.
-        let _ = unsafe { crate::raw_region::madvise(addr, self.staging.slot_bytes, Advice::DontNeed) };
+        let _ =
+            unsafe { crate::raw_region::madvise(addr, self.staging.slot_bytes, Advice::DontNeed) };
         self.staging
             .free
             .lock()

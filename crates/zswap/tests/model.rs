@@ -23,12 +23,31 @@ const DEVICE_PAGES: u32 = 768;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Store { start: u32, order: u8, contents: Vec<Content> },
-    SwapOut { start: u32, order: u8, contents: Vec<Content> },
-    Load { page: u32, finish: bool, read_fault: bool },
-    Invalidate { start: u32, order: u8 },
-    Writeback { page: u32 },
-    Shrink { nr: u32 },
+    Store {
+        start: u32,
+        order: u8,
+        contents: Vec<Content>,
+    },
+    SwapOut {
+        start: u32,
+        order: u8,
+        contents: Vec<Content>,
+    },
+    Load {
+        page: u32,
+        finish: bool,
+        read_fault: bool,
+    },
+    Invalidate {
+        start: u32,
+        order: u8,
+    },
+    Writeback {
+        page: u32,
+    },
+    Shrink {
+        nr: u32,
+    },
     ShrinkWorker,
     Compact,
     Enabled(bool),
@@ -38,7 +57,12 @@ enum Op {
     MaxPoolPercent(u32),
     AcceptThreshold(u32),
     ZswapMax(u64),
-    WriteFault { n: u32, kind: u8 },
+    WriteFault {
+        n: u32,
+        kind: u8,
+    },
+    /// Cap the pool's pages: stores then fail partway through a folio (rollback).
+    PoolCap(Option<u64>),
     ClearFaults,
 }
 
@@ -96,6 +120,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => prop_oneof![Just(0u64), 1u64..300_000, Just(u64::MAX)].prop_map(Op::ZswapMax),
         1 => (1u32..4, 0u8..3).prop_map(|(n, kind)| Op::WriteFault { n, kind }),
         1 => Just(Op::ClearFaults),
+        1 => prop_oneof![Just(None), (0u64..64).prop_map(Some)].prop_map(Op::PoolCap),
     ]
 }
 
@@ -134,7 +159,16 @@ impl Harness {
     fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
         let before = self.zswap.stats();
         match op {
-            Op::Store { start, order, contents } | Op::SwapOut { start, order, contents } => {
+            Op::Store {
+                start,
+                order,
+                contents,
+            }
+            | Op::SwapOut {
+                start,
+                order,
+                contents,
+            } => {
                 let data = Self::folio_data(contents);
                 let folio = self.group.lock_folio(*start, *order);
                 let nr = folio.nr_pages() as usize;
@@ -147,7 +181,11 @@ impl Harness {
                         Ok(SwapOutResult::WrittenToDisk(_)) => {
                             let after = self.zswap.stats().delta(&before);
                             prop_assert_eq!(after.get("zswpout"), 0);
-                            prop_assert_eq!(after.get("pswpout"), nr as u64 - same);
+                            // The failed store may have written back other pages (zswap_max).
+                            prop_assert_eq!(
+                                after.get("pswpout") - after.get("written_back_pages"),
+                                nr as u64 - same
+                            );
                             for (i, off) in folio.offsets().enumerate() {
                                 self.model
                                     .insert(off, data[i * PAGE_SIZE..(i + 1) * PAGE_SIZE].to_vec());
@@ -162,7 +200,8 @@ impl Harness {
                     prop_assert_eq!(d.get("zswpout"), nr as u64 - same);
                     prop_assert_eq!(d.get("swpout_zero"), same);
                     for (i, off) in folio.offsets().enumerate() {
-                        self.model.insert(off, data[i * PAGE_SIZE..(i + 1) * PAGE_SIZE].to_vec());
+                        self.model
+                            .insert(off, data[i * PAGE_SIZE..(i + 1) * PAGE_SIZE].to_vec());
                     }
                 } else {
                     prop_assert_eq!(d.get("zswpout"), 0);
@@ -190,7 +229,11 @@ impl Harness {
                     }
                 }
             }
-            Op::Load { page, finish, read_fault } => {
+            Op::Load {
+                page,
+                finish,
+                read_fault,
+            } => {
                 if *read_fault {
                     self.device.fail_next_reads(1);
                 }
@@ -220,7 +263,10 @@ impl Harness {
                             d.get("zswpin") + d.get("pswpin") + d.get("swpin_zero"),
                             present
                         );
-                        prop_assert_eq!(u64::from(loaded.pool + loaded.disk + loaded.zero), present);
+                        prop_assert_eq!(
+                            u64::from(loaded.pool + loaded.disk + loaded.zero),
+                            present
+                        );
                         if *finish {
                             self.group.finish_load(&folio);
                             for off in folio.offsets() {
@@ -289,13 +335,22 @@ impl Harness {
             Op::GroupWriteback(on) => self.group.set_writeback_enabled(*on),
             Op::Writethrough(on) => self.zswap.params().set_writethrough(*on),
             Op::MaxPoolPercent(p) => self.zswap.params().set_max_pool_percent(*p).unwrap(),
-            Op::AcceptThreshold(p) => self.zswap.params().set_accept_threshold_percent(*p).unwrap(),
+            Op::AcceptThreshold(p) => self
+                .zswap
+                .params()
+                .set_accept_threshold_percent(*p)
+                .unwrap(),
             Op::ZswapMax(m) => self.group.set_zswap_max(*m),
             Op::WriteFault { n, kind } => {
-                let kind = [FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite][*kind as usize];
+                let kind =
+                    [FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite][*kind as usize];
                 self.device.fail_next_writes(*n, kind);
             }
             Op::ClearFaults => self.device.clear(),
+            Op::PoolCap(pages) => {
+                let cap = pages.map(|p| p + self.zswap.pool().total_size() / PAGE_SIZE as u64);
+                self.zswap.pool().set_max_pages(cap);
+            }
         }
         self.verify()
     }
@@ -313,7 +368,12 @@ impl Harness {
                     prop_assert!(kind != Kind::Empty, "page {} lost", off);
                     let got = self.group.read_page(&folio, off, &mut buf);
                     prop_assert!(got.is_ok(), "page {} unreadable: {:?}", off, got);
-                    prop_assert!(&buf == want, "page {} holds the wrong bytes ({:?})", off, kind);
+                    prop_assert!(
+                        &buf == want,
+                        "page {} holds the wrong bytes ({:?})",
+                        off,
+                        kind
+                    );
                 }
             }
         }
@@ -352,6 +412,7 @@ proptest! {
         }
         // Drain: everything still held comes back, then nothing is left anywhere.
         h.device.clear();
+        h.zswap.pool().set_max_pages(None);
         h.zswap.params().set_enabled(true);
         for off in 0..PAGES {
             let folio = h.group.lock_folio(off, 0);

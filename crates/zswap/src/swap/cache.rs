@@ -308,7 +308,7 @@ impl SwapCache {
         assert!(order <= MAX_ORDER, "folio order {order} above {MAX_ORDER}");
         let nr = 1u32 << order;
         assert!(
-            start % nr == 0 && start as u64 + nr as u64 <= self.words.len() as u64,
+            start.is_multiple_of(nr) && start as u64 + nr as u64 <= self.words.len() as u64,
             "folio {start}+{nr} is not aligned or not inside the {} pages",
             self.words.len()
         );
@@ -354,8 +354,16 @@ impl SwapCache {
             let mut had_waiters = false;
             word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 had_waiters = w & WAITERS != 0;
-                let keep = if off == start { w & (LOCKED | WAITERS) } else { 0 };
-                Some((w & !(ORDER_MASK | LOCKED | WAITERS)) | keep | (u64::from(order) << ORDER_SHIFT))
+                let keep = if off == start {
+                    w & (LOCKED | WAITERS)
+                } else {
+                    0
+                };
+                Some(
+                    (w & !(ORDER_MASK | LOCKED | WAITERS))
+                        | keep
+                        | (u64::from(order) << ORDER_SHIFT),
+                )
             })
             .expect("closure always returns Some");
             if off != start && had_waiters {

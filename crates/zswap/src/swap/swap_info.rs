@@ -46,7 +46,7 @@ impl SwapInfo {
     /// per run. Returns each page's slot. On error nothing stays allocated.
     pub fn write(&self, data: &[u8], slots_out: &mut Vec<SwapSlot>) -> Result<(), SwapWriteError> {
         let nr = (data.len() / crate::PAGE_SIZE) as u32;
-        debug_assert!(nr > 0 && data.len() % crate::PAGE_SIZE == 0);
+        debug_assert!(nr > 0 && data.len().is_multiple_of(crate::PAGE_SIZE));
         slots_out.clear();
         let contiguous = if nr.is_power_of_two() {
             self.slots.lock().alloc(nr)

@@ -15,8 +15,8 @@ use std::cell::RefCell;
 
 use crate::stats::Stats;
 use crate::swap::cache::{FolioLock, Kind, PageState};
-use crate::swap::swap_info::SwapWriteError;
 use crate::swap::slots::SwapSlot;
+use crate::swap::swap_info::SwapWriteError;
 use crate::PAGE_SIZE;
 
 use super::ZswapGroup;
@@ -31,7 +31,7 @@ pub enum WritebackError {
 
 thread_local! {
     static FOLIO_BUF: RefCell<(Vec<u8>, Vec<u32>, Vec<SwapSlot>)> =
-        RefCell::new((Vec::new(), Vec::new(), Vec::new()));
+        const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
 impl ZswapGroup {
