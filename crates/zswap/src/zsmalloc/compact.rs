@@ -25,9 +25,7 @@ impl PoolState {
         let mut moved = 0;
         // An open packed span left empty holds a page for nothing.
         if self.open_packed != NIL && self.spans[self.open_packed].live == 0 {
-            let open = self.open_packed;
-            self.open_packed = NIL;
-            self.free_span(open);
+            self.free_span(self.open_packed);
         }
 
         // Reverse map: the handles of span-held objects, grouped by class (a counting sort).
@@ -57,6 +55,7 @@ impl PoolState {
 
         self.handles.tidy();
         self.spans.tidy();
+        self.arena.trim();
         CompactStats {
             objects_moved: moved,
             pages_freed: pages_before.saturating_sub(self.arena.nr_used()),
@@ -196,9 +195,12 @@ impl PoolState {
         if victims.is_empty() {
             return 0;
         }
+        // Appending to a span being evacuated would keep it alive: start a fresh one.
         if victims.contains(&self.open_packed) {
-            // Appending to a span being evacuated would keep it alive: start a fresh one.
             self.open_packed = NIL;
+        }
+        if victims.contains(&self.tail_packed) {
+            self.tail_packed = NIL;
         }
         let mut is_victim = vec![false; self.spans.len()];
         for &v in &victims {

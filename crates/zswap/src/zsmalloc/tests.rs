@@ -410,6 +410,17 @@ fn density_on_the_corpus() {
         let (half, meta_half) = (density(&pool), per_obj(&pool));
         pool.check_consistency().unwrap();
         let name = path.file_name().unwrap().to_string_lossy();
+        {
+            let st = pool.state.lock();
+            eprintln!(
+                "  meta: handles {} spans {} ({} used) lists {} arena {}",
+                st.handles.metadata_bytes(),
+                st.spans.metadata_bytes(),
+                st.spans.iter_used().count(),
+                st.lists.capacity() * std::mem::size_of::<fullness::FullnessLists>(),
+                st.arena.metadata_bytes()
+            );
+        }
         eprintln!(
             "{name}: {n} objects; full {full:.4} ({meta_full:.1} B meta/obj); half freed {freed:.4}, \
              compacted {half:.4} ({meta_half:.1} B meta/obj; moved {}, freed {} pages)",
