@@ -12,8 +12,10 @@
 //! apart from the one a reader saw earlier.
 //!
 //! Word layout (u64): kind 3 | LOCKED 1 | WAITERS 1 | REFERENCED 1 | codec 4 | order 4 |
-//! shadow 18 | payload 32. The payload is a pool handle (Stored) or a fill value (Zero);
-//! a disk slot, when the page has a copy on the backing device, sits in a separate u32.
+//! HAS_SLOT 1 | shadow 17 | payload 32. The payload is a pool handle (Stored) or a fill value
+//! (Zero). A page with a copy on the backing device (on disk, or written through) has
+//! HAS_SLOT set and its slot in a side map: few pages have one, and 8 bytes a page is what
+//! the table costs then.
 //!
 //! Lock rules:
 //! 1. Only the owner (the holder of the head's LOCKED bit) changes kind, payload, codec,
@@ -24,7 +26,8 @@
 //! 3. Changing a folio's shape (merge, split) needs the locks of every page involved; waiters
 //!    of a head that stops being one are woken so they look again.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -38,15 +41,16 @@ const CODEC_SHIFT: u32 = 6;
 const CODEC_MASK: u64 = 0xf << CODEC_SHIFT;
 const ORDER_SHIFT: u32 = 10;
 const ORDER_MASK: u64 = 0xf << ORDER_SHIFT;
-const SHADOW_SHIFT: u32 = 14;
-/// Shadows (eviction counter values) keep this many bits: refault distances are modulo 2^18
-/// pages (1 GiB), beyond which a refault counts as far anyway.
-pub const SHADOW_BITS: u32 = 18;
+const HAS_SLOT: u64 = 1 << 14;
+const SHADOW_SHIFT: u32 = 15;
+/// Shadows (eviction counter values) keep this many bits: refault distances are modulo 2^17
+/// pages (512 MiB), beyond which a refault counts as far anyway.
+pub const SHADOW_BITS: u32 = 17;
 const SHADOW_MASK: u64 = ((1 << SHADOW_BITS) - 1) << SHADOW_SHIFT;
 const PAYLOAD_SHIFT: u32 = 32;
 
-/// No copy on the backing device.
-const NO_SLOT: u32 = u32::MAX;
+/// Shards of the slot side map: folios lock different shards, so they rarely contend.
+const SLOT_SHARDS: usize = 64;
 
 /// The largest folio order: 512 pages, 2 MiB.
 pub const MAX_ORDER: u8 = 9;
@@ -164,7 +168,8 @@ impl WaitQueues {
 /// The per-page state table of one swap space.
 pub struct SwapCache {
     words: Box<[AtomicU64]>,
-    slots: Box<[AtomicU32]>,
+    /// Disk slots of the pages whose word has HAS_SLOT, changed only by the page's owner.
+    slots: Box<[Mutex<HashMap<u32, u32>>]>,
     waitq: WaitQueues,
 }
 
@@ -187,7 +192,9 @@ impl SwapCache {
     pub fn new(nr_pages: u32) -> Self {
         SwapCache {
             words: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),
-            slots: (0..nr_pages).map(|_| AtomicU32::new(NO_SLOT)).collect(),
+            slots: (0..SLOT_SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
             waitq: WaitQueues::new(),
         }
     }
@@ -196,8 +203,13 @@ impl SwapCache {
         self.words.len() as u32
     }
 
-    /// Bytes of metadata per page (state word and slot).
-    pub const BYTES_PER_PAGE: usize = 12;
+    /// Bytes of metadata per page (the state word; slots are kept only for pages that have
+    /// one).
+    pub const BYTES_PER_PAGE: usize = 8;
+
+    fn slot_shard(&self, offset: u32) -> &Mutex<HashMap<u32, u32>> {
+        &self.slots[offset as usize % SLOT_SHARDS]
+    }
 
     /// The page's state as it is now, without locking: for scans and statistics. Anything
     /// acted on must be re-checked under the lock.
@@ -452,23 +464,34 @@ impl<'a> FolioLock<'a> {
         let new = PageState { order, ..state }.encode();
         self.cache.words[self.check(offset)]
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                Some(new | (w & (LOCKED | WAITERS)))
+                Some(new | (w & (LOCKED | WAITERS | HAS_SLOT)))
             })
             .expect("closure always returns Some");
     }
 
     /// The page's copy on the backing device, if it has one.
     pub fn slot(&self, offset: u32) -> Option<SwapSlot> {
-        match self.cache.slots[self.check(offset)].load(Ordering::Relaxed) {
-            NO_SLOT => None,
-            s => Some(SwapSlot(s)),
+        let w = self.cache.words[self.check(offset)].load(Ordering::Acquire);
+        if w & HAS_SLOT == 0 {
+            return None;
         }
+        let slot = self.cache.slot_shard(offset).lock().get(&offset).copied();
+        Some(SwapSlot(slot.expect("HAS_SLOT pages have a slot")))
     }
 
     pub fn set_slot(&self, offset: u32, slot: Option<SwapSlot>) {
-        let v = slot.map_or(NO_SLOT, |s| s.0);
-        assert_ne!(slot, Some(SwapSlot(NO_SLOT)), "slot {NO_SLOT} is reserved");
-        self.cache.slots[self.check(offset)].store(v, Ordering::Relaxed);
+        let word = &self.cache.words[self.check(offset)];
+        let mut shard = self.cache.slot_shard(offset).lock();
+        match slot {
+            Some(s) => {
+                shard.insert(offset, s.0);
+                word.fetch_or(HAS_SLOT, Ordering::AcqRel);
+            }
+            None => {
+                shard.remove(&offset);
+                word.fetch_and(!HAS_SLOT, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Break the folio into single pages, each locked on its own.
