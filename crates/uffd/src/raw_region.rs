@@ -279,3 +279,20 @@ pub unsafe fn madvise(addr: usize, len: usize, advice: Advice) -> Result<(), Reg
     }
     Ok(())
 }
+
+impl RawRegion {
+    /// The region's memory as a byte slice, for a region whose contents a page manager keeps
+    /// (uzswap's `Region`): pages it moves out come back with the same bytes before any access
+    /// completes, so every value read through the slice is the last one written through it.
+    ///
+    /// The exclusive borrow of the region keeps this slice the only Rust reference into it.
+    /// What a manager must never do while such a slice lives: change a present page's bytes
+    /// (it only moves whole pages out and back, or fills missing ones with their data).
+    pub fn as_managed_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is live for the borrow of self, readable and writable, `len`
+        // bytes long, and page aligned; `&mut self` makes this the only reference into it; the
+        // contract above keeps every byte Rust can observe equal to what it last wrote (a
+        // missing page blocks the access until it is filled with those same bytes).
+        unsafe { std::slice::from_raw_parts_mut(self.addr as *mut u8, self.len) }
+    }
+}

@@ -181,26 +181,37 @@ impl StagedFolio {
         let addr = self.staging.slot_addr(self.slot);
         // SAFETY: the slot's `len` bytes were all moved in (present) and belong to this
         // StagedFolio alone: nothing else moves into, out of, or writes the slot while it
-        // lives, and the shared borrow of self keeps `unstage` (which takes self) away. The
+        // lives, and the shared borrow of self keeps `move_back` (which takes &mut self) away. The
         // mapping lives as long as `staging`, which self keeps alive.
         unsafe { std::slice::from_raw_parts(addr as *const u8, self.len) }
     }
 
     /// Move the pages back to `dst` (in a mapping registered with `dst_uffd`), waking threads
-    /// waiting there. Pages of `dst` that are present already stay as they are and are
-    /// reported in `Filled::PageExists`; the slot is freed either way.
-    pub fn unstage(self, dst_uffd: &Uffd, dst: usize) -> Result<Filled, UffdError> {
+    /// waiting there. Pages of `dst` already present stay as they are (`PageExists`). Source
+    /// holes are allowed, so after an error (`MappingChanging`: read the pending events) the
+    /// same call can simply be made again: pages already moved are skipped. Once it returns
+    /// `Ok`, the folio is empty and dropping it only frees the slot.
+    pub fn move_back(&mut self, dst_uffd: &Uffd, dst: usize) -> Result<Filled, UffdError> {
         let src = self.staging.slot_addr(self.slot);
-        // SAFETY: the slot belongs to this StagedFolio, which is consumed, so no reference
-        // into it (from `bytes`) is alive; its pages are private to this process (DONTFORK).
-        unsafe { dst_uffd.move_pages(dst, src, self.len, MoveMode::default()) }
+        let mode = MoveMode {
+            allow_src_holes: true,
+            ..MoveMode::default()
+        };
+        // SAFETY: `&mut self` means no slice from `bytes` is alive; the slot belongs to this
+        // StagedFolio; its pages are private to this process (DONTFORK). The destination is
+        // argued as for `Uffd::copy`.
+        let r = unsafe { dst_uffd.move_pages(dst, src, self.len, mode) }?;
+        if r == Filled::All {
+            self.len = 0;
+        }
+        Ok(r)
     }
 }
 
 impl Drop for StagedFolio {
     fn drop(&mut self) {
         let addr = self.staging.slot_addr(self.slot);
-        // Discard whatever is left (after an unstage: nothing present, a cheap no-op). The
+        // Discard whatever is left (after a move back: nothing present, a cheap no-op). The
         // staging userfaultfd has no REMOVE event, so this never waits for a reader.
         // SAFETY: the slot is ours and no reference into it outlives `self`.
         let _ =

@@ -18,6 +18,12 @@ impl ZswapGroup {
         }
     }
 
+    /// Free what one page of a held folio holds (a discard of part of a folio).
+    pub fn invalidate_page(&self, folio: &FolioLock, offset: u32) {
+        self.check(folio);
+        self.erase(folio, offset);
+    }
+
     /// Free what one page holds and leave it empty; uncharges exactly what its store charged.
     pub(crate) fn erase(&self, folio: &FolioLock, offset: u32) {
         let st = folio.state(offset);

@@ -1,0 +1,91 @@
+//! How a region is set up: its memory limit, folio size, compressor, writeback or
+//! writethrough, pool limit and swap file directory.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use zswap::compress::CompressorSpec;
+use zswap::swap::BackingDevice;
+
+/// The configuration of a [`Region`](crate::Region). `RegionConfig::new(limit)` gives the
+/// defaults; the builder methods change one field each.
+#[derive(Debug, Clone)]
+pub struct RegionConfig {
+    /// Bytes the region may hold in memory: resident pages + swap cache + pool (like
+    /// memory.high, with the pool charged as cgroup v2 does).
+    pub memory_limit: u64,
+    /// The unit of reclaim and swap-in: a power of two from 4 KiB to 2 MiB.
+    pub folio_size: usize,
+    pub compressor: CompressorSpec,
+    /// memory.zswap.writeback: whether pages may go to the swap file.
+    pub writeback: bool,
+    /// Write every stored page to the swap file at store time too.
+    pub writethrough: bool,
+    /// Pool limit, percent of `memory_limit`.
+    pub max_pool_percent: u32,
+    /// Directory of the (unnamed) swap file; the system temp directory if None.
+    pub swap_dir: Option<PathBuf>,
+    /// Capacity of the swap file; the region's size if None.
+    pub swap_size: Option<u64>,
+    /// Threads serving faults.
+    pub fault_threads: usize,
+    /// Force user-mode-only userfaultfd (as an unprivileged process gets).
+    pub user_mode_only: bool,
+    /// A backing device to use instead of a swap file (tests inject faults with it).
+    pub device: Option<Arc<dyn BackingDevice>>,
+}
+
+impl RegionConfig {
+    pub fn new(memory_limit: u64) -> Self {
+        RegionConfig {
+            memory_limit,
+            folio_size: 64 << 10,
+            compressor: CompressorSpec::default(),
+            writeback: true,
+            writethrough: false,
+            max_pool_percent: 20,
+            swap_dir: None,
+            swap_size: None,
+            fault_threads: 2,
+            user_mode_only: false,
+            device: None,
+        }
+    }
+
+    pub fn folio_size(mut self, bytes: usize) -> Self {
+        self.folio_size = bytes;
+        self
+    }
+    pub fn compressor(mut self, spec: CompressorSpec) -> Self {
+        self.compressor = spec;
+        self
+    }
+    pub fn writeback(mut self, on: bool) -> Self {
+        self.writeback = on;
+        self
+    }
+    pub fn writethrough(mut self, on: bool) -> Self {
+        self.writethrough = on;
+        self
+    }
+    pub fn max_pool_percent(mut self, percent: u32) -> Self {
+        self.max_pool_percent = percent;
+        self
+    }
+    pub fn swap_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.swap_dir = Some(dir.into());
+        self
+    }
+    pub fn fault_threads(mut self, n: usize) -> Self {
+        self.fault_threads = n;
+        self
+    }
+    pub fn user_mode_only(mut self, on: bool) -> Self {
+        self.user_mode_only = on;
+        self
+    }
+    pub fn device(mut self, device: Arc<dyn BackingDevice>) -> Self {
+        self.device = Some(device);
+        self
+    }
+}

@@ -1,0 +1,168 @@
+//! Reclaim: keeps a region's resident + swap cache + pool bytes under its limit, in folios.
+//!
+//! A kswapd thread works in the background down to a low watermark below the limit; a fault
+//! that would take the region past the limit reclaims first (direct reclaim), before it takes
+//! its own folio lock, so it never holds one folio while waiting for another.
+//!
+//! The coldest folio is the one that came in longest ago (FIFO); the swap cache gives a
+//! folio faulted again soon after eviction its second chance. Evicting a folio:
+//! 1. lock it in the engine's swap cache (waiting for a fault that owns it);
+//! 2. move its pages out of the mapping with one `UFFDIO_MOVE` into staging: from here a
+//!    program access faults and waits for the lock, so no write can be lost;
+//! 3. store it (compress) or, failing that, write it to the swap file;
+//! 4. keep the staged copy in the region's swap cache, or, if nothing took the folio, move
+//!    it back: it stays resident and nothing is lost.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use uffd::{Filled, StageError};
+use zswap::swap::FolioLock;
+use zswap::PAGE_SIZE;
+
+use crate::fault::defer_pending_events;
+use crate::region::Inner;
+
+/// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
+fn margin(inner: &Inner) -> u64 {
+    (inner.folio_bytes() as u64 * 4).max(inner.limit / 64)
+}
+
+pub(crate) fn kswapd_loop(inner: &Inner) {
+    loop {
+        {
+            let (m, c) = &inner.kswapd_wake;
+            let mut woken = m.lock();
+            if !*woken {
+                c.wait_for(&mut woken, Duration::from_millis(20));
+            }
+            *woken = false;
+        }
+        if inner.stop.load(Relaxed) {
+            return;
+        }
+        if inner.usage().total() > inner.limit.saturating_sub(margin(inner) / 2) {
+            reclaim_to(inner, inner.limit.saturating_sub(margin(inner)));
+        }
+        let pool = inner.zswap.pool();
+        if pool.total_size() > pool.stored_bytes() / 8 * 9 + (1 << 20) {
+            // Exclusive loads and writeback leave holes in the pool: give the pages back.
+            inner.zswap.compact();
+        }
+    }
+}
+
+/// A fault is about to bring in a folio: make room for it first.
+pub(crate) fn throttle(inner: &Inner) {
+    let need = inner.folio_bytes() as u64;
+    for _ in 0..64 {
+        if inner.usage().total() + need <= inner.limit {
+            return;
+        }
+        inner.stats.direct_reclaim.fetch_add(1, Relaxed);
+        if !reclaim_one(inner) {
+            return;
+        }
+    }
+}
+
+/// Reclaim until the region holds at most `target` bytes, or nothing more can go.
+pub(crate) fn reclaim_to(inner: &Inner, target: u64) {
+    let mut failures = 0;
+    while inner.usage().total() > target && failures < 8 {
+        if !reclaim_one(inner) {
+            failures += 1;
+        }
+    }
+}
+
+/// Evict the coldest folio (or, with none left, drop the oldest swap cache entry). False
+/// when nothing could be freed.
+fn reclaim_one(inner: &Inner) -> bool {
+    let Some(start) = inner.lru.lock().pop_front() else {
+        return drop_swapcache(inner);
+    };
+    let folio = inner.group.lock_folio(start, inner.folio_order);
+    let present = folio.offsets().filter(|&p| inner.is_resident(p)).count() as u32;
+    if present == 0 {
+        return true; // a stale entry: the folio left already
+    }
+    if present == folio.nr_pages() {
+        return evict(inner, &folio, true);
+    }
+    // Partly present (part of it was discarded): evict what is there, page by page.
+    let mut any = false;
+    for page in folio.split() {
+        if inner.is_resident(page.start()) {
+            any |= evict(inner, &page, false);
+        }
+    }
+    any
+}
+
+fn drop_swapcache(inner: &Inner) -> bool {
+    let dropped = inner.swapcache.drop_oldest();
+    if dropped {
+        inner.stats.swapcache_dropped.fetch_add(1, Relaxed);
+    }
+    dropped
+}
+
+/// Move the locked, fully present pages of `folio` out and store them.
+fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
+    let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
+    let bytes = folio.nr_pages() as usize * PAGE_SIZE;
+    let mut staged = loop {
+        match inner.staging.stage(&inner.uffd, addr, bytes) {
+            Ok(s) => break s,
+            Err(StageError::NoSlot) => {
+                if !drop_swapcache(inner) {
+                    inner.stats.evict_failed.fetch_add(1, Relaxed);
+                    inner.lru.lock().push_back(folio.start());
+                    return false;
+                }
+            }
+            Err(StageError::Uffd(e)) if e.is_retry() => defer_pending_events(inner),
+            Err(StageError::Hole { .. }) => {
+                // A page we thought present is not (a discard we have not heard of yet):
+                // nothing was moved; the discard event will settle the bookkeeping.
+                inner.stats.evict_failed.fetch_add(1, Relaxed);
+                return false;
+            }
+            Err(e) => panic!("moving a folio out for eviction failed: {e}"),
+        }
+    };
+    for p in folio.offsets() {
+        inner.set_resident(p, false);
+    }
+    match inner.group.swap_out(folio, staged.bytes()) {
+        Ok(_) => {
+            inner.stats.folios_evicted.fetch_add(1, Relaxed);
+            if keep_staged {
+                let dropped = inner.swapcache.insert(folio.start(), staged);
+                inner.stats.swapcache_dropped.fetch_add(dropped, Relaxed);
+            }
+            true
+        }
+        Err(_) => {
+            // Neither the pool nor the swap file took it (writeback off and the pool full):
+            // it stays resident.
+            loop {
+                match staged.move_back(&inner.uffd, addr) {
+                    Ok(Filled::All) => break,
+                    Ok(Filled::PageExists { done }) => {
+                        panic!("page {done} bytes into an evicted folio reappeared")
+                    }
+                    Err(e) if e.is_retry() => defer_pending_events(inner),
+                    Err(e) => panic!("moving an unstorable folio back failed: {e}"),
+                }
+            }
+            for p in folio.offsets() {
+                inner.set_resident(p, true);
+            }
+            inner.lru.lock().push_back(folio.start());
+            inner.stats.evict_failed.fetch_add(1, Relaxed);
+            false
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! A managed region: memory that behaves like ordinary memory while uzswap keeps its cold
+//! pages compressed. This file sets a region up and tears it down, and holds the state the
+//! fault handlers (fault.rs), reclaim (reclaim.rs), the swap cache (swapcache.rs) and the
+//! event handling (events.rs) share.
+//!
+//! Where a page is: present in the mapping (its bit in `resident`), staged in the swap cache
+//! (moved out, uncompressed, still in memory), or held by the engine (pool, zero mark, swap
+//! file); missing otherwise. All three change only under the page's folio lock in the engine's
+//! swap cache, which is what makes concurrent faults, reclaim and discards agree.
+//!
+//! Memory accounting, like memory.high with the pool charged: resident + swap cache + pool
+//! bytes. Reclaim keeps it under the limit; a fault that would pass it reclaims first.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+use uffd::{RawRegion, RegisterMode, Staging, Uffd, UffdBuilder};
+use zswap::swap::{BackingDevice, FileDevice};
+use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
+
+use crate::config::RegionConfig;
+use crate::stats::{RegionStats, RegionStatsSnapshot};
+use crate::swapcache::SwapCacheMap;
+
+/// Why a region could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RegionError {
+    #[error("bad configuration: {0}")]
+    Config(String),
+    #[error("userfaultfd: {0}")]
+    Uffd(#[from] uffd::UffdError),
+    #[error("mapping the region: {0}")]
+    Map(#[from] uffd::RegionError),
+    #[error("swap file: {0}")]
+    SwapFile(#[from] zswap::swap::DeviceError),
+}
+
+/// Bytes the region holds in memory, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    pub resident: u64,
+    pub swapcache: u64,
+    pub pool: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.resident + self.swapcache + self.pool
+    }
+}
+
+pub(crate) struct Inner {
+    /// Where the region is mapped now (an mremap moves it).
+    pub base: AtomicUsize,
+    pub len: usize,
+    pub uffd: Uffd,
+    pub staging: Arc<Staging>,
+    pub zswap: Zswap,
+    pub group: Arc<ZswapGroup>,
+    pub limit: u64,
+    pub folio_pages: u32,
+    pub folio_order: u8,
+    /// One bit a page: present in the mapping. Changed under the page's folio lock.
+    pub resident: Box<[AtomicU64]>,
+    pub nr_resident: AtomicU64,
+    /// Folios in the order they came in: reclaim takes the oldest (FIFO with the swap cache
+    /// as second chance). Entries may be stale; reclaim checks under the folio lock.
+    pub lru: Mutex<std::collections::VecDeque<u32>>,
+    pub swapcache: SwapCacheMap,
+    pub kswapd_wake: (Mutex<bool>, Condvar),
+    pub stop: AtomicBool,
+    pub stats: RegionStats,
+    /// Events read by a handler that could not act on them at once (it held a folio).
+    pub deferred: Mutex<Vec<uffd::Event>>,
+}
+
+impl Inner {
+    pub fn base(&self) -> usize {
+        self.base.load(Relaxed)
+    }
+
+    pub fn folio_bytes(&self) -> usize {
+        self.folio_pages as usize * PAGE_SIZE
+    }
+
+    pub fn usage(&self) -> Usage {
+        Usage {
+            resident: self.nr_resident.load(Relaxed) * PAGE_SIZE as u64,
+            swapcache: self.swapcache.pages() * PAGE_SIZE as u64,
+            pool: self.zswap.pool().total_size(),
+        }
+    }
+
+    pub fn is_resident(&self, page: u32) -> bool {
+        self.resident[page as usize / 64].load(Relaxed) & (1 << (page % 64)) != 0
+    }
+
+    /// Mark a page present or not; the caller holds its folio lock.
+    pub fn set_resident(&self, page: u32, on: bool) {
+        let bit = 1u64 << (page % 64);
+        let word = &self.resident[page as usize / 64];
+        let was = if on {
+            word.fetch_or(bit, Relaxed)
+        } else {
+            word.fetch_and(!bit, Relaxed)
+        } & bit
+            != 0;
+        match (was, on) {
+            (false, true) => {
+                self.nr_resident.fetch_add(1, Relaxed);
+            }
+            (true, false) => {
+                self.nr_resident.fetch_sub(1, Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    pub fn wake_kswapd(&self) {
+        let (m, c) = &self.kswapd_wake;
+        *m.lock() = true;
+        c.notify_one();
+    }
+}
+
+/// A managed memory region. Its memory is `len()` bytes at `as_ptr()`; any thread may read and
+/// write it, and so may the kernel on the program's behalf (when the userfaultfd is not
+/// user-mode-only). Dropping it frees everything; the memory must not be used after that.
+pub struct Region {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+    /// The mapping. Only its address is shared with the handler threads; the memory itself
+    /// is reached from Rust only through `as_mut_slice(&mut self)`. Dropped last, after the
+    /// threads stopped and the range was unregistered.
+    mem: RawRegion,
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("addr", &self.inner.base())
+            .field("len", &self.inner.len)
+            .field("limit", &self.inner.limit)
+            .finish()
+    }
+}
+
+impl Region {
+    /// A region of `size` bytes (rounded up to whole folios) managed under `config`.
+    pub fn new(size: usize, config: RegionConfig) -> Result<Region, RegionError> {
+        let fs = config.folio_size;
+        if !(PAGE_SIZE..=2 << 20).contains(&fs) || !fs.is_power_of_two() {
+            return Err(RegionError::Config(format!(
+                "folio size {fs} is not a power of two from 4 KiB to 2 MiB"
+            )));
+        }
+        if size == 0 {
+            return Err(RegionError::Config("a region needs a size above 0".into()));
+        }
+        let len = size.div_ceil(fs) * fs;
+        let nr_pages = u32::try_from(len / PAGE_SIZE)
+            .map_err(|_| RegionError::Config(format!("{len} bytes is too large a region")))?;
+        if config.memory_limit < 4 * fs as u64 {
+            return Err(RegionError::Config(format!(
+                "memory limit {} is below four folios ({} bytes)",
+                config.memory_limit,
+                4 * fs
+            )));
+        }
+        if config.fault_threads == 0 || config.fault_threads > 64 {
+            return Err(RegionError::Config(
+                "fault_threads must be between 1 and 64".into(),
+            ));
+        }
+        if config.max_pool_percent > 100 {
+            return Err(RegionError::Config(
+                "max_pool_percent must be at most 100".into(),
+            ));
+        }
+
+        let uffd = UffdBuilder::new()
+            .user_mode_only(config.user_mode_only)
+            .non_blocking(true)
+            .create()?;
+        if let Some(w) = uffd.mode_warning() {
+            eprintln!("uzswap: warning: {w}");
+        }
+        let mem = RawRegion::new(len)?;
+        // A child process must fault on the region rather than read zeros where our data is
+        // (its copy of the mapping would not be served): it gets no mapping at all.
+        mem.dont_fork()?;
+        uffd.register(&mem, 0, len, RegisterMode::MISSING)?;
+
+        let swap_pages = u32::try_from(config.swap_size.unwrap_or(len as u64) / PAGE_SIZE as u64)
+            .map_err(|_| RegionError::Config("swap size too large".into()))?;
+        let device: Arc<dyn BackingDevice> = match config.device.clone() {
+            Some(d) => d,
+            None => Arc::new(FileDevice::create(config.swap_dir.as_deref(), swap_pages)?),
+        };
+        let zswap = Zswap::new(
+            ZswapConfig::new(config.memory_limit)
+                .compressor(config.compressor)
+                .device(device, swap_pages),
+        );
+        zswap
+            .params()
+            .set_max_pool_percent(config.max_pool_percent)
+            .map_err(|e| RegionError::Config(e.to_string()))?;
+        zswap.params().set_writethrough(config.writethrough);
+        zswap.start_shrink_worker();
+        let group = zswap.new_group(nr_pages);
+        group.set_writeback_enabled(config.writeback);
+
+        let folio_pages = (fs / PAGE_SIZE) as u32;
+        // The swap cache may hold 1/32 of the limit; staging needs room for that plus one
+        // folio in flight per thread that evicts.
+        let swapcache_budget = (config.memory_limit / 32 / PAGE_SIZE as u64).max(folio_pages as u64);
+        let slots = (swapcache_budget / folio_pages as u64) as u32 + config.fault_threads as u32 + 4;
+        let staging = Staging::new(slots, fs)?;
+
+        let inner = Arc::new(Inner {
+            base: AtomicUsize::new(mem.addr()),
+            len,
+            uffd,
+            staging,
+            zswap,
+            group,
+            limit: config.memory_limit,
+            folio_pages,
+            folio_order: folio_pages.trailing_zeros() as u8,
+            resident: (0..nr_pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            nr_resident: AtomicU64::new(0),
+            lru: Mutex::new(std::collections::VecDeque::new()),
+            swapcache: SwapCacheMap::new(swapcache_budget),
+            kswapd_wake: (Mutex::new(false), Condvar::new()),
+            stop: AtomicBool::new(false),
+            stats: RegionStats::default(),
+            deferred: Mutex::new(Vec::new()),
+        });
+
+        let mut threads = Vec::new();
+        for i in 0..config.fault_threads {
+            let inner = inner.clone();
+            threads.push(spawn_critical(format!("uzswap-fault-{i}"), move || {
+                crate::fault::handler_loop(&inner)
+            }));
+        }
+        let k = inner.clone();
+        threads.push(spawn_critical("uzswap-kswapd".into(), move || {
+            crate::reclaim::kswapd_loop(&k)
+        }));
+        Ok(Region {
+            inner,
+            threads,
+            mem,
+        })
+    }
+
+    /// The region's memory. Reading and writing it through this pointer is the caller's
+    /// business (it is ordinary memory to the program).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.inner.base() as *mut u8
+    }
+
+    /// The region's memory as a byte slice.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.mem.as_managed_slice()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// The memory limit in bytes.
+    pub fn limit(&self) -> u64 {
+        self.inner.limit
+    }
+
+    /// Bytes held in memory now, by kind.
+    pub fn usage(&self) -> Usage {
+        self.inner.usage()
+    }
+
+    /// The engine, for its tunables and kernel-named statistics.
+    pub fn zswap(&self) -> &Zswap {
+        &self.inner.zswap
+    }
+
+    /// The engine group of this region (its `zswap_max`, `writeback`, memory.stat).
+    pub fn group(&self) -> &ZswapGroup {
+        &self.inner.group
+    }
+
+    /// Whether kernel-mode faults (the kernel touching the region for a system call) are
+    /// served. When not, such a system call fails with EFAULT on an evicted page.
+    pub fn kernel_faults_served(&self) -> bool {
+        !self.inner.uffd.user_mode_only()
+    }
+
+    pub fn stats(&self) -> RegionStatsSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Reclaim until the region holds at most `target` bytes (or nothing more can go).
+    pub fn reclaim_to(&self, target: u64) {
+        crate::reclaim::reclaim_to(&self.inner, target);
+    }
+}
+
+/// Spawn a thread whose death would leave the program reading zeros where its data is: if it
+/// panics, the process is stopped (invariant 9).
+fn spawn_critical(name: String, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+                eprintln!("uzswap: {name} died; stopping the process so it never reads lost data");
+                std::process::abort();
+            }
+        })
+        .expect("spawning a region thread")
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Relaxed);
+        self.inner.wake_kswapd();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // Nothing serves the range any more: unregister it before the mapping goes (an
+        // unmap of a registered range would wait for an event reader).
+        let _ = self
+            .inner
+            .uffd
+            .unregister(self.inner.base(), self.inner.len);
+        self.inner.swapcache.clear();
+    }
+}

@@ -1,0 +1,117 @@
+//! The region's own statistics: faults by source, redundant faults, pages per fault, fault
+//! latency, reclaim. The engine's kernel-named statistics are in `Zswap::stats`.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use serde::Serialize;
+
+#[derive(Debug)]
+pub(crate) struct RegionStats {
+    pub faults: AtomicU64,
+    /// Served from a folio still in the swap cache (staged): no decompression.
+    pub faults_swapcache: AtomicU64,
+    /// Served from the engine (pool, disk or zero marks), whole folio in one install.
+    pub faults_folio: AtomicU64,
+    /// Served page by page (the folio's pages were in different places).
+    pub faults_pages: AtomicU64,
+    /// First touch: nothing stored, zero-filled.
+    pub faults_first_touch: AtomicU64,
+    /// The page was already present when we came to install it.
+    pub redundant: AtomicU64,
+    pub pages_in: AtomicU64,
+    pub poisoned: AtomicU64,
+    pub folios_evicted: AtomicU64,
+    pub evict_failed: AtomicU64,
+    pub direct_reclaim: AtomicU64,
+    pub swapcache_dropped: AtomicU64,
+    pub discarded_pages: AtomicU64,
+    pub remaps: AtomicU64,
+    latency_ns: Mutex<Histogram<u64>>,
+}
+
+impl Default for RegionStats {
+    fn default() -> Self {
+        RegionStats {
+            faults: AtomicU64::new(0),
+            faults_swapcache: AtomicU64::new(0),
+            faults_folio: AtomicU64::new(0),
+            faults_pages: AtomicU64::new(0),
+            faults_first_touch: AtomicU64::new(0),
+            redundant: AtomicU64::new(0),
+            pages_in: AtomicU64::new(0),
+            poisoned: AtomicU64::new(0),
+            folios_evicted: AtomicU64::new(0),
+            evict_failed: AtomicU64::new(0),
+            direct_reclaim: AtomicU64::new(0),
+            swapcache_dropped: AtomicU64::new(0),
+            discarded_pages: AtomicU64::new(0),
+            remaps: AtomicU64::new(0),
+            latency_ns: Mutex::new(
+                Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
+            ),
+        }
+    }
+}
+
+impl RegionStats {
+    pub fn record_latency(&self, d: Duration) {
+        let ns = (d.as_nanos() as u64).max(1);
+        let _ = self.latency_ns.lock().record(ns);
+    }
+
+    pub fn snapshot(&self) -> RegionStatsSnapshot {
+        let h = self.latency_ns.lock();
+        let q = |x: f64| Duration::from_nanos(h.value_at_quantile(x));
+        let faults = self.faults.load(Relaxed);
+        RegionStatsSnapshot {
+            faults,
+            faults_swapcache: self.faults_swapcache.load(Relaxed),
+            faults_folio: self.faults_folio.load(Relaxed),
+            faults_pages: self.faults_pages.load(Relaxed),
+            faults_first_touch: self.faults_first_touch.load(Relaxed),
+            redundant: self.redundant.load(Relaxed),
+            pages_in: self.pages_in.load(Relaxed),
+            pages_per_fault: if faults == 0 {
+                0.0
+            } else {
+                self.pages_in.load(Relaxed) as f64 / faults as f64
+            },
+            poisoned: self.poisoned.load(Relaxed),
+            folios_evicted: self.folios_evicted.load(Relaxed),
+            evict_failed: self.evict_failed.load(Relaxed),
+            direct_reclaim: self.direct_reclaim.load(Relaxed),
+            swapcache_dropped: self.swapcache_dropped.load(Relaxed),
+            discarded_pages: self.discarded_pages.load(Relaxed),
+            remaps: self.remaps.load(Relaxed),
+            fault_latency_p50: q(0.5),
+            fault_latency_p99: q(0.99),
+            fault_latency_max: Duration::from_nanos(h.max()),
+        }
+    }
+}
+
+/// A copy of the region's statistics.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegionStatsSnapshot {
+    pub faults: u64,
+    pub faults_swapcache: u64,
+    pub faults_folio: u64,
+    pub faults_pages: u64,
+    pub faults_first_touch: u64,
+    pub redundant: u64,
+    pub pages_in: u64,
+    pub pages_per_fault: f64,
+    pub poisoned: u64,
+    pub folios_evicted: u64,
+    pub evict_failed: u64,
+    pub direct_reclaim: u64,
+    pub swapcache_dropped: u64,
+    pub discarded_pages: u64,
+    pub remaps: u64,
+    pub fault_latency_p50: Duration,
+    pub fault_latency_p99: Duration,
+    pub fault_latency_max: Duration,
+}
