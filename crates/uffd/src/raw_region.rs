@@ -22,6 +22,11 @@ pub fn page_size() -> usize {
     }
 }
 
+/// Whether `x` is a multiple of the page size (a power of two).
+pub fn page_aligned(x: usize) -> bool {
+    x & (page_size() - 1) == 0
+}
+
 /// An anonymous, private, read-write mapping, unmapped on drop.
 ///
 /// The memory is shared between threads only through raw pointers (the program it is given to)
@@ -43,7 +48,7 @@ impl RawRegion {
     /// Map `len` bytes (a non-zero multiple of the page size) with `MAP_NORESERVE`: pages read
     /// as zero until written (or, once registered, fault as missing).
     pub fn new(len: usize) -> Result<Self, RegionError> {
-        if len == 0 || !len.is_multiple_of(page_size()) {
+        if len == 0 || !page_aligned(len) {
             return Err(RegionError::Mmap {
                 len,
                 source: io::Error::from_raw_os_error(libc::EINVAL),
@@ -99,9 +104,8 @@ impl RawRegion {
     }
 
     fn check(&self, offset: usize, len: usize, aligned: bool) -> Result<(), RegionError> {
-        let ps = page_size();
         let inside = offset.checked_add(len).is_some_and(|end| end <= self.len);
-        if !inside || (aligned && (!offset.is_multiple_of(ps) || !len.is_multiple_of(ps))) {
+        if !inside || (aligned && !(page_aligned(offset) && page_aligned(len))) {
             return Err(RegionError::OutOfRange {
                 offset,
                 len,
@@ -168,7 +172,7 @@ impl RawRegion {
     /// [`addr`](Self::addr)). On a registered range with `EVENT_REMAP` this blocks until the
     /// reader reads the `Remap` event (and with `EVENT_UNMAP`, shrinking raises `Unmap`).
     pub fn remap(&mut self, new_len: usize) -> Result<(), RegionError> {
-        if new_len == 0 || !new_len.is_multiple_of(page_size()) {
+        if new_len == 0 || !page_aligned(new_len) {
             return Err(RegionError::Mremap {
                 new_len,
                 source: io::Error::from_raw_os_error(libc::EINVAL),

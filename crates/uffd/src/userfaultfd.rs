@@ -67,6 +67,16 @@ pub struct MoveMode {
 
 /// One userfaultfd, closed on drop. `Send + Sync`: the kernel serialises what needs it, so
 /// several threads may issue operations (and one may read events) at once.
+///
+/// Rules for the reader of events (all from the kernel's non-cooperative event design):
+/// - Fork, remap, remove and unmap events block the thread that caused them until they are
+///   read. The reader must never cause one itself (never `madvise`/`munmap`/`mremap` a
+///   registered range), nor wait for a thread that may be blocked on one.
+/// - Unmapping a registered range (dropping its [`RawRegion`]) with `EVENT_UNMAP` while no
+///   thread reads events hangs: unregister the range, or drop the `Uffd` first (closing it
+///   releases all its registrations).
+/// - While such an event is queued, operations return [`UffdError::MappingChanging`]: read the
+///   events, then retry what is still mapped.
 #[derive(Debug)]
 pub struct Uffd {
     fd: OwnedFd,
@@ -457,6 +467,10 @@ impl Uffd {
     /// Read up to [`EVENT_BATCH`] events with one `read(2)` and append them to `out`; returns how
     /// many were appended. A blocking userfaultfd waits for the first one; a non-blocking one
     /// returns 0 when none is pending. `EINTR` is retried.
+    ///
+    /// Keep `EVENT_BATCH` spare capacity in `out` (reserve once, reuse the Vec) so that reading
+    /// never allocates: with `EVENT_FORK`, glibc's `fork` holds the malloc locks while the forking
+    /// thread waits for this reader, and a reader that allocates before reading deadlocks.
     pub fn read_events(&self, out: &mut Vec<Event>) -> Result<usize, UffdError> {
         let mut buf = [sys::uffd_msg::default(); EVENT_BATCH];
         let n = loop {

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 use uffd::{Event, Uffd, UffdBuilder};
@@ -34,9 +34,15 @@ where
 {
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
+    let ready = Arc::new(Barrier::new(2));
+    let ready2 = ready.clone();
     let join = thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut batch = Vec::new();
+        // Allocate before reading: with EVENT_FORK, glibc's fork holds the malloc locks while
+        // the forking thread waits for this reader, so the reader must not allocate until it
+        // has read the Fork event.
+        let mut all = Vec::with_capacity(1024);
+        let mut batch = Vec::with_capacity(uffd::EVENT_BATCH);
+        ready2.wait();
         loop {
             if uffd
                 .wait_readable(Some(Duration::from_millis(10)))
@@ -53,6 +59,8 @@ where
             }
         }
     });
+    // Thread start-up allocates too; let it finish before the test can fork.
+    ready.wait();
     Handler { stop, join }
 }
 

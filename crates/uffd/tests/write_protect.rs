@@ -1,0 +1,73 @@
+//! Write-protect: a write to a protected page faults with the WP flag; unprotecting resumes it.
+
+mod common;
+
+use common::{page, spawn_handler};
+use std::sync::Arc;
+use std::thread;
+use uffd::{Event, RawRegion, RegisterMode};
+
+#[test]
+fn write_to_protected_page_faults_with_wp_and_resumes() {
+    let region = Arc::new(RawRegion::new(2 * page()).unwrap());
+    let u = common::uffd();
+    u.register(&region, 0, region.len(), RegisterMode::WP)
+        .unwrap();
+    // WP-only registration: missing pages fill normally, so this populates without a handler.
+    region.write(0, b"before").unwrap();
+    u.write_protect(region.addr(), page()).unwrap();
+    // Reads of a protected page do not fault.
+    let mut buf = [0u8; 6];
+    region.read(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"before");
+    let h = spawn_handler(u.clone(), |u, e| {
+        if let Event::Pagefault { addr, flags, .. } = e {
+            assert!(flags.wp && flags.write, "{flags:?}");
+            u.write_unprotect(addr & !(page() - 1), page(), false)
+                .unwrap();
+        }
+    });
+    let r2 = region.clone();
+    thread::spawn(move || r2.write(0, b"after!").unwrap())
+        .join()
+        .unwrap();
+    region.read(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"after!");
+    let events = h.finish();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Pagefault { .. }))
+            .count(),
+        1,
+        "{events:?}"
+    );
+}
+
+#[test]
+fn copy_with_wp_mode_installs_a_protected_page() {
+    let region = Arc::new(RawRegion::new(page()).unwrap());
+    let u = common::uffd();
+    u.register(&region, 0, region.len(), RegisterMode::MISSING_WP)
+        .unwrap();
+    let mode = uffd::CopyMode {
+        dont_wake: false,
+        write_protect: true,
+    };
+    let _ = u.copy(region.addr(), &vec![4u8; page()], mode).unwrap();
+    let h = spawn_handler(u.clone(), |u, e| {
+        if let Event::Pagefault { addr, flags, .. } = e {
+            assert!(flags.wp);
+            u.write_unprotect(addr & !(page() - 1), page(), false)
+                .unwrap();
+        }
+    });
+    let r2 = region.clone();
+    thread::spawn(move || r2.write(1, &[5]).unwrap())
+        .join()
+        .unwrap();
+    let mut buf = [0u8; 3];
+    region.read(0, &mut buf).unwrap();
+    assert_eq!(buf, [4, 5, 4]);
+    assert_eq!(h.finish().len(), 1);
+}
