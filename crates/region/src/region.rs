@@ -307,6 +307,13 @@ impl Region {
         self.inner.stats.snapshot()
     }
 
+    /// Discard `len` bytes at `offset` (page aligned), as `madvise(MADV_DONTNEED)`: they read
+    /// as zero afterwards, and whatever uzswap held for them is freed. Blocks until a fault
+    /// handler has seen the discard.
+    pub fn discard(&self, offset: usize, len: usize) -> Result<(), uffd::RegionError> {
+        self.mem.discard(offset, len)
+    }
+
     /// Reclaim until the region holds at most `target` bytes (or nothing more can go).
     pub fn reclaim_to(&self, target: u64) {
         crate::reclaim::reclaim_to(&self.inner, target);

@@ -1,0 +1,209 @@
+//! Regions end to end: real userfaultfd, real reclaim, every byte checked.
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use region::{Region, RegionConfig};
+
+const PAGE: usize = 4096;
+
+fn corpus_page(n: usize) -> Vec<u8> {
+    static DATA: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let data = DATA.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+        std::fs::read(dir.join("rustc-syn.pages")).expect("the corpus is needed")
+    });
+    let pages = data.len() / PAGE;
+    data[(n % pages) * PAGE..(n % pages + 1) * PAGE].to_vec()
+}
+
+/// Real data stamped with its page number, so a page in the wrong place is caught.
+fn fill(mem: &mut [u8], seed: usize) {
+    for (i, page) in mem.chunks_mut(PAGE).enumerate() {
+        page.copy_from_slice(&corpus_page(i + seed));
+        page[..8].copy_from_slice(&((i + seed) as u64).to_ne_bytes());
+    }
+}
+
+fn check(mem: &[u8], seed: usize) {
+    for (i, page) in mem.chunks(PAGE).enumerate() {
+        let mut want = corpus_page(i + seed);
+        want[..8].copy_from_slice(&((i + seed) as u64).to_ne_bytes());
+        assert!(page == &want[..], "page {i} read back wrong");
+    }
+}
+
+#[test]
+fn data_survives_reclaim_to_a_quarter_of_its_size() {
+    let limit = 8 << 20;
+    let mut r = Region::new(32 << 20, RegionConfig::new(limit)).unwrap();
+    fill(r.as_mut_slice(), 0);
+    check(r.as_mut_slice(), 0);
+    let s = r.stats();
+    assert!(s.folios_evicted > 0, "nothing was evicted: {s:?}");
+    assert!(s.faults > 0);
+    let z = r.zswap().stats();
+    assert!(z.get("zswpout") > 0);
+    // Back from the pool, the swap file (the pool is only 20% of the limit) or the swap cache.
+    assert!(z.get("zswpin") + z.get("pswpin") > 0 || s.faults_swapcache > 0);
+    // Resident + swap cache + pool stay within the limit but for a folio per thread.
+    let u = r.usage();
+    assert!(u.total() <= limit + 4 * (64 << 10), "{u:?} over {limit}: {:?}", r.stats());
+}
+
+#[test]
+fn every_folio_size_round_trips() {
+    for fs in [4 << 10, 16 << 10, 2 << 20] {
+        let mut r = Region::new(32 << 20, RegionConfig::new(12 << 20).folio_size(fs)).unwrap();
+        fill(r.as_mut_slice(), 7);
+        r.reclaim_to(0);
+        assert!(r.usage().resident == 0, "{fs}: {:?}", r.usage());
+        check(r.as_mut_slice(), 7);
+        let per_order = r.zswap().stats().get(&format!(
+            "hugepages-{}kB/stats/zswpout",
+            fs / 1024
+        ));
+        assert!(per_order > 0, "folio size {fs} stored no folio whole");
+    }
+}
+
+#[test]
+fn a_fault_on_a_folio_still_in_the_swap_cache_needs_no_decompression() {
+    // Headroom above the region's size: only the reclaim below evicts anything.
+    let mut r = Region::new(4 << 20, RegionConfig::new(8 << 20)).unwrap();
+    fill(r.as_mut_slice(), 3);
+    // Evict, but not so far that the swap cache itself is dropped.
+    r.reclaim_to(r.usage().total() - (1 << 20));
+    assert!(r.usage().swapcache > 0, "{:?} {:?}", r.usage(), r.stats());
+    // The swap cache keeps the folios evicted last; reading everything meets them.
+    let before = r.zswap().stats().get("zswpin");
+    check(r.as_mut_slice(), 3);
+    let s = r.stats();
+    assert!(s.faults_swapcache >= 1, "{s:?}");
+    // Those faults decompressed nothing: pool loads are only the other faults' pages.
+    let pool_loads = r.zswap().stats().get("zswpin") - before;
+    assert!(pool_loads <= (s.faults - s.faults_swapcache) * 16, "{s:?}");
+}
+
+#[test]
+fn zero_pages_come_back_as_zero_without_storage() {
+    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20)).unwrap();
+    let mem = r.as_mut_slice();
+    mem.fill(0);
+    mem[0] = 1;
+    r.reclaim_to(0);
+    // Drop the swap cache's staged copies too, so pages come from the engine.
+    let z = r.zswap().stats();
+    assert!(z.get("swpout_zero") > 0);
+    let mem = r.as_mut_slice();
+    assert_eq!(mem[0], 1);
+    assert!(mem[1..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn discarded_pages_read_as_zero_and_free_what_was_stored() {
+    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20)).unwrap();
+    fill(r.as_mut_slice(), 11);
+    r.reclaim_to(0);
+    r.discard(0, 1 << 20).unwrap();
+    let mem = r.as_mut_slice();
+    assert!(mem[..1 << 20].iter().all(|&b| b == 0), "a discarded page kept data");
+    check(&mem[1 << 20..2 << 20], 11 + 256);
+    assert!(r.stats().discarded_pages >= 256);
+}
+
+#[test]
+fn kernel_access_to_evicted_pages_is_served() {
+    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20)).unwrap();
+    if !r.kernel_faults_served() {
+        eprintln!("skipped: this process may not take kernel-mode faults");
+        return;
+    }
+    fill(r.as_mut_slice(), 5);
+    r.reclaim_to(0);
+    // write(2) from evicted pages: the kernel faults on them.
+    let (mut rx, mut tx) = std::io::pipe().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut got = vec![0u8; 2 * PAGE];
+        rx.read_exact(&mut got).unwrap();
+        got
+    });
+    tx.write_all(&r.as_mut_slice()[PAGE * 10..PAGE * 12]).unwrap();
+    let got = writer.join().unwrap();
+    check(&got[..PAGE], 15);
+    // read(2) into evicted pages.
+    r.reclaim_to(0);
+    let (mut rx, mut tx) = std::io::pipe().unwrap();
+    tx.write_all(&[0x5a; PAGE]).unwrap();
+    rx.read_exact(&mut r.as_mut_slice()[PAGE * 20..PAGE * 21]).unwrap();
+    assert!(r.as_mut_slice()[PAGE * 20..PAGE * 21].iter().all(|&b| b == 0x5a));
+    check(&r.as_mut_slice()[PAGE * 21..PAGE * 22], 26);
+}
+
+#[test]
+fn user_mode_only_regions_work_for_the_program_itself() {
+    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20).user_mode_only(true)).unwrap();
+    assert!(!r.kernel_faults_served());
+    fill(r.as_mut_slice(), 9);
+    check(r.as_mut_slice(), 9);
+    // What does not work, and says so: the kernel reading an evicted page fails (EFAULT).
+    r.reclaim_to(0);
+    let (_rx, mut tx) = std::io::pipe().unwrap();
+    let e = tx.write(&r.as_mut_slice()[..PAGE]).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+}
+
+/// uffd-stress in spirit: threads update counters in their pages while reclaim, the shrinker
+/// (a tiny pool) and writeback run; every counter is checked against a separate record.
+#[test]
+fn concurrent_updates_under_constant_reclaim_lose_nothing() {
+    const THREADS: usize = 6;
+    let size = 24 << 20;
+    let mut r = Region::new(
+        size,
+        RegionConfig::new(6 << 20)
+            .max_pool_percent(10)
+            .fault_threads(3),
+    )
+    .unwrap();
+    let rounds = 3;
+    let record: Vec<AtomicU64> = (0..size / PAGE).map(|_| AtomicU64::new(0)).collect();
+    let mem = r.as_mut_slice();
+    fill(mem, 0);
+    for _ in 0..rounds {
+        std::thread::scope(|s| {
+            for (t, chunk) in mem.chunks_mut(size / THREADS).enumerate() {
+                let record = &record;
+                s.spawn(move || {
+                    let first = t * (size / THREADS) / PAGE;
+                    let mut x = (t as u64 + 1) * 0x9E37_79B9;
+                    for _ in 0..4000 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let p = (x as usize) % (chunk.len() / PAGE);
+                        let w = &mut chunk[p * PAGE + 8..p * PAGE + 16];
+                        let v = u64::from_ne_bytes(w.try_into().unwrap()).wrapping_add(1);
+                        w.copy_from_slice(&v.to_ne_bytes());
+                        record[first + p].fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        // The whole area, every round.
+        for (i, page) in mem.chunks(PAGE).enumerate() {
+            let mut want = corpus_page(i);
+            want[..8].copy_from_slice(&(i as u64).to_ne_bytes());
+            let orig = u64::from_ne_bytes(want[8..16].try_into().unwrap());
+            want[8..16].copy_from_slice(
+                &orig
+                    .wrapping_add(record[i].load(Ordering::Relaxed))
+                    .to_ne_bytes(),
+            );
+            assert!(page == &want[..], "page {i} lost an update or its data");
+        }
+    }
+    let z = r.zswap().stats();
+    assert!(r.stats().folios_evicted > 0);
+    assert!(z.get("written_back_pages") + z.get("pswpout") > 0, "nothing reached the swap file");
+}
