@@ -3,5 +3,6 @@
 //! crate is safe Rust.
 
 pub mod mapping;
+pub mod process;
 
 pub use mapping::{AnonMapping, MappingError};

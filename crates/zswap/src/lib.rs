@@ -6,9 +6,9 @@
 #![forbid(unsafe_code)]
 
 pub mod compress;
-pub mod swap;
 pub mod params;
 pub mod stats;
+pub mod swap;
 pub mod zsmalloc;
 pub mod zswap;
 

@@ -141,9 +141,7 @@ impl Params {
                 parse_percent("accept_threshold_percent", value, 0)?,
                 Relaxed,
             ),
-            "shrinker_enabled" => {
-                self.set_shrinker_enabled(parse_bool("shrinker_enabled", value)?)
-            }
+            "shrinker_enabled" => self.set_shrinker_enabled(parse_bool("shrinker_enabled", value)?),
             "writethrough" => self.set_writethrough(parse_bool("writethrough", value)?),
             _ => return Err(ParamError::Unknown(name.to_string())),
         }

@@ -23,12 +23,31 @@ const DEVICE_PAGES: u32 = 768;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Store { start: u32, order: u8, contents: Vec<Content> },
-    SwapOut { start: u32, order: u8, contents: Vec<Content> },
-    Load { page: u32, finish: bool, read_fault: bool },
-    Invalidate { start: u32, order: u8 },
-    Writeback { page: u32 },
-    Shrink { nr: u32 },
+    Store {
+        start: u32,
+        order: u8,
+        contents: Vec<Content>,
+    },
+    SwapOut {
+        start: u32,
+        order: u8,
+        contents: Vec<Content>,
+    },
+    Load {
+        page: u32,
+        finish: bool,
+        read_fault: bool,
+    },
+    Invalidate {
+        start: u32,
+        order: u8,
+    },
+    Writeback {
+        page: u32,
+    },
+    Shrink {
+        nr: u32,
+    },
     ShrinkWorker,
     Compact,
     Enabled(bool),
@@ -38,7 +57,10 @@ enum Op {
     MaxPoolPercent(u32),
     AcceptThreshold(u32),
     ZswapMax(u64),
-    WriteFault { n: u32, kind: u8 },
+    WriteFault {
+        n: u32,
+        kind: u8,
+    },
     ClearFaults,
 }
 
@@ -134,7 +156,16 @@ impl Harness {
     fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
         let before = self.zswap.stats();
         match op {
-            Op::Store { start, order, contents } | Op::SwapOut { start, order, contents } => {
+            Op::Store {
+                start,
+                order,
+                contents,
+            }
+            | Op::SwapOut {
+                start,
+                order,
+                contents,
+            } => {
                 let data = Self::folio_data(contents);
                 let folio = self.group.lock_folio(*start, *order);
                 let nr = folio.nr_pages() as usize;
@@ -162,7 +193,8 @@ impl Harness {
                     prop_assert_eq!(d.get("zswpout"), nr as u64 - same);
                     prop_assert_eq!(d.get("swpout_zero"), same);
                     for (i, off) in folio.offsets().enumerate() {
-                        self.model.insert(off, data[i * PAGE_SIZE..(i + 1) * PAGE_SIZE].to_vec());
+                        self.model
+                            .insert(off, data[i * PAGE_SIZE..(i + 1) * PAGE_SIZE].to_vec());
                     }
                 } else {
                     prop_assert_eq!(d.get("zswpout"), 0);
@@ -190,7 +222,11 @@ impl Harness {
                     }
                 }
             }
-            Op::Load { page, finish, read_fault } => {
+            Op::Load {
+                page,
+                finish,
+                read_fault,
+            } => {
                 if *read_fault {
                     self.device.fail_next_reads(1);
                 }
@@ -220,7 +256,10 @@ impl Harness {
                             d.get("zswpin") + d.get("pswpin") + d.get("swpin_zero"),
                             present
                         );
-                        prop_assert_eq!(u64::from(loaded.pool + loaded.disk + loaded.zero), present);
+                        prop_assert_eq!(
+                            u64::from(loaded.pool + loaded.disk + loaded.zero),
+                            present
+                        );
                         if *finish {
                             self.group.finish_load(&folio);
                             for off in folio.offsets() {
@@ -289,10 +328,15 @@ impl Harness {
             Op::GroupWriteback(on) => self.group.set_writeback_enabled(*on),
             Op::Writethrough(on) => self.zswap.params().set_writethrough(*on),
             Op::MaxPoolPercent(p) => self.zswap.params().set_max_pool_percent(*p).unwrap(),
-            Op::AcceptThreshold(p) => self.zswap.params().set_accept_threshold_percent(*p).unwrap(),
+            Op::AcceptThreshold(p) => self
+                .zswap
+                .params()
+                .set_accept_threshold_percent(*p)
+                .unwrap(),
             Op::ZswapMax(m) => self.group.set_zswap_max(*m),
             Op::WriteFault { n, kind } => {
-                let kind = [FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite][*kind as usize];
+                let kind =
+                    [FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite][*kind as usize];
                 self.device.fail_next_writes(*n, kind);
             }
             Op::ClearFaults => self.device.clear(),
@@ -313,7 +357,12 @@ impl Harness {
                     prop_assert!(kind != Kind::Empty, "page {} lost", off);
                     let got = self.group.read_page(&folio, off, &mut buf);
                     prop_assert!(got.is_ok(), "page {} unreadable: {:?}", off, got);
-                    prop_assert!(&buf == want, "page {} holds the wrong bytes ({:?})", off, kind);
+                    prop_assert!(
+                        &buf == want,
+                        "page {} holds the wrong bytes ({:?})",
+                        off,
+                        kind
+                    );
                 }
             }
         }

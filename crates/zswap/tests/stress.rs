@@ -62,7 +62,11 @@ impl Shared {
                     self.version[off as usize].load(Relaxed)
                 );
             } else {
-                assert_eq!(folio.state(off).kind, Kind::Empty, "page {off} should be empty");
+                assert_eq!(
+                    folio.state(off).kind,
+                    Kind::Empty,
+                    "page {off} should be empty"
+                );
             }
         }
     }
@@ -104,7 +108,9 @@ fn worker(s: &Shared, seed: u64) -> u64 {
                         out[i * PAGE_SIZE..(i + 1) * PAGE_SIZE].fill(0);
                     }
                 }
-                s.group.load(&folio, out).expect("no fault is injected here");
+                s.group
+                    .load(&folio, out)
+                    .expect("no fault is injected here");
                 let out = &buf[..folio.nr_pages() as usize * PAGE_SIZE];
                 s.check(&folio, out, "load");
                 if rng.gen_bool(0.5) {
@@ -191,7 +197,10 @@ fn threads_on_overlapping_folios_never_lose_a_byte() {
         stats.get("written_back_pages"),
         stats.get("pool_limit_hit")
     );
-    assert!(stats.get("written_back_pages") > 0, "the shrinker never ran");
+    assert!(
+        stats.get("written_back_pages") > 0,
+        "the shrinker never ran"
+    );
     s.zswap.audit().unwrap();
     // Drain: every page held comes back right; then nothing is left.
     let mut buf = vec![0u8; PAGE_SIZE];

@@ -133,7 +133,11 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         )?;
     }
     for r in &results {
-        writeln!(out, "\n{}: statistics after one store and load of every page", r.file)?;
+        writeln!(
+            out,
+            "\n{}: statistics after one store and load of every page",
+            r.file
+        )?;
         if let Some(map) = r.stats.as_object() {
             for (name, value) in map {
                 if value.as_u64() != Some(0) {
@@ -192,10 +196,8 @@ fn load_all(group: &ZswapGroup, out: &mut [u8], folio_pages: usize, threads: usi
     let chunk = folio_pages * PAGE_SIZE;
     let nr_folios = out.len() / chunk;
     // Each folio's output range is written by exactly one thread.
-    let chunks: Vec<std::sync::Mutex<&mut [u8]>> = out
-        .chunks_mut(chunk)
-        .map(std::sync::Mutex::new)
-        .collect();
+    let chunks: Vec<std::sync::Mutex<&mut [u8]>> =
+        out.chunks_mut(chunk).map(std::sync::Mutex::new).collect();
     on_threads(threads, nr_folios, |i| {
         let folio = group.lock_folio((i * folio_pages) as u32, order);
         let mut dst = chunks[i].lock().expect("no thread panics holding it");
@@ -223,7 +225,10 @@ fn bench_file(
     // Whole folios only: a tail shorter than a folio is left out.
     let usable = nr_pages / folio_pages * folio_pages * PAGE_SIZE;
     if usable == 0 {
-        bail!("has {nr_pages} pages, fewer than one {} KiB folio", folio_size / 1024);
+        bail!(
+            "has {nr_pages} pages, fewer than one {} KiB folio",
+            folio_size / 1024
+        );
     }
     let data = &file.data[..usable];
     let mut out = vec![0u8; usable];

@@ -354,8 +354,16 @@ impl SwapCache {
             let mut had_waiters = false;
             word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 had_waiters = w & WAITERS != 0;
-                let keep = if off == start { w & (LOCKED | WAITERS) } else { 0 };
-                Some((w & !(ORDER_MASK | LOCKED | WAITERS)) | keep | (u64::from(order) << ORDER_SHIFT))
+                let keep = if off == start {
+                    w & (LOCKED | WAITERS)
+                } else {
+                    0
+                };
+                Some(
+                    (w & !(ORDER_MASK | LOCKED | WAITERS))
+                        | keep
+                        | (u64::from(order) << ORDER_SHIFT),
+                )
             })
             .expect("closure always returns Some");
             if off != start && had_waiters {

@@ -72,7 +72,11 @@ impl Zswap {
             st.stored_incompressible_pages.load(Relaxed),
             raw,
         )?;
-        check("same_filled_pages", st.same_filled_pages.load(Relaxed), zero)?;
+        check(
+            "same_filled_pages",
+            st.same_filled_pages.load(Relaxed),
+            zero,
+        )?;
         check("pool objects", s.pool.nr_objects(), stored)?;
         check("compressor uses", s.compressors.total_users(), compressed)?;
         check(

@@ -44,7 +44,8 @@ impl ZswapGroup {
         let handle = crate::zsmalloc::Handle::from_raw(st.payload);
         let len = s.pool.obj_len(handle) as u64;
         s.pool.free(handle);
-        self.charged.fetch_sub(len, std::sync::atomic::Ordering::Relaxed);
+        self.charged
+            .fetch_sub(len, std::sync::atomic::Ordering::Relaxed);
         Stats::sub(&self.zswapped, 1);
         Stats::sub(&s.stats.stored_pages, 1);
         if len == PAGE_SIZE as u64 {

@@ -82,7 +82,12 @@ impl ZswapGroup {
 
     /// Copy one page of a held folio into `out` without counting or freeing anything: what a
     /// page holds now, for checks and for the region's single-page fallback.
-    pub fn read_page(&self, folio: &FolioLock, offset: u32, out: &mut [u8]) -> Result<Kind, LoadError> {
+    pub fn read_page(
+        &self,
+        folio: &FolioLock,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<Kind, LoadError> {
         self.check(folio);
         self.load_one(folio, offset, out)
     }

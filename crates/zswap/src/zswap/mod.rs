@@ -165,12 +165,11 @@ impl Zswap {
                     value: value.to_string(),
                     why: e.to_string(),
                 })?;
-        self.set_compressor(spec)
-            .map_err(|e| ParamError::BadValue {
-                name: "compressor",
-                value: value.to_string(),
-                why: e.to_string(),
-            })
+        self.set_compressor(spec).map_err(|e| ParamError::BadValue {
+            name: "compressor",
+            value: value.to_string(),
+            why: e.to_string(),
+        })
     }
 
     /// Make `spec` the compressor for new stores. Pages stored earlier keep theirs.

@@ -61,7 +61,12 @@ impl Compressors {
             None => {
                 let current = r.current as usize;
                 let free = (0..MAX_COMPRESSORS)
-                    .find(|&i| i != current && r.slots[i].as_ref().is_none_or(|s| s.users.load(Relaxed) == 0))
+                    .find(|&i| {
+                        i != current
+                            && r.slots[i]
+                                .as_ref()
+                                .is_none_or(|s| s.users.load(Relaxed) == 0)
+                    })
                     .ok_or(TooManyCompressors)?;
                 r.slots[free] = Some(Slot {
                     compressor: spec.build(),

@@ -101,7 +101,11 @@ impl ZswapGroup {
 
 impl Shared {
     pub(crate) fn live_groups(&self) -> Vec<Arc<ZswapGroup>> {
-        self.groups.lock().iter().filter_map(|g| g.upgrade()).collect()
+        self.groups
+            .lock()
+            .iter()
+            .filter_map(|g| g.upgrade())
+            .collect()
     }
 
     pub(crate) fn queue_shrink_work(&self) {

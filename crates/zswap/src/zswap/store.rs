@@ -254,7 +254,10 @@ impl ZswapGroup {
                     folio.set_slot(offset, Some(slots[i]));
                 } else {
                     // A zero page needs no disk copy: give back the slot it was written to.
-                    s.swap.as_ref().expect("slots imply a device").free(slots[i]);
+                    s.swap
+                        .as_ref()
+                        .expect("slots imply a device")
+                        .free(slots[i]);
                 }
             }
         }
@@ -278,7 +281,10 @@ mod tests {
     #[test]
     fn same_filled_finds_repeated_words_only() {
         assert_eq!(same_filled(&[0u8; 4096]), Some(0));
-        let page: Vec<u8> = std::iter::repeat([1u8, 2, 3, 4]).take(1024).flatten().collect();
+        let page: Vec<u8> = std::iter::repeat([1u8, 2, 3, 4])
+            .take(1024)
+            .flatten()
+            .collect();
         assert_eq!(same_filled(&page), Some(u32::from_ne_bytes([1, 2, 3, 4])));
         let mut page = vec![0u8; 4096];
         page[4095] = 1;

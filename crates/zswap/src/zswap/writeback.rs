@@ -15,8 +15,8 @@ use std::cell::RefCell;
 
 use crate::stats::Stats;
 use crate::swap::cache::{FolioLock, Kind, PageState};
-use crate::swap::swap_info::SwapWriteError;
 use crate::swap::slots::SwapSlot;
+use crate::swap::swap_info::SwapWriteError;
 use crate::PAGE_SIZE;
 
 use super::ZswapGroup;
