@@ -136,7 +136,7 @@ impl Content {
 
     /// Content from pages in memory (a non-empty multiple of 4096 bytes).
     pub fn from_pages(pages: Vec<u8>) -> Content {
-        assert!(!pages.is_empty() && pages.len() % PAGE == 0);
+        assert!(!pages.is_empty() && pages.len() / PAGE * PAGE == pages.len());
         Content { pages }
     }
 
@@ -267,8 +267,9 @@ pub fn access_word(page: usize) -> usize {
     ((page as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize % WORDS_PER_PAGE
 }
 
-/// Per-page access counts of the timed phase; `u32` wraps like the word's low bits would not,
-/// so counts are kept as full `u64` sums in the check (`wrapping_add` of the count).
+/// Per-page access counts of the timed phase: the check adds a page's count to its access word.
+/// `u32` is plenty (2^32 accesses to one page would take hours) and keeps the ledger at 1/1024
+/// of the area, so it barely competes with the area for memory.
 #[derive(Debug, Clone)]
 pub struct Ledger {
     counts: Vec<u32>,
