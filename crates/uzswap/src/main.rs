@@ -31,6 +31,15 @@ enum Bench {
     Codecs(uzswap::bench::codecs::CodecsArgs),
     /// Store and load page files through the engine: throughput, ratio, pool density.
     Engine(uzswap::bench::engine::EngineArgs),
+    /// vm-scalability's usemem: N workers write SIZE each, re-read and check it; KB/s.
+    Usemem(uzswap::bench::cmd::UsememArgs),
+    /// SeongJae Park's eval_zswap mix: two compressible areas, one random; accesses/s.
+    Mix(uzswap::bench::cmd::MixArgs),
+    /// Heap sizes 75%..175% of the limit, random accesses: the writethrough patch's table.
+    Sweep(uzswap::bench::cmd::SweepArgs),
+    /// One workload on plain memory for a kernel peer (started by the commands above).
+    #[command(hide = true)]
+    Worker(uzswap::bench::cmd::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +47,10 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Bench(Bench::Codecs(args)) => uzswap::bench::codecs::run(args),
         Command::Bench(Bench::Engine(args)) => uzswap::bench::engine::run(args),
+        Command::Bench(Bench::Usemem(args)) => uzswap::bench::cmd::usemem(args),
+        Command::Bench(Bench::Mix(args)) => uzswap::bench::cmd::mix(args),
+        Command::Bench(Bench::Sweep(args)) => uzswap::bench::cmd::sweep(args),
+        Command::Bench(Bench::Worker(args)) => uzswap::bench::cmd::worker(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,10 @@
 //! `uzswap bench ...`: benchmarks as programs, never as timed tests.
 
+pub mod cmd;
 pub mod codecs;
 pub mod engine;
+pub mod peer;
+pub mod stats;
+pub mod systems;
+pub mod worker;
+pub mod workload;

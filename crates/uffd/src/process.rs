@@ -1,0 +1,155 @@
+//! Acting on another process's memory, and waiting for termination signals: the two system
+//! calls the kernel-peer benchmark needs that neither std nor rustix wraps.
+//!
+//! - [`process_madvise`]: the benchmark's memory.high stand-in pages out chunks of a worker
+//!   process (cgroup v1 has no memory.high). Only advice that keeps the memory's contents is
+//!   offered, so a call cannot change what any process reads, whatever the addresses.
+//! - [`block_termination_signals`] / [`wait_termination_signal`]: a thread that waits for
+//!   SIGINT/SIGTERM synchronously, so an interrupted benchmark can still restore the kernel
+//!   settings it changed (no async-signal-safety concerns: the thread runs ordinary code).
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Advice that leaves the contents of the memory unchanged (see `madvise(2)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    /// Reclaim the pages now: write them to swap (or zswap) and drop them from memory.
+    PageOut,
+    /// Move the pages to the inactive list: reclaim takes them first.
+    Cold,
+    /// Read the pages in ahead of use.
+    WillNeed,
+}
+
+impl Advice {
+    fn raw(self) -> libc::c_int {
+        match self {
+            Advice::PageOut => libc::MADV_PAGEOUT,
+            Advice::Cold => libc::MADV_COLD,
+            Advice::WillNeed => libc::MADV_WILLNEED,
+        }
+    }
+}
+
+/// The most ranges one call takes (the kernel's `UIO_MAXIOV`).
+pub const MAX_RANGES: usize = 1024;
+
+/// Apply `advice` to the ranges `(address, length)` of the process behind `pidfd` (from
+/// `pidfd_open`). Returns the bytes advised, which is less than the total when the kernel
+/// stopped early (a range not mapped in the target stops the walk with an error instead).
+pub fn process_madvise(
+    pidfd: BorrowedFd<'_>,
+    ranges: &[(usize, usize)],
+    advice: Advice,
+) -> io::Result<usize> {
+    if ranges.is_empty() {
+        return Ok(0);
+    }
+    if ranges.len() > MAX_RANGES {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let iov: Vec<libc::iovec> = ranges
+        .iter()
+        .map(|&(addr, len)| libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: len,
+        })
+        .collect();
+    // SAFETY: `iov` is a live, initialised array of `iov.len()` iovecs that the kernel only
+    // reads during the call. The addresses inside are not dereferenced in this process: they
+    // name memory of the target process, and every `Advice` keeps that memory's contents
+    // (page-out, deactivate, read-ahead), so no process, this one included, can observe a
+    // changed byte, whatever the addresses are. The fd is borrowed, hence open for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_process_madvise,
+            pidfd.as_raw_fd(),
+            iov.as_ptr(),
+            iov.len(),
+            advice.raw(),
+            0u32,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+fn termination_set() -> io::Result<libc::sigset_t> {
+    // SAFETY: sigset_t is a plain bit array for which all-zero is a valid value; sigemptyset
+    // and sigaddset then only write inside the set they are given a pointer to, which lives
+    // on this stack frame for the duration of the calls.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        if libc::sigemptyset(&mut set) != 0
+            || libc::sigaddset(&mut set, libc::SIGINT) != 0
+            || libc::sigaddset(&mut set, libc::SIGTERM) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(set)
+    }
+}
+
+/// Block SIGINT and SIGTERM in the calling thread, and so in every thread it starts later.
+/// Call it early in `main`, before starting threads, then have one thread call
+/// [`wait_termination_signal`]. Child processes started with `std::process::Command` get an
+/// empty signal mask again (std resets it), so they still die of Ctrl-C.
+pub fn block_termination_signals() -> io::Result<()> {
+    let set = termination_set()?;
+    // SAFETY: `set` is an initialised sigset_t on this stack frame; a null old-set pointer is
+    // allowed. Changing this thread's signal mask cannot violate memory safety.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok(())
+}
+
+/// Wait until SIGINT or SIGTERM is pending and take it; returns the signal number. The signals
+/// must be blocked in every thread (see [`block_termination_signals`]), or one of them may be
+/// delivered elsewhere with the default action (exit) instead.
+pub fn wait_termination_signal() -> io::Result<i32> {
+    let set = termination_set()?;
+    let mut sig: libc::c_int = 0;
+    // SAFETY: both pointers point at initialised locals that outlive the call; sigwait only
+    // writes the signal number into `sig`.
+    let r = unsafe { libc::sigwait(&set, &mut sig) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok(sig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn empty_and_oversized_range_lists() {
+        let me = std::fs::File::open("/proc/self/stat").unwrap();
+        // An empty list never reaches the kernel; too many ranges are refused before it.
+        assert_eq!(process_madvise(me.as_fd(), &[], Advice::Cold).unwrap(), 0);
+        let many = vec![(0usize, 4096usize); MAX_RANGES + 1];
+        let e = process_madvise(me.as_fd(), &many, Advice::Cold).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    }
+
+    #[test]
+    fn a_non_pidfd_is_refused() {
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        let buf = vec![1u8; 8192];
+        let e =
+            process_madvise(f.as_fd(), &[(buf.as_ptr() as usize, 4096)], Advice::Cold).unwrap_err();
+        // EBADF for a non-pidfd (ENOSYS on kernels before 5.10).
+        assert!(
+            matches!(e.raw_os_error(), Some(libc::EBADF) | Some(libc::ENOSYS)),
+            "{e}"
+        );
+        assert!(buf.iter().all(|&b| b == 1));
+    }
+}

@@ -1,0 +1,725 @@
+//! The kernel peers: the same workload on plain memory in a worker process, under a v1 memory
+//! cgroup with a swap file, the kernel's zswap on (`kernel-zswap`) or off (`kernel-swap`).
+//!
+//! [`PeerMachine`] sets the machine up (swap file, page-cluster, debugfs) and restores every
+//! setting it changed when dropped, also on errors; a SIGINT/SIGTERM kills the worker, so the
+//! command unwinds through the same drops (see [`install_interrupt_handler`]). Each run gets its
+//! own cgroup, removed after the worker is gone.
+//!
+//! Memory policy (see shared/notes/kernel-peer.md): random-access workloads under
+//! `memory.limit_in_bytes` with zswap on were OOM-killed, and cgroup v1 has no memory.high. So
+//! by default (`Reclaim::Controller`, used for every workload so both kernel systems and all
+//! workloads see one policy) a controller thread pages out random 1 MiB chunks of the worker's
+//! area with `process_madvise(MADV_PAGEOUT)` whenever the cgroup's usage passes the target,
+//! and `memory.limit_in_bytes` = target + 64 MiB is only the hard stop. The compression then
+//! runs in the controller, on the other core; its CPU time is reported as helper CPU.
+//! `Reclaim::Limit` uses `memory.limit_in_bytes` = target alone (the kernel's own reclaim, as
+//! the notes' usemem rows were measured).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use super::stats::{self, CpuTimes, Snapshot};
+use super::systems::{System, WorkloadResult};
+use super::workload::{WorkloadOutput, WorkloadSpec, PAGE};
+
+pub const ZSWAP_PARAMS: &str = "/sys/module/zswap/parameters";
+/// The zswap parameters saved and restored (all of them that a run may touch, and the rest
+/// for the record).
+const SAVED_PARAMS: [&str; 5] = [
+    "enabled",
+    "compressor",
+    "max_pool_percent",
+    "accept_threshold_percent",
+    "shrinker_enabled",
+];
+pub const PAGE_CLUSTER: &str = "/proc/sys/vm/page-cluster";
+pub const CGROUP_V1_MEMORY: &str = "/sys/fs/cgroup/memory";
+const DEBUGFS: &str = "/sys/kernel/debug";
+const CHUNK: usize = 1 << 20;
+/// Slack of the hard limit above the controller's target.
+pub const HARD_LIMIT_SLACK: u64 = 64 << 20;
+
+/// How the peer's memory is held to the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reclaim {
+    /// Page-out controller at the target, `memory.limit_in_bytes` = target + 64 MiB.
+    Controller,
+    /// `memory.limit_in_bytes` = target, the kernel's own reclaim.
+    Limit,
+}
+
+#[derive(Debug, Clone)]
+pub struct PeerOptions {
+    /// Where the swap file goes.
+    pub swap_dir: PathBuf,
+    /// Swap file size in bytes.
+    pub swap_bytes: u64,
+    /// `/proc/sys/vm/page-cluster` for the runs; None leaves it.
+    pub page_cluster: Option<u32>,
+    /// zswap `max_pool_percent` for the runs; None leaves it.
+    pub max_pool_percent: Option<u32>,
+    pub reclaim: Reclaim,
+    /// The `uzswap` binary, run as `uzswap bench worker SPEC`.
+    pub worker_exe: PathBuf,
+}
+
+/// The root check: the peers write kernel settings, swap files and cgroups.
+pub fn check_root(euid: u32) -> Result<()> {
+    if euid != 0 {
+        bail!(
+            "the kernel peers need root (they set up a swap file, a memory cgroup and zswap \
+             parameters): run as root, or drop --peer and pick --system uzswap"
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// interruption
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The running worker's pid, 0 when none: what the signal thread kills.
+static WORKER_PID: AtomicI32 = AtomicI32::new(0);
+
+/// Block SIGINT/SIGTERM and start a thread that waits for them: it kills the running worker,
+/// so the command's next step fails and every guard restores what it changed. Call from the
+/// command before any other thread starts (threads inherit the blocked mask).
+pub fn install_interrupt_handler() -> Result<()> {
+    static ONCE: Once = Once::new();
+    let mut result = Ok(());
+    ONCE.call_once(|| {
+        result = uffd::process::block_termination_signals()
+            .map_err(|e| anyhow!("cannot block SIGINT/SIGTERM: {e}"));
+        if result.is_ok() {
+            std::thread::spawn(|| {
+                while let Ok(sig) = uffd::process::wait_termination_signal() {
+                    INTERRUPTED.store(true, Ordering::SeqCst);
+                    eprintln!("uzswap: signal {sig}: stopping, restoring kernel settings");
+                    kill_worker();
+                }
+            });
+        }
+    });
+    result
+}
+
+fn kill_worker() {
+    let pid = WORKER_PID.load(Ordering::SeqCst);
+    if let Some(p) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+fn check_interrupted() -> Result<()> {
+    if interrupted() {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// machine setup
+
+fn read_trim(p: &Path) -> Result<String> {
+    Ok(std::fs::read_to_string(p)
+        .with_context(|| format!("cannot read {}", p.display()))?
+        .trim()
+        .to_string())
+}
+
+fn write_setting(p: &Path, v: &str) -> Result<()> {
+    std::fs::write(p, v).with_context(|| format!("cannot write '{v}' to {}", p.display()))
+}
+
+fn zswap_param(name: &str) -> PathBuf {
+    Path::new(ZSWAP_PARAMS).join(name)
+}
+
+fn run_tool(cmd: &str, args: &[&str]) -> Result<()> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {cmd}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The settings of the machine before the command touched them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedSettings {
+    pub zswap: Vec<(String, String)>,
+    pub page_cluster: String,
+}
+
+impl SavedSettings {
+    pub fn read() -> Result<SavedSettings> {
+        let zswap = SAVED_PARAMS
+            .iter()
+            .map(|p| Ok((p.to_string(), read_trim(&zswap_param(p))?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(SavedSettings {
+            zswap,
+            page_cluster: read_trim(Path::new(PAGE_CLUSTER))?,
+        })
+    }
+}
+
+/// The machine set up for kernel-peer runs; restores everything when dropped.
+#[derive(Debug)]
+pub struct PeerMachine {
+    opts: PeerOptions,
+    saved: SavedSettings,
+    swap_file: Option<PathBuf>,
+    swap_on: bool,
+    mounted_debugfs: bool,
+    /// The settings recorded with every result (page-cluster, THP, zswap knobs).
+    settings: BTreeMap<String, String>,
+}
+
+impl PeerMachine {
+    pub fn new(opts: PeerOptions) -> Result<PeerMachine> {
+        check_root(rustix::process::geteuid().as_raw())?;
+        if !Path::new(CGROUP_V1_MEMORY).join("cgroup.procs").exists() {
+            bail!("no cgroup v1 memory controller at {CGROUP_V1_MEMORY}");
+        }
+        let saved = SavedSettings::read()
+            .context("the kernel's zswap is needed (built in or module loaded)")?;
+        let mut m = PeerMachine {
+            opts,
+            saved,
+            swap_file: None,
+            swap_on: false,
+            mounted_debugfs: false,
+            settings: BTreeMap::new(),
+        };
+        // Every step from here on is undone by Drop if a later one fails.
+        if let Some(pc) = m.opts.page_cluster {
+            write_setting(Path::new(PAGE_CLUSTER), &pc.to_string())?;
+        }
+        if let Some(p) = m.opts.max_pool_percent {
+            write_setting(&zswap_param("max_pool_percent"), &p.to_string())?;
+        }
+        m.mount_debugfs();
+        m.make_swap()?;
+        m.settings = m.record_settings();
+        Ok(m)
+    }
+
+    fn mount_debugfs(&mut self) {
+        if Path::new(stats::ZSWAP_DEBUGFS).exists() {
+            return;
+        }
+        // Only to read the pool gauges: a failure just leaves them out.
+        if run_tool("mount", &["-t", "debugfs", "none", DEBUGFS]).is_ok() {
+            self.mounted_debugfs = true;
+        }
+    }
+
+    fn make_swap(&mut self) -> Result<()> {
+        let path = self
+            .opts
+            .swap_dir
+            .join(format!("uzswap-peer-{}.swap", std::process::id()));
+        let f = std::fs::File::create(&path)
+            .with_context(|| format!("cannot create swap file {}", path.display()))?;
+        self.swap_file = Some(path.clone());
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        rustix::fs::fallocate(
+            &f,
+            rustix::fs::FallocateFlags::empty(),
+            0,
+            self.opts.swap_bytes,
+        )
+        .map_err(|e| {
+            anyhow!(
+                "cannot allocate {} MiB for {}: {e}",
+                self.opts.swap_bytes >> 20,
+                path.display()
+            )
+        })?;
+        drop(f);
+        let p = path.to_string_lossy().into_owned();
+        run_tool("mkswap", &[&p])?;
+        run_tool("swapon", &[&p])?;
+        self.swap_on = true;
+        Ok(())
+    }
+
+    fn record_settings(&self) -> BTreeMap<String, String> {
+        let mut s = BTreeMap::new();
+        if let Ok(v) = read_trim(Path::new(PAGE_CLUSTER)) {
+            s.insert("page_cluster".into(), v);
+        }
+        for p in [
+            "max_pool_percent",
+            "accept_threshold_percent",
+            "shrinker_enabled",
+        ] {
+            if let Ok(v) = read_trim(&zswap_param(p)) {
+                s.insert(format!("zswap_{p}"), v);
+            }
+        }
+        for (k, f) in [("thp_enabled", "enabled"), ("thp_defrag", "defrag")] {
+            if let Ok(v) = read_trim(&Path::new("/sys/kernel/mm/transparent_hugepage").join(f)) {
+                s.insert(k.into(), v);
+            }
+        }
+        s.insert(
+            "reclaim".into(),
+            match self.opts.reclaim {
+                Reclaim::Controller => "controller".into(),
+                Reclaim::Limit => "limit".into(),
+            },
+        );
+        s
+    }
+
+    /// Put zswap in the state `system` needs.
+    fn configure(&self, system: &System) -> Result<()> {
+        match system {
+            System::KernelZswap { compressor } => {
+                // A name the kernel does not know fails the write (ENOENT); one it knows but
+                // cannot load is refused silently: read it back in both cases.
+                let written = write_setting(&zswap_param("compressor"), compressor);
+                let now = read_trim(&zswap_param("compressor"))?;
+                if written.is_err() || now != *compressor {
+                    bail!(
+                        "the kernel refused zswap compressor '{compressor}' (it kept '{now}'; \
+                         this kernel offers lzo, lzo-rle and deflate here)"
+                    );
+                }
+                write_setting(&zswap_param("enabled"), "Y")?;
+            }
+            System::KernelSwap => write_setting(&zswap_param("enabled"), "N")?,
+            System::Uzswap(_) => bail!("{system} is not a kernel peer"),
+        }
+        Ok(())
+    }
+
+    /// One run of `spec` on `system` (a kernel system).
+    pub fn run(&mut self, system: &System, spec: &WorkloadSpec) -> Result<WorkloadResult> {
+        check_interrupted()?;
+        self.configure(system)?;
+        let r = run_worker(&self.opts, system, spec);
+        // zswap off between runs: nothing of ours should land in it while idle.
+        let _ = write_setting(&zswap_param("enabled"), "N");
+        let mut r = r.with_context(|| system.to_string())?;
+        r.settings.extend(self.settings.clone());
+        if let System::KernelZswap { compressor } = system {
+            r.settings
+                .insert("zswap_compressor".into(), compressor.clone());
+        }
+        Ok(r)
+    }
+
+    pub fn settings(&self) -> &BTreeMap<String, String> {
+        &self.settings
+    }
+}
+
+impl Drop for PeerMachine {
+    fn drop(&mut self) {
+        let warn = |what: &str, e: anyhow::Error| eprintln!("uzswap: restoring {what}: {e:#}");
+        if self.swap_on {
+            if let Some(p) = &self.swap_file {
+                if let Err(e) = run_tool("swapoff", &[&p.to_string_lossy()]) {
+                    warn("swap", e);
+                }
+            }
+        }
+        if let Some(p) = &self.swap_file {
+            if let Err(e) = std::fs::remove_file(p) {
+                warn("swap file", e.into());
+            }
+        }
+        // enabled last: the other knobs are restored while zswap is off.
+        let mut params = self.saved.zswap.clone();
+        params.sort_by_key(|(k, _)| k == "enabled");
+        for (k, v) in &params {
+            if read_trim(&zswap_param(k)).ok().as_deref() != Some(v.as_str()) {
+                if let Err(e) = write_setting(&zswap_param(k), v) {
+                    warn(k, e);
+                }
+            }
+        }
+        if let Err(e) = write_setting(Path::new(PAGE_CLUSTER), &self.saved.page_cluster) {
+            warn("page-cluster", e);
+        }
+        if self.mounted_debugfs {
+            if let Err(e) = run_tool("umount", &[DEBUGFS]) {
+                warn("debugfs", e);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// one run: cgroup, worker, controller
+
+/// A v1 memory cgroup for one run; removed on drop after moving any process left to the root.
+struct Cgroup {
+    dir: PathBuf,
+}
+
+impl Cgroup {
+    fn create(name: &str) -> Result<Cgroup> {
+        let dir = Path::new(CGROUP_V1_MEMORY).join(name);
+        std::fs::create_dir(&dir)
+            .with_context(|| format!("cannot create cgroup {}", dir.display()))?;
+        Ok(Cgroup { dir })
+    }
+    fn file(&self, f: &str) -> PathBuf {
+        self.dir.join(f)
+    }
+    fn read_u64(&self, f: &str) -> Result<u64> {
+        read_trim(&self.file(f))?
+            .parse()
+            .with_context(|| format!("bad number in {}", self.file(f).display()))
+    }
+    fn oom_kills(&self) -> Option<u64> {
+        let t = std::fs::read_to_string(self.file("memory.oom_control")).ok()?;
+        t.lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let root = Path::new(CGROUP_V1_MEMORY).join("cgroup.procs");
+        for _ in 0..50 {
+            if let Ok(procs) = std::fs::read_to_string(self.file("cgroup.procs")) {
+                for pid in procs.split_whitespace() {
+                    let _ = std::fs::write(&root, pid);
+                }
+            }
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            // A dying worker leaves the cgroup only when its exit is complete.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("uzswap: cannot remove cgroup {}", self.dir.display());
+    }
+}
+
+/// The worker process; killed and reaped on drop if still running.
+struct Worker {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Worker {
+    fn send(&mut self, line: &str) -> Result<()> {
+        let i = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| anyhow!("worker stdin closed"))?;
+        writeln!(i, "{line}")
+            .and_then(|_| i.flush())
+            .map_err(|e| anyhow!("worker gone: {e}"))
+    }
+
+    /// The next line that starts with `want` (an "error ..." line is the worker's error).
+    fn expect(&mut self, want: &str) -> Result<Option<String>> {
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line)? == 0 {
+            return Ok(None);
+        }
+        let line = line.trim_end();
+        if let Some(e) = line.strip_prefix("error ") {
+            bail!("worker: {e}");
+        }
+        match line.strip_prefix(want) {
+            Some(rest) => Ok(Some(rest.trim().to_string())),
+            None => bail!("worker said '{line}', expected '{want}'"),
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        WORKER_PID.store(0, Ordering::SeqCst);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug, Default)]
+struct MonitorReport {
+    max_rss: u64,
+    max_usage_sampled: u64,
+    cpu: Option<CpuTimes>,
+    pageout_calls: u64,
+    pageout_bytes: u64,
+    pageout_errors: u64,
+    last_error: Option<String>,
+}
+
+struct Monitor {
+    pid: i32,
+    pidfd: OwnedFd,
+    area: (usize, usize),
+    usage: PathBuf,
+    target: u64,
+    controller: bool,
+    stop: Arc<AtomicBool>,
+}
+
+fn vm_rss(pid: i32) -> Option<u64> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = t
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Sample RSS and cgroup usage; as the controller, page out random 1 MiB chunks of the
+/// worker's area while usage is above the target.
+fn monitor(m: Monitor) -> MonitorReport {
+    let thread_stat = Path::new("/proc/thread-self/stat");
+    let cpu0 = CpuTimes::from_stat_file(thread_stat);
+    let mut rep = MonitorReport::default();
+    let mut rng = SmallRng::seed_from_u64(m.pid as u64);
+    let (start, len) = m.area;
+    let chunks = len.div_ceil(CHUNK).max(1);
+    let mut last_sample = Instant::now() - Duration::from_secs(1);
+    while !m.stop.load(Ordering::Relaxed) {
+        let usage: u64 = read_trim(&m.usage)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        rep.max_usage_sampled = rep.max_usage_sampled.max(usage);
+        if last_sample.elapsed() >= Duration::from_millis(10) {
+            last_sample = Instant::now();
+            match vm_rss(m.pid) {
+                Some(r) => rep.max_rss = rep.max_rss.max(r),
+                None => break,
+            }
+        }
+        if m.controller && usage > m.target {
+            // One random 1 MiB chunk per MiB of excess (up to 16) in one call: a fast writer
+            // (a fill at 1 GB/s) outruns one chunk a call, and at the hard limit the cgroup's
+            // own reclaim takes over, which is what OOM-killed random workloads.
+            let n = (((usage - m.target) as usize) / CHUNK).clamp(1, 16);
+            let ranges: Vec<(usize, usize)> = (0..n)
+                .map(|_| {
+                    let c = rng.gen_range(0..chunks);
+                    let addr = (start + c * CHUNK) / PAGE * PAGE;
+                    let end = (start + c * CHUNK + CHUNK).min(start + len);
+                    (addr, end - addr)
+                })
+                .collect();
+            rep.pageout_calls += 1;
+            match uffd::process::process_madvise(
+                m.pidfd.as_fd(),
+                &ranges,
+                uffd::process::Advice::PageOut,
+            ) {
+                Ok(n) => rep.pageout_bytes += n as u64,
+                Err(e) if e.raw_os_error() == Some(libc_esrch()) => break,
+                Err(e) => {
+                    rep.pageout_errors += 1;
+                    rep.last_error = Some(e.to_string());
+                }
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    rep.cpu = CpuTimes::from_stat_file(thread_stat)
+        .zip(cpu0)
+        .map(|(a, b)| a.minus(b));
+    rep
+}
+
+fn libc_esrch() -> i32 {
+    rustix::io::Errno::SRCH.raw_os_error()
+}
+
+fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Result<WorkloadResult> {
+    let cg = Cgroup::create(&format!(
+        "uzswap-peer-{}-{}",
+        std::process::id(),
+        RUN_SEQ.fetch_add(1, Ordering::SeqCst)
+    ))?;
+    let mut child = Command::new(&opts.worker_exe)
+        .args(["bench", "worker", &serde_json::to_string(spec)?])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot start worker {}", opts.worker_exe.display()))?;
+    let stdin = child.stdin.take();
+    let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let pid = child.id() as i32;
+    let mut w = Worker {
+        child,
+        stdin,
+        stdout,
+    };
+    WORKER_PID.store(pid, Ordering::SeqCst);
+    // Into the cgroup before it allocates anything: it waits for "start".
+    write_setting(&cg.file("cgroup.procs"), &pid.to_string())?;
+    w.send("start")?;
+    let died = |w: &mut Worker, cg: &Cgroup| -> anyhow::Error {
+        let status = w.child.wait().map(|s| s.to_string()).unwrap_or_default();
+        if interrupted() {
+            return anyhow!("interrupted");
+        }
+        let ooms = cg.oom_kills().unwrap_or(0);
+        anyhow!(
+            "the worker died ({status}; {ooms} OOM kills in its cgroup{})",
+            if ooms > 0 {
+                ": the limit is too tight for this reclaim policy"
+            } else {
+                ""
+            }
+        )
+    };
+    if w.expect("ready")?.is_none() {
+        return Err(died(&mut w, &cg));
+    }
+    // The worker's baseline (binary, corpus) is not the workload's: the limit applies on top,
+    // as on the uzswap side where the corpus lives outside the region.
+    let baseline = cg.read_u64("memory.usage_in_bytes")?;
+    let target = spec.memory_high + baseline;
+    let hard = match opts.reclaim {
+        Reclaim::Controller => target + HARD_LIMIT_SLACK,
+        Reclaim::Limit => target,
+    };
+    write_setting(&cg.file("memory.limit_in_bytes"), &hard.to_string())?;
+    let _ = write_setting(&cg.file("memory.max_usage_in_bytes"), "0");
+    let before = Snapshot::take();
+    let cpu_before =
+        CpuTimes::from_stat_file(Path::new(&format!("/proc/{pid}/stat"))).unwrap_or_default();
+    w.send("go")?;
+    let Some(area) = w.expect("area")? else {
+        return Err(died(&mut w, &cg));
+    };
+    let mut it = area.split_whitespace().map(|s| s.parse::<usize>());
+    let (Some(Ok(addr)), Some(Ok(len))) = (it.next(), it.next()) else {
+        bail!("worker said 'area {area}'");
+    };
+    let pidfd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(pid).expect("child pid > 0"),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .map_err(|e| anyhow!("pidfd_open: {e}"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mon = Monitor {
+        pid,
+        pidfd,
+        area: (addr, len),
+        usage: cg.file("memory.usage_in_bytes"),
+        target,
+        controller: opts.reclaim == Reclaim::Controller,
+        stop: stop.clone(),
+    };
+    let handle = std::thread::spawn(move || monitor(mon));
+    let result_line = w.expect("result");
+    // Read everything while the worker still holds its memory: the pool gauges drop to zero
+    // when it exits.
+    let after = Snapshot::take();
+    let gauges = stats::zswap_debugfs();
+    let cpu = CpuTimes::from_stat_file(Path::new(&format!("/proc/{pid}/stat")));
+    stop.store(true, Ordering::Relaxed);
+    let rep = handle
+        .join()
+        .map_err(|_| anyhow!("monitor thread panicked"))?;
+    let line = match result_line? {
+        Some(l) => l,
+        None => return Err(died(&mut w, &cg)),
+    };
+    let output: WorkloadOutput =
+        serde_json::from_str(&line).map_err(|e| anyhow!("bad worker result: {e}"))?;
+    let max_usage = cg.read_u64("memory.max_usage_in_bytes").ok();
+    w.stdin = None; // EOF: the worker exits.
+    let _ = w.child.wait();
+
+    let mut r = WorkloadResult::new(system, output, spec.memory_high);
+    r.cpu = cpu.map(|c| c.minus(cpu_before)).unwrap_or_default();
+    r.helper_cpu = rep.cpu.filter(|_| opts.reclaim == Reclaim::Controller);
+    r.stats = after.delta(&before);
+    if opts.reclaim == Reclaim::Controller {
+        r.stats
+            .insert("controller_pageout_calls".into(), rep.pageout_calls as i64);
+        r.stats.insert(
+            "controller_advised_mib".into(),
+            (rep.pageout_bytes >> 20) as i64,
+        );
+        r.stats.insert(
+            "controller_pageout_errors".into(),
+            rep.pageout_errors as i64,
+        );
+        if let Some(e) = rep.last_error {
+            r.settings.insert("controller_last_error".into(), e);
+        }
+    }
+    r.gauges = gauges;
+    r.gauges.insert("baseline_bytes".into(), baseline as i64);
+    r.max_rss_bytes = Some(rep.max_rss.saturating_sub(0));
+    r.max_usage_bytes = max_usage
+        .or(Some(rep.max_usage_sampled))
+        .map(|u| u.saturating_sub(baseline));
+    r.settings
+        .insert("cgroup_limit_in_bytes".into(), hard.to_string());
+    Ok(r)
+}
+
+static RUN_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Swap file size for workloads of at most `area` bytes: every swapped page, zswap's included,
+/// holds a swap slot, so the whole area plus headroom.
+pub fn swap_bytes_for(area: usize) -> u64 {
+    (area as u64 + (512 << 20)).div_ceil(1 << 20) << 20
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_root_is_one_clear_line() {
+        let e = check_root(1000).unwrap_err().to_string();
+        assert!(e.contains("need root") && !e.contains('\n'), "{e}");
+        assert!(check_root(0).is_ok());
+    }
+
+    #[test]
+    fn swap_covers_the_area() {
+        assert!(swap_bytes_for(1 << 30) >= (1 << 30) + (512 << 20));
+        assert_eq!(swap_bytes_for(1) % (1 << 20), 0);
+    }
+}

@@ -1,0 +1,202 @@
+//! The systems a benchmark compares, and the result every system fills for one run.
+//!
+//! `Uzswap` runs the workload on a uzswap region in this process (see [`run_uzswap`]); the
+//! kernel systems run it on plain memory in a worker process under a memory cgroup
+//! (`peer.rs`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use anyhow::{anyhow, bail, Result};
+use serde::{Deserialize, Serialize};
+
+use super::stats::CpuTimes;
+use super::workload::{WorkloadOutput, WorkloadSpec};
+
+/// How a uzswap region treats the pool: the three columns of the writethrough patch's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UzswapMode {
+    /// Compressed pool in front of the swap file, written back when the pool is full.
+    Writeback,
+    /// Compressed pool, every page also written to the swap file.
+    Writethrough,
+    /// No compression: cold pages go to the swap file only.
+    NoCompression,
+}
+
+/// The configuration of a uzswap region for a benchmark run (the parts the spec does not say).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UzswapConfig {
+    /// Codec name as `CompressorSpec` parses it (`lz4`, `zstd:-1`, ...).
+    pub compressor: String,
+    pub mode: UzswapMode,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "system", rename_all = "kebab-case")]
+pub enum System {
+    Uzswap(UzswapConfig),
+    /// Plain memory in a cgroup, swap file, the kernel's zswap on with this compressor.
+    KernelZswap {
+        compressor: String,
+    },
+    /// Plain memory in a cgroup, swap file, zswap off.
+    KernelSwap,
+}
+
+impl System {
+    pub fn is_kernel(&self) -> bool {
+        !matches!(self, System::Uzswap(_))
+    }
+}
+
+impl fmt::Display for System {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            System::Uzswap(c) => match c.mode {
+                UzswapMode::Writeback => write!(f, "uzswap:{}", c.compressor),
+                UzswapMode::Writethrough => write!(f, "uzswap-writethrough:{}", c.compressor),
+                UzswapMode::NoCompression => write!(f, "uzswap-nocompress"),
+            },
+            System::KernelZswap { compressor } => write!(f, "kernel-zswap:{compressor}"),
+            System::KernelSwap => write!(f, "kernel-swap"),
+        }
+    }
+}
+
+/// A system as named on the command line: `NAME[:COMPRESSOR]`, the compressor defaulting to
+/// the command's `--compressor` (uzswap) or `--kernel-compressor` (kernel zswap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemName {
+    pub name: String,
+    pub compressor: Option<String>,
+}
+
+pub const SYSTEM_NAMES: [&str; 5] = [
+    "uzswap",
+    "uzswap-writethrough",
+    "uzswap-nocompress",
+    "kernel-zswap",
+    "kernel-swap",
+];
+
+impl FromStr for SystemName {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let (name, comp) = match s.split_once(':') {
+            Some((n, c)) if !c.is_empty() => (n, Some(c.to_string())),
+            Some(_) => bail!("system '{s}': empty compressor after ':'"),
+            None => (s, None),
+        };
+        if !SYSTEM_NAMES.contains(&name) {
+            bail!(
+                "unknown system '{name}': expected one of {}",
+                SYSTEM_NAMES.join(", ")
+            );
+        }
+        if comp.is_some() && matches!(name, "kernel-swap" | "uzswap-nocompress") {
+            bail!("system '{name}' compresses nothing: no ':COMPRESSOR' allowed");
+        }
+        Ok(SystemName {
+            name: name.to_string(),
+            compressor: comp,
+        })
+    }
+}
+
+impl SystemName {
+    pub fn resolve(&self, uzswap_compressor: &str, kernel_compressor: &str) -> System {
+        let comp = |d: &str| self.compressor.clone().unwrap_or_else(|| d.to_string());
+        let uz = |mode| {
+            System::Uzswap(UzswapConfig {
+                compressor: comp(uzswap_compressor),
+                mode,
+            })
+        };
+        match self.name.as_str() {
+            "uzswap" => uz(UzswapMode::Writeback),
+            "uzswap-writethrough" => uz(UzswapMode::Writethrough),
+            "uzswap-nocompress" => uz(UzswapMode::NoCompression),
+            "kernel-zswap" => System::KernelZswap {
+                compressor: comp(kernel_compressor),
+            },
+            _ => System::KernelSwap,
+        }
+    }
+}
+
+/// Fault latency in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+/// One run of one workload on one system. Every system fills what it can; the `Option`
+/// fields are the ones only some systems can measure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadResult {
+    /// `System`'s display name.
+    pub system: String,
+    /// Phases, accesses/s, check: what the workload kernel measured.
+    pub output: WorkloadOutput,
+    /// CPU time of the workload's threads (the worker process for a kernel peer).
+    pub cpu: CpuTimes,
+    /// CPU time of the helpers working for it outside its threads: uzswap's fault handlers and
+    /// reclaim; the page-out controller of a kernel peer (where the kernel's compression then
+    /// runs). None when there is none.
+    pub helper_cpu: Option<CpuTimes>,
+    /// Counter deltas around the run (`zswpout`, `pswpin`, `thp_64kB_zswpout`, ... for the
+    /// kernel; the engine's own counters under the same names for uzswap).
+    pub stats: BTreeMap<String, i64>,
+    /// Gauges at the end of the run, before the memory is freed (zswap debugfs: pool size,
+    /// stored pages; uzswap: pool bytes, resident pages).
+    pub gauges: BTreeMap<String, i64>,
+    /// The memory limit the workload ran under, in bytes.
+    pub limit_bytes: u64,
+    /// Largest sampled resident set of the workload (VmRSS), in bytes.
+    pub max_rss_bytes: Option<u64>,
+    /// Largest charged memory: the cgroup's max usage for a peer (its compressed pool is not
+    /// charged under v1), resident + swap cache + pool for uzswap.
+    pub max_usage_bytes: Option<u64>,
+    /// Settings that shape the figure (`page_cluster`, `thp_enabled`, `reclaim`, ...).
+    pub settings: BTreeMap<String, String>,
+    /// uzswap only: latency of a userfault, and pages brought in per fault.
+    pub fault_latency: Option<Latency>,
+    pub pages_per_fault: Option<f64>,
+}
+
+impl WorkloadResult {
+    /// A result with only the workload's own figures, for a system to fill in the rest.
+    pub fn new(system: &System, output: WorkloadOutput, limit_bytes: u64) -> WorkloadResult {
+        WorkloadResult {
+            system: system.to_string(),
+            output,
+            cpu: CpuTimes::default(),
+            helper_cpu: None,
+            stats: BTreeMap::new(),
+            gauges: BTreeMap::new(),
+            limit_bytes,
+            max_rss_bytes: None,
+            max_usage_bytes: None,
+            settings: BTreeMap::new(),
+            fault_latency: None,
+            pages_per_fault: None,
+        }
+    }
+}
+
+/// Run `spec` on a uzswap region configured by `config`, in this process: create a region of
+/// `spec.area_bytes()` (page aligned) under `spec.memory_high` with `spec.folio_size`, load
+/// the corpus when `spec.needs_content()`, call `workload::run_on_memory` on the region's
+/// slice, and fill the result (CPU of the workload threads and of the handlers, engine
+/// counters, sampled RSS, fault latency, pages per fault).
+pub fn run_uzswap(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {
+    let _ = (spec, config);
+    Err(anyhow!(
+        "uzswap side not wired yet (use --system to run only kernel peers)"
+    ))
+}

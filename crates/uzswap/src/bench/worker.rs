@@ -1,0 +1,62 @@
+//! `uzswap bench worker SPEC` (hidden): one workload on plain memory, for a kernel peer.
+//!
+//! Line protocol with the parent (`peer.rs`), so that the worker is inside its cgroup before it
+//! allocates and the parent can read its CPU time and the pool gauges before it exits:
+//! parent "start" → worker loads the corpus, "ready" → parent sets the limit, "go" → worker
+//! allocates, "area ADDR LEN", runs, "result JSON" (or "error MSG" at any point) → worker
+//! waits for EOF on stdin, then exits.
+
+use std::io::{BufRead, Write};
+
+use anyhow::{bail, Result};
+
+use super::workload::{run_on_memory, Content, WorkloadSpec, PAGE};
+
+pub fn run(spec_json: &str) -> Result<()> {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let mut out = std::io::stdout().lock();
+    let r = protocol(spec_json, &mut input, &mut out);
+    if let Err(e) = &r {
+        let msg = format!("{e:#}").replace('\n', " ");
+        let _ = writeln!(out, "error {msg}").and_then(|_| out.flush());
+    }
+    // Hold the memory until the parent has read what it needs.
+    let mut rest = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut input, &mut rest);
+    r.map(|_| ())
+}
+
+fn wait_for(input: &mut impl BufRead, want: &str) -> Result<()> {
+    let mut line = String::new();
+    input.read_line(&mut line)?;
+    if line.trim() != want {
+        bail!("expected '{want}' from the parent, got '{}'", line.trim());
+    }
+    Ok(())
+}
+
+fn protocol(spec_json: &str, input: &mut impl BufRead, out: &mut impl Write) -> Result<Vec<u8>> {
+    let spec: WorkloadSpec = serde_json::from_str(spec_json)?;
+    wait_for(input, "start")?;
+    let content = if spec.needs_content() {
+        Some(Content::load(&spec.corpus)?)
+    } else {
+        None
+    };
+    writeln!(out, "ready")?;
+    out.flush()?;
+    wait_for(input, "go")?;
+    let n = spec.area_bytes();
+    // Zeroed allocation: mmap'd and untouched, so nothing is charged until the workload
+    // writes. One page extra to align the area, so its pages are the kernel's pages.
+    let mut buf = vec![0u8; n + PAGE];
+    let off = (PAGE - buf.as_ptr() as usize % PAGE) % PAGE;
+    let mem = &mut buf[off..off + n];
+    writeln!(out, "area {} {}", mem.as_ptr() as usize, n)?;
+    out.flush()?;
+    let output = run_on_memory(&spec, content.as_ref(), mem)?;
+    writeln!(out, "result {}", serde_json::to_string(&output)?)?;
+    out.flush()?;
+    Ok(buf)
+}

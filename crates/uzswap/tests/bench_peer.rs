@@ -1,0 +1,200 @@
+//! The kernel peer end to end: a tiny usemem run under kernel zswap, then every setting the
+//! command touched must be back as before. Needs root (CI runs as root); as another user the
+//! command must fail with the one-line root error instead.
+
+use std::path::Path;
+use std::process::Command;
+
+use uzswap::bench::peer::{SavedSettings, CGROUP_V1_MEMORY};
+
+/// The kernel settings are machine-wide: the tests that change them take turns.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn uzswap() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_uzswap"))
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
+        .unwrap_or(false)
+}
+
+fn our_swaps() -> Vec<String> {
+    std::fs::read_to_string("/proc/swaps")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("uzswap-peer-"))
+        .map(String::from)
+        .collect()
+}
+
+fn our_cgroups() -> Vec<String> {
+    std::fs::read_dir(CGROUP_V1_MEMORY)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("uzswap-peer-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn kernel_zswap_peer_runs_and_restores_everything() {
+    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let args = [
+        "bench",
+        "usemem",
+        "--workers",
+        "1",
+        "--size",
+        "64M",
+        "--memory-high",
+        "48M",
+        "--system",
+        "kernel-zswap",
+        "--runs",
+        "1",
+        "--page-cluster",
+        "0",
+        "--json",
+    ];
+    if !is_root() {
+        let out = uzswap().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("need root") && err.trim().lines().count() == 1,
+            "{err}"
+        );
+        return;
+    }
+    if !Path::new(CGROUP_V1_MEMORY).exists() || !Path::new("/sys/module/zswap").exists() {
+        eprintln!("skipped: no cgroup v1 memory controller or no zswap");
+        return;
+    }
+    let before = SavedSettings::read().unwrap();
+    let swaps_before = our_swaps();
+    let out = uzswap().args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let sys = &v["systems"][0];
+    assert_eq!(sys["system"], "kernel-zswap:lzo");
+    let run = &sys["runs"][0];
+    assert!(run["stats"]["zswpout"].as_i64().unwrap() > 0, "{run}");
+    assert!(run["output"]["verified"].as_bool().unwrap());
+    assert_eq!(run["settings"]["page_cluster"], "0");
+    assert!(run["cpu"]["sys_s"].as_f64().is_some());
+    assert!(sys["median"]["write KB/s (total)"].as_f64().unwrap() > 0.0);
+
+    assert_eq!(
+        SavedSettings::read().unwrap(),
+        before,
+        "settings not restored"
+    );
+    assert_eq!(our_swaps(), swaps_before, "swap file left on");
+    assert!(our_cgroups().is_empty(), "cgroup left: {:?}", our_cgroups());
+    let leftovers: Vec<_> = std::fs::read_dir("/var/tmp")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("uzswap-peer-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_refused_compressor_fails_and_restores() {
+    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    if !is_root() || !Path::new(CGROUP_V1_MEMORY).exists() {
+        return;
+    }
+    let before = SavedSettings::read().unwrap();
+    let out = uzswap()
+        .args([
+            "bench",
+            "usemem",
+            "--size",
+            "8M",
+            "--memory-high",
+            "16M",
+            "--runs",
+            "1",
+            "--system",
+            "kernel-zswap:no-such-codec",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refused zswap compressor 'no-such-codec'"),
+        "{err}"
+    );
+    assert_eq!(SavedSettings::read().unwrap(), before);
+    assert!(our_cgroups().is_empty());
+}
+
+#[test]
+fn cli_errors_are_one_line_exit_2() {
+    for (args, want) in [
+        (
+            &[
+                "bench",
+                "usemem",
+                "--size",
+                "8M",
+                "--memory-high",
+                "16M",
+                "--system",
+                "bogus",
+            ][..],
+            "unknown system 'bogus'",
+        ),
+        (
+            &[
+                "bench",
+                "usemem",
+                "--size",
+                "8M",
+                "--memory-high",
+                "16M",
+                "--system",
+                "uzswap",
+            ][..],
+            "uzswap side not wired yet",
+        ),
+        (
+            &[
+                "bench",
+                "mix",
+                "--size",
+                "8M",
+                "--memory-high",
+                "16M",
+                "--seconds",
+                "0",
+                "--system",
+                "kernel-swap",
+            ][..],
+            "--seconds must be a positive number",
+        ),
+    ] {
+        let out = uzswap().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        // clap's own usage errors carry a help hint line; ours are one line.
+        if !want.starts_with("unknown system") {
+            assert_eq!(err.trim().lines().count(), 1, "{err}");
+        }
+    }
+}
