@@ -56,13 +56,9 @@ pub(crate) fn handler_loop(inner: &Inner) {
 
 fn handle_event(inner: &Inner, ev: Event) {
     match ev {
-        Event::Pagefault { addr, flags, .. } => serve_fault(inner, addr as usize, flags.write),
-        Event::Remove { start, end } => {
-            crate::events::discard(inner, start as usize, end as usize, false)
-        }
-        Event::Unmap { start, end } => {
-            crate::events::discard(inner, start as usize, end as usize, true)
-        }
+        Event::Pagefault { addr, flags, .. } => serve_fault(inner, addr, flags.write),
+        Event::Remove { start, end } => crate::events::discard(inner, start, end, false),
+        Event::Unmap { start, end } => crate::events::discard(inner, start, end, true),
         Event::Remap { from, to, len } => crate::events::remap(inner, from, to, len),
         _ => {}
     }
@@ -81,7 +77,10 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     let start = page & !(inner.folio_pages - 1);
     crate::reclaim::throttle(inner);
     let folio = inner.group.lock_folio(start, inner.folio_order);
-    inner.stats.faults.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    inner
+        .stats
+        .faults
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let installed = if let Some(staged) = inner.swapcache.take(start) {
         from_swapcache(inner, &folio, staged)
     } else {

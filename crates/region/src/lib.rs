@@ -14,5 +14,5 @@ mod stats;
 mod swapcache;
 
 pub use config::RegionConfig;
-pub use region::{Region, RegionError, Usage};
+pub use region::{Region, RegionError, Usage, UsageProbe};
 pub use stats::RegionStatsSnapshot;

@@ -55,12 +55,11 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
 /// A fault is about to bring in a folio: make room for it first.
 pub(crate) fn throttle(inner: &Inner) {
     let need = inner.folio_bytes() as u64;
-    for _ in 0..64 {
-        if inner.usage().total() + need <= inner.limit {
-            return;
-        }
+    while inner.usage().total() + need > inner.limit {
         inner.stats.direct_reclaim.fetch_add(1, Relaxed);
         if !reclaim_one(inner) {
+            // Nothing can go (everything is in flight, or writeback is off and the pool
+            // full): proceed; this is the overshoot the limit allows, a folio per thread.
             return;
         }
     }
@@ -79,14 +78,32 @@ pub(crate) fn reclaim_to(inner: &Inner, target: u64) {
 /// Evict the coldest folio (or, with none left, drop the oldest swap cache entry). False
 /// when nothing could be freed.
 fn reclaim_one(inner: &Inner) -> bool {
-    let Some(start) = inner.lru.lock().pop_front() else {
-        return drop_swapcache(inner);
-    };
-    let folio = inner.group.lock_folio(start, inner.folio_order);
-    let present = folio.offsets().filter(|&p| inner.is_resident(p)).count() as u32;
-    if present == 0 {
-        return true; // a stale entry: the folio left already
+    // Near the limit, the swap cache goes first: its folios are stored already, so dropping
+    // one frees a folio at once, while evicting a resident folio into the swap cache frees
+    // nothing until the cache itself is trimmed (and the pool grows meanwhile).
+    if inner.swapcache.pages() > 0
+        && inner.usage().total() > inner.limit.saturating_sub(margin(inner))
+        && drop_swapcache(inner)
+    {
+        return true;
     }
+    // The queue names a folio again each time it comes back in, so it holds stale entries
+    // (folios that left since): skip them here, so a caller's count of attempts means work.
+    let (folio, present) = loop {
+        let Some(start) = inner.lru.lock().pop_front() else {
+            return drop_swapcache(inner);
+        };
+        if !(start..start + inner.folio_pages).any(|p| inner.is_resident(p)) {
+            continue;
+        }
+        let folio = inner.group.lock_folio(start, inner.folio_order);
+        let present = folio.offsets().filter(|&p| inner.is_resident(p)).count() as u32;
+        if present > 0 {
+            break (folio, present);
+        }
+    };
+    let start = folio.start();
+    let _ = start;
     if present == folio.nr_pages() {
         return evict(inner, &folio, true);
     }

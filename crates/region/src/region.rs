@@ -43,11 +43,15 @@ pub struct Usage {
     pub resident: u64,
     pub swapcache: u64,
     pub pool: u64,
+    /// uzswap's own bookkeeping (the swap cache's state words and resident bits, the pool's
+    /// handle table and span descriptors, the reclaim queue), charged like the kernel
+    /// charges zswap's entries to the cgroup.
+    pub metadata: u64,
 }
 
 impl Usage {
     pub fn total(&self) -> u64 {
-        self.resident + self.swapcache + self.pool
+        self.resident + self.swapcache + self.pool + self.metadata
     }
 }
 
@@ -60,6 +64,8 @@ pub(crate) struct Inner {
     pub zswap: Zswap,
     pub group: Arc<ZswapGroup>,
     pub limit: u64,
+    /// Bytes of bookkeeping sized by the region: resident bits, staging in flight.
+    pub fixed_metadata: u64,
     pub folio_pages: u32,
     pub folio_order: u8,
     /// One bit a page: present in the mapping. Changed under the page's folio lock.
@@ -90,6 +96,10 @@ impl Inner {
             resident: self.nr_resident.load(Relaxed) * PAGE_SIZE as u64,
             swapcache: self.swapcache.pages() * PAGE_SIZE as u64,
             pool: self.zswap.pool().total_size(),
+            metadata: self.fixed_metadata
+                + self.group.cache().metadata_bytes()
+                + self.zswap.pool().metadata_bytes()
+                + self.lru.lock().capacity() as u64 * 4,
         }
     }
 
@@ -122,6 +132,16 @@ impl Inner {
         let (m, c) = &self.kswapd_wake;
         *m.lock() = true;
         c.notify_one();
+    }
+}
+
+/// Reads a region's usage from any thread.
+#[derive(Clone)]
+pub struct UsageProbe(Arc<Inner>);
+
+impl UsageProbe {
+    pub fn usage(&self) -> Usage {
+        self.0.usage()
     }
 }
 
@@ -216,9 +236,13 @@ impl Region {
         let folio_pages = (fs / PAGE_SIZE) as u32;
         // The swap cache may hold 1/32 of the limit; staging needs room for that plus one
         // folio in flight per thread that evicts.
-        let swapcache_budget = (config.memory_limit / 32 / PAGE_SIZE as u64).max(folio_pages as u64);
-        let slots = (swapcache_budget / folio_pages as u64) as u32 + config.fault_threads as u32 + 4;
+        let swapcache_budget =
+            (config.memory_limit / 32 / PAGE_SIZE as u64).max(folio_pages as u64);
+        let slots =
+            (swapcache_budget / folio_pages as u64) as u32 + config.fault_threads as u32 + 4;
         let staging = Staging::new(slots, fs)?;
+        // Folios in flight in staging (one per evicting thread) are memory too.
+        let staging_reserve = (config.fault_threads as u64 + 1) * fs as u64;
 
         let inner = Arc::new(Inner {
             base: AtomicUsize::new(mem.addr()),
@@ -228,9 +252,13 @@ impl Region {
             zswap,
             group,
             limit: config.memory_limit,
+            // Resident bits, and folios in flight in staging.
+            fixed_metadata: u64::from(nr_pages).div_ceil(8) + staging_reserve,
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,
-            resident: (0..nr_pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            resident: (0..nr_pages.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             nr_resident: AtomicU64::new(0),
             lru: Mutex::new(std::collections::VecDeque::new()),
             swapcache: SwapCacheMap::new(swapcache_budget),
@@ -285,6 +313,11 @@ impl Region {
     /// Bytes held in memory now, by kind.
     pub fn usage(&self) -> Usage {
         self.inner.usage()
+    }
+
+    /// A handle that reads `usage` from another thread while the memory is borrowed.
+    pub fn usage_probe(&self) -> UsageProbe {
+        UsageProbe(self.inner.clone())
     }
 
     /// The engine, for its tunables and kernel-named statistics.

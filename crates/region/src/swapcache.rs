@@ -37,9 +37,11 @@ impl SwapCacheMap {
     /// Returns how many older entries were dropped to stay in budget.
     pub fn insert(&self, start: u32, folio: StagedFolio) -> u64 {
         let mut g = self.inner.lock();
-        self.pages.fetch_add((folio.len() / PAGE_SIZE) as u64, Relaxed);
+        self.pages
+            .fetch_add((folio.len() / PAGE_SIZE) as u64, Relaxed);
         if let Some(old) = g.0.insert(start, folio) {
-            self.pages.fetch_sub((old.len() / PAGE_SIZE) as u64, Relaxed);
+            self.pages
+                .fetch_sub((old.len() / PAGE_SIZE) as u64, Relaxed);
         }
         g.1.push_back(start);
         let mut dropped = 0;

@@ -48,7 +48,11 @@ fn data_survives_reclaim_to_a_quarter_of_its_size() {
     assert!(z.get("zswpin") + z.get("pswpin") > 0 || s.faults_swapcache > 0);
     // Resident + swap cache + pool stay within the limit but for a folio per thread.
     let u = r.usage();
-    assert!(u.total() <= limit + 4 * (64 << 10), "{u:?} over {limit}: {:?}", r.stats());
+    assert!(
+        u.total() <= limit + 4 * (64 << 10),
+        "{u:?} over {limit}: {:?}",
+        r.stats()
+    );
 }
 
 #[test]
@@ -59,10 +63,10 @@ fn every_folio_size_round_trips() {
         r.reclaim_to(0);
         assert!(r.usage().resident == 0, "{fs}: {:?}", r.usage());
         check(r.as_mut_slice(), 7);
-        let per_order = r.zswap().stats().get(&format!(
-            "hugepages-{}kB/stats/zswpout",
-            fs / 1024
-        ));
+        let per_order = r
+            .zswap()
+            .stats()
+            .get(&format!("hugepages-{}kB/stats/zswpout", fs / 1024));
         assert!(per_order > 0, "folio size {fs} stored no folio whole");
     }
 }
@@ -107,7 +111,10 @@ fn discarded_pages_read_as_zero_and_free_what_was_stored() {
     r.reclaim_to(0);
     r.discard(0, 1 << 20).unwrap();
     let mem = r.as_mut_slice();
-    assert!(mem[..1 << 20].iter().all(|&b| b == 0), "a discarded page kept data");
+    assert!(
+        mem[..1 << 20].iter().all(|&b| b == 0),
+        "a discarded page kept data"
+    );
     check(&mem[1 << 20..2 << 20], 11 + 256);
     assert!(r.stats().discarded_pages >= 256);
 }
@@ -128,15 +135,19 @@ fn kernel_access_to_evicted_pages_is_served() {
         rx.read_exact(&mut got).unwrap();
         got
     });
-    tx.write_all(&r.as_mut_slice()[PAGE * 10..PAGE * 12]).unwrap();
+    tx.write_all(&r.as_mut_slice()[PAGE * 10..PAGE * 12])
+        .unwrap();
     let got = writer.join().unwrap();
     check(&got[..PAGE], 15);
     // read(2) into evicted pages.
     r.reclaim_to(0);
     let (mut rx, mut tx) = std::io::pipe().unwrap();
     tx.write_all(&[0x5a; PAGE]).unwrap();
-    rx.read_exact(&mut r.as_mut_slice()[PAGE * 20..PAGE * 21]).unwrap();
-    assert!(r.as_mut_slice()[PAGE * 20..PAGE * 21].iter().all(|&b| b == 0x5a));
+    rx.read_exact(&mut r.as_mut_slice()[PAGE * 20..PAGE * 21])
+        .unwrap();
+    assert!(r.as_mut_slice()[PAGE * 20..PAGE * 21]
+        .iter()
+        .all(|&b| b == 0x5a));
     check(&r.as_mut_slice()[PAGE * 21..PAGE * 22], 26);
 }
 
@@ -205,5 +216,8 @@ fn concurrent_updates_under_constant_reclaim_lose_nothing() {
     }
     let z = r.zswap().stats();
     assert!(r.stats().folios_evicted > 0);
-    assert!(z.get("written_back_pages") + z.get("pswpout") > 0, "nothing reached the swap file");
+    assert!(
+        z.get("written_back_pages") + z.get("pswpout") > 0,
+        "nothing reached the swap file"
+    );
 }

@@ -166,11 +166,11 @@ fn cli_errors_are_one_line_exit_2() {
                 "--size",
                 "8M",
                 "--memory-high",
-                "16M",
+                "64K",
                 "--system",
                 "uzswap",
             ][..],
-            "uzswap side not wired yet",
+            "--memory-high must be at least 16M",
         ),
         (
             &[

@@ -20,7 +20,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_high: u64,
     /// uzswap folio size (4K..2M).
-    #[arg(long, value_name = "SIZE", default_value = "4K", value_parser = parse_folio_size)]
+    #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = parse_folio_size)]
     pub folio_size: usize,
     /// uzswap's compressor (a system's ':COMPRESSOR' suffix overrides it).
     #[arg(long, default_value = "lz4")]

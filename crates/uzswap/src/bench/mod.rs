@@ -6,5 +6,6 @@ pub mod engine;
 pub mod peer;
 pub mod stats;
 pub mod systems;
+pub mod uzswap_side;
 pub mod worker;
 pub mod workload;

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use super::stats::CpuTimes;
-use super::workload::{WorkloadOutput, WorkloadSpec};
+use super::workload::WorkloadOutput;
 
 /// How a uzswap region treats the pool: the three columns of the writethrough patch's table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,14 +189,4 @@ impl WorkloadResult {
     }
 }
 
-/// Run `spec` on a uzswap region configured by `config`, in this process: create a region of
-/// `spec.area_bytes()` (page aligned) under `spec.memory_high` with `spec.folio_size`, load
-/// the corpus when `spec.needs_content()`, call `workload::run_on_memory` on the region's
-/// slice, and fill the result (CPU of the workload threads and of the handlers, engine
-/// counters, sampled RSS, fault latency, pages per fault).
-pub fn run_uzswap(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {
-    let _ = (spec, config);
-    Err(anyhow!(
-        "uzswap side not wired yet (use --system to run only kernel peers)"
-    ))
-}
+pub use super::uzswap_side::run_uzswap;

@@ -207,6 +207,16 @@ impl SwapCache {
     /// one).
     pub const BYTES_PER_PAGE: usize = 8;
 
+    /// Bytes of metadata held now: the state words and the slot side map.
+    pub fn metadata_bytes(&self) -> u64 {
+        let slots: usize = self
+            .slots
+            .iter()
+            .map(|m| m.lock().capacity() * (std::mem::size_of::<(u32, u32)>() + 1))
+            .sum();
+        (self.words.len() * Self::BYTES_PER_PAGE + slots) as u64
+    }
+
     fn slot_shard(&self, offset: u32) -> &Mutex<HashMap<u32, u32>> {
         &self.slots[offset as usize % SLOT_SHARDS]
     }

@@ -50,6 +50,19 @@ pub struct LoadError {
     pub kind: LoadErrorKind,
 }
 
+/// Pages of a folio already read from disk in runs (at most a few runs per folio).
+#[derive(Default)]
+struct DiskRuns(Vec<(u32, u32)>);
+
+impl DiskRuns {
+    fn add(&mut self, start: u32, n: u32) {
+        self.0.push((start, n));
+    }
+    fn contains(&self, o: u32) -> bool {
+        self.0.iter().any(|&(s, n)| (s..s + n).contains(&o))
+    }
+}
+
 thread_local! {
     static OBJECT: RefCell<Vec<u8>> = RefCell::new(vec![0; PAGE_SIZE]);
 }
@@ -61,7 +74,12 @@ impl ZswapGroup {
         self.check(folio);
         assert_eq!(out.len(), folio.nr_pages() as usize * PAGE_SIZE);
         let mut loaded = Loaded::default();
+        let disk_run = self.read_disk_runs(folio, out)?;
         for (offset, page) in folio.offsets().zip(out.chunks_exact_mut(PAGE_SIZE)) {
+            if disk_run.contains(offset) {
+                loaded.disk += 1;
+                continue;
+            }
             match self.load_one(folio, offset, page)? {
                 Kind::Empty => loaded.empty += 1,
                 Kind::Zero => loaded.zero += 1,
@@ -78,6 +96,45 @@ impl ZswapGroup {
             Stats::count_order(&stats.order_swpin, folio.order(), 1);
         }
         Ok(loaded)
+    }
+
+    /// Read the folio's on-disk pages whose slots are consecutive with one device read per
+    /// run (a folio written back whole sits in contiguous slots). Returns the pages read.
+    fn read_disk_runs(&self, folio: &FolioLock, out: &mut [u8]) -> Result<DiskRuns, LoadError> {
+        let mut done = DiskRuns::default();
+        let Some(swap) = self.shared.swap.as_ref() else {
+            return Ok(done);
+        };
+        let slot_of = |o: u32| {
+            (folio.state(o).kind == Kind::OnDisk)
+                .then(|| folio.slot(o))
+                .flatten()
+        };
+        let mut o = folio.start();
+        while o < folio.end() {
+            let Some(first) = slot_of(o) else {
+                o += 1;
+                continue;
+            };
+            let mut n = 1;
+            while o + n < folio.end() && slot_of(o + n).map(|s| s.0) == Some(first.0 + n) {
+                n += 1;
+            }
+            if n > 1 {
+                let i = (o - folio.start()) as usize * PAGE_SIZE;
+                if swap
+                    .read(first, &mut out[i..i + n as usize * PAGE_SIZE])
+                    .is_err()
+                {
+                    // Let the page-by-page path find and report the failing page.
+                    o += n;
+                    continue;
+                }
+                done.add(o, n);
+            }
+            o += n;
+        }
+        Ok(done)
     }
 
     /// Copy one page of a held folio into `out` without counting or freeing anything: what a

@@ -1,0 +1,158 @@
+//! The uzswap side of the workload benchmarks: the workload runs in this process on a
+//! managed region under the limit, and the figures are filled in the same shape as a kernel
+//! peer's: the engine's counters under the kernel's names, CPU time of the workload's
+//! threads and of uzswap's own (fault handlers, kswapd, shrink worker), sampled RSS and the
+//! region's own accounting, fault latency and pages per fault.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use region::{Region, RegionConfig};
+use zswap::compress::CompressorSpec;
+
+use super::stats::CpuTimes;
+use super::systems::{Latency, System, UzswapConfig, UzswapMode, WorkloadResult};
+use super::workload::{run_on_memory, Content, WorkloadSpec};
+
+/// VmRSS of this process, in bytes.
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// CPU of this process's threads, split: uzswap's own threads (named `uzswap-*` and
+/// `zswap-shrink`) and the rest.
+fn cpu_split() -> (CpuTimes, CpuTimes) {
+    let (mut ours, mut rest) = (CpuTimes::default(), CpuTimes::default());
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return (ours, rest);
+    };
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let Some(c) = CpuTimes::from_stat_file(&t.path().join("stat")) else {
+            continue;
+        };
+        let acc = if comm.starts_with("uzswap-") || comm.starts_with("zswap-shrink") {
+            &mut ours
+        } else {
+            &mut rest
+        };
+        acc.user_s += c.user_s;
+        acc.sys_s += c.sys_s;
+    }
+    (ours, rest)
+}
+
+fn process_cpu() -> CpuTimes {
+    CpuTimes::from_stat_file(Path::new("/proc/self/stat")).unwrap_or_default()
+}
+
+pub fn run_uzswap(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {
+    let system = System::Uzswap(config.clone());
+    let compressor: CompressorSpec = config.compressor.parse()?;
+    let content = if spec.needs_content() {
+        Some(Content::load(&spec.corpus)?)
+    } else {
+        None
+    };
+    let cfg = RegionConfig::new(spec.memory_high)
+        .folio_size(spec.folio_size)
+        .compressor(compressor)
+        .writethrough(config.mode == UzswapMode::Writethrough)
+        .fault_threads(2);
+    let mut region = Region::new(spec.area_bytes(), cfg).context("creating the uzswap region")?;
+    if config.mode == UzswapMode::NoCompression {
+        // Every cold page goes straight to the swap file.
+        region.zswap().params().set_enabled(false);
+    }
+    let baseline = rss();
+    let before_cpu = process_cpu();
+    let (before_ours, _) = cpu_split();
+
+    // Sample RSS (over the baseline) and the region's own accounting while the workload
+    // runs; the sampler holds only a probe, the workload has the memory.
+    let (max_rss, max_usage, done) = (AtomicU64::new(0), AtomicU64::new(0), AtomicBool::new(false));
+    let probe = region.usage_probe();
+    let engine = region.zswap().clone();
+    let output = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Relaxed) {
+                max_rss.fetch_max(rss().saturating_sub(baseline), Relaxed);
+                max_usage.fetch_max(probe.usage().total(), Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let r = run_on_memory(spec, content.as_ref(), region.as_mut_slice());
+        done.store(true, Relaxed);
+        r
+    })?;
+
+    let after_cpu = process_cpu();
+    let (after_ours, _) = cpu_split();
+    let ours = after_ours.minus(before_ours);
+    let total = after_cpu.minus(before_cpu);
+    let mut result = WorkloadResult::new(&system, output, spec.memory_high);
+    result.helper_cpu = Some(ours);
+    result.cpu = CpuTimes {
+        user_s: total.user_s - ours.user_s,
+        sys_s: total.sys_s - ours.sys_s,
+    };
+    let zs = engine.stats();
+    let mut stats = BTreeMap::new();
+    for (name, v) in &zs.lines {
+        // hugepages-64kB/stats/zswpout -> thp_64kB_zswpout, as the kernel peer names it.
+        let key = match name.strip_prefix("hugepages-") {
+            Some(rest) => format!("thp_{}", rest.replace("/stats/", "_")),
+            None => name.clone(),
+        };
+        if *v != 0 {
+            stats.insert(key, *v as i64);
+        }
+    }
+    result.stats = stats;
+    let rs = region.stats();
+    let usage = region.usage();
+    result.gauges = BTreeMap::from([
+        ("pool_total_size".into(), usage.pool as i64),
+        ("resident_bytes".into(), usage.resident as i64),
+        ("swapcache_bytes".into(), usage.swapcache as i64),
+        ("rss_baseline_bytes".into(), baseline as i64),
+        ("faults".into(), rs.faults as i64),
+        ("faults_swapcache".into(), rs.faults_swapcache as i64),
+        ("faults_folio".into(), rs.faults_folio as i64),
+        ("faults_first_touch".into(), rs.faults_first_touch as i64),
+        ("direct_reclaim".into(), rs.direct_reclaim as i64),
+        ("folios_evicted".into(), rs.folios_evicted as i64),
+    ]);
+    result.max_rss_bytes = Some(max_rss.load(Relaxed));
+    result.max_usage_bytes = Some(max_usage.load(Relaxed));
+    result.settings = BTreeMap::from([
+        ("folio_size".into(), spec.folio_size.to_string()),
+        ("compressor".into(), config.compressor.clone()),
+        (
+            "kernel_faults_served".into(),
+            region.kernel_faults_served().to_string(),
+        ),
+        (
+            "rss".into(),
+            "max VmRSS over the baseline taken before the workload".into(),
+        ),
+    ]);
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    result.fault_latency = Some(Latency {
+        p50_us: us(rs.fault_latency_p50),
+        p99_us: us(rs.fault_latency_p99),
+        max_us: us(rs.fault_latency_max),
+    });
+    result.pages_per_fault = Some(rs.pages_per_fault);
+    Ok(result)
+}
