@@ -170,6 +170,8 @@ pub struct SwapCache {
     words: Box<[AtomicU64]>,
     /// Disk slots of the pages whose word has HAS_SLOT, changed only by the page's owner.
     slots: Box<[Mutex<HashMap<u32, u32>>]>,
+    /// Entries in the slot side map, for the metadata figure without taking every shard.
+    slot_entries: AtomicU64,
     waitq: WaitQueues,
 }
 
@@ -195,6 +197,7 @@ impl SwapCache {
             slots: (0..SLOT_SHARDS)
                 .map(|_| Mutex::new(HashMap::new()))
                 .collect(),
+            slot_entries: AtomicU64::new(0),
             waitq: WaitQueues::new(),
         }
     }
@@ -207,14 +210,11 @@ impl SwapCache {
     /// one).
     pub const BYTES_PER_PAGE: usize = 8;
 
-    /// Bytes of metadata held now: the state words and the slot side map.
+    /// Bytes of metadata held now: the state words and the slot side map (counted at 18
+    /// bytes an entry: 8 of key and value, 1 of control, at the map's lowest load factor).
     pub fn metadata_bytes(&self) -> u64 {
-        let slots: usize = self
-            .slots
-            .iter()
-            .map(|m| m.lock().capacity() * (std::mem::size_of::<(u32, u32)>() + 1))
-            .sum();
-        (self.words.len() * Self::BYTES_PER_PAGE + slots) as u64
+        (self.words.len() * Self::BYTES_PER_PAGE) as u64
+            + self.slot_entries.load(Ordering::Relaxed) * 18
     }
 
     fn slot_shard(&self, offset: u32) -> &Mutex<HashMap<u32, u32>> {
@@ -494,11 +494,15 @@ impl<'a> FolioLock<'a> {
         let mut shard = self.cache.slot_shard(offset).lock();
         match slot {
             Some(s) => {
-                shard.insert(offset, s.0);
+                if shard.insert(offset, s.0).is_none() {
+                    self.cache.slot_entries.fetch_add(1, Ordering::Relaxed);
+                }
                 word.fetch_or(HAS_SLOT, Ordering::AcqRel);
             }
             None => {
-                shard.remove(&offset);
+                if shard.remove(&offset).is_some() {
+                    self.cache.slot_entries.fetch_sub(1, Ordering::Relaxed);
+                }
                 word.fetch_and(!HAS_SLOT, Ordering::AcqRel);
             }
         }

@@ -90,7 +90,15 @@ impl SwapInfo {
     /// Free a slot and give its storage back. A failed discard leaks no data (the slot is
     /// overwritten before anyone reads it again) so it is not an error for the caller.
     pub fn free(&self, slot: SwapSlot) {
-        let _ = self.device.discard(slot, 1);
-        self.slots.lock().free(slot, 1);
+        self.free_run(slot, 1);
+    }
+
+    /// Free `nr` consecutive slots with one discard.
+    pub fn free_run(&self, slot: SwapSlot, nr: u32) {
+        let _ = self.device.discard(slot, nr);
+        let mut slots = self.slots.lock();
+        for i in 0..nr {
+            slots.free(SwapSlot(slot.0 + i), 1);
+        }
     }
 }

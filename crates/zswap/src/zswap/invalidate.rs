@@ -10,11 +10,35 @@ use crate::PAGE_SIZE;
 use super::ZswapGroup;
 
 impl ZswapGroup {
-    /// Free everything the folio's pages hold.
+    /// Free everything the folio's pages hold. Disk slots go back in contiguous runs, one
+    /// discard (hole punch) per run rather than per page.
     pub fn invalidate(&self, folio: &FolioLock) {
         self.check(folio);
+        let mut slots: Vec<u32> = Vec::new();
         for offset in folio.offsets() {
+            if let Some(slot) = folio.slot(offset) {
+                slots.push(slot.0);
+                folio.set_slot(offset, None);
+            }
             self.erase(folio, offset);
+        }
+        if slots.is_empty() {
+            return;
+        }
+        let swap = self
+            .shared
+            .swap
+            .as_ref()
+            .expect("a page has a slot only where there is a device");
+        slots.sort_unstable();
+        let mut i = 0;
+        while i < slots.len() {
+            let mut n = 1;
+            while i + n < slots.len() && slots[i + n] == slots[i] + n as u32 {
+                n += 1;
+            }
+            swap.free_run(crate::swap::SwapSlot(slots[i]), n as u32);
+            i += n;
         }
     }
 
