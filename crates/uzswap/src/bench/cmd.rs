@@ -19,9 +19,11 @@ pub struct CommonArgs {
     /// Memory limit (memory.high) of the workload, e.g. 1G.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_high: u64,
-    /// uzswap folio size (4K..2M).
-    #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = parse_folio_size)]
-    pub folio_size: usize,
+    /// uzswap folio size (4K..2M). Default: 64K for usemem (sequential: a fault brings a
+    /// whole folio back at once), 4K for mix and sweep (random: a larger folio would move
+    /// pages nobody asked for, in and out).
+    #[arg(long, value_name = "SIZE", value_parser = parse_folio_size)]
+    pub folio_size: Option<usize>,
     /// uzswap's compressor (a system's ':COMPRESSOR' suffix overrides it).
     #[arg(long, default_value = "lz4")]
     pub compressor: String,
@@ -190,10 +192,14 @@ impl Runner {
 }
 
 fn spec(c: &CommonArgs, workload: Workload) -> WorkloadSpec {
+    let default_folio = match workload {
+        Workload::Usemem { .. } => 64 << 10,
+        Workload::Mix { .. } | Workload::Heap { .. } => 4 << 10,
+    };
     WorkloadSpec {
         workload,
         memory_high: c.memory_high,
-        folio_size: c.folio_size,
+        folio_size: c.folio_size.unwrap_or(default_folio),
         corpus: c.corpus.clone(),
         seed: c.seed,
     }
