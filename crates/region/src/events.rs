@@ -1,59 +1,86 @@
 //! The region's non-fault events: discards (`MADV_DONTNEED`/`MADV_REMOVE` raise REMOVE,
 //! `munmap` raises UNMAP) and moves (`mremap` raises REMAP).
 //!
-//! A discard frees what the engine holds for those pages, so a later read gives zeros, as
-//! the kernel promises. The event is read before the kernel zaps the pages; until the zap,
-//! the pages stay as they were. A folio still staged in the swap cache is moved back first,
-//! so its pages outside the discarded range keep their data.
+//! The kernel zaps a discarded range as soon as a handler has *read* the REMOVE event, not
+//! when the handler is done with it. So a discard is recorded as pending at the moment it is
+//! read, under an exclusive gate; every install into the region (a fault's copy, a staged
+//! folio's move back) holds the gate shared and never puts data into a pending page. An
+//! install therefore either completes before the event is read (and the zap then clears it)
+//! or sees the discard and installs a zero page instead: after `madvise` returns, the program
+//! reads zeros, as the kernel promises. The pending range is then processed: what the engine
+//! holds for those pages is freed, and a staged copy of their folio is dropped (never moved
+//! back: the engine holds a stored copy of every staged folio).
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use uffd::Filled;
+use uffd::{Event, UffdError};
 use zswap::PAGE_SIZE;
 
-use crate::fault::defer_pending_events;
 use crate::region::Inner;
 
-pub(crate) fn discard(inner: &Inner, start: usize, end: usize, unmapped: bool) {
+/// Read events under the exclusive gate, recording discards as pending before anyone can
+/// act on the state they change.
+pub(crate) fn read_events(inner: &Inner, out: &mut Vec<Event>) -> Result<usize, UffdError> {
+    let _gate = inner.event_gate.write();
+    let n = inner.uffd.read_events(out)?;
+    let mut pending = inner.pending.lock();
+    for ev in out.iter() {
+        if let Event::Remove { start, end } | Event::Unmap { start, end } = *ev {
+            if let Some(range) = page_range(inner, start, end) {
+                pending.push(range);
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// The region pages `[first, last)` that `[start, end)` covers.
+fn page_range(inner: &Inner, start: usize, end: usize) -> Option<(u32, u32)> {
     let base = inner.base();
     let (start, end) = (start.max(base), end.min(base + inner.len));
-    if start >= end {
-        return;
+    (start < end).then(|| {
+        (
+            ((start - base) / PAGE_SIZE) as u32,
+            (end - base).div_ceil(PAGE_SIZE) as u32,
+        )
+    })
+}
+
+/// For the pages `[first, last)`: which have a discard pending (None if none does). Call with
+/// the event gate held shared.
+pub(crate) fn pending_mask(inner: &Inner, first: u32, last: u32) -> Option<Vec<bool>> {
+    let pending = inner.pending.lock();
+    if !pending.iter().any(|&(a, b)| a < last && first < b) {
+        return None;
     }
-    let first = ((start - base) / PAGE_SIZE) as u32;
-    let last = (end - base).div_ceil(PAGE_SIZE) as u32;
+    Some(
+        (first..last)
+            .map(|p| pending.iter().any(|&(a, b)| (a..b).contains(&p)))
+            .collect(),
+    )
+}
+
+/// Free what uzswap holds for the discarded pages `[start, end)`.
+pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
+    let Some((first, last)) = page_range(inner, start, end) else {
+        return;
+    };
     let fp = inner.folio_pages;
     let mut fstart = first & !(fp - 1);
     while fstart < last {
         let folio = inner.group.lock_folio(fstart, inner.folio_order);
-        if let Some(mut staged) = inner.swapcache.take(fstart) {
-            if unmapped {
-                drop(staged); // the mapping is gone: nothing to keep
-            } else {
-                let dst = base + fstart as usize * PAGE_SIZE;
-                loop {
-                    match staged.move_back(&inner.uffd, dst) {
-                        Ok(Filled::All) => break,
-                        Ok(Filled::PageExists { done }) => {
-                            panic!("page {done} bytes into a staged folio is already present")
-                        }
-                        Err(e) if e.is_retry() => defer_pending_events(inner),
-                        Err(e) => panic!("moving a staged folio back failed: {e}"),
-                    }
-                }
-                for p in folio.offsets() {
-                    inner.set_resident(p, true);
-                }
-                inner.group.invalidate(&folio);
-                inner.lru.lock().push_back(fstart);
-            }
-        }
+        // Never moved back: that could land after the kernel's zap. The engine has it all.
+        drop(inner.swapcache.take(fstart));
         for p in folio.offsets().filter(|p| (first..last).contains(p)) {
             inner.group.invalidate_page(&folio, p);
             inner.set_resident(p, false);
             inner.stats.discarded_pages.fetch_add(1, Relaxed);
         }
         fstart += fp;
+    }
+    let mut pending = inner.pending.lock();
+    if let Some(i) = pending.iter().position(|&r| r == (first, last)) {
+        pending.swap_remove(i);
     }
 }
 

@@ -1,35 +1,51 @@
 //! Fault handling: the threads that read the region's userfaultfd and bring pages back.
 //!
 //! A fault locks its folio in the engine's swap cache: the first thread to fault a folio owns
-//! it, and others (another fault, reclaim, a discard) wait on it there. Under the lock:
+//! it, and others (another fault, reclaim, a discard) wait on it there. Under the lock, and
+//! holding the event gate shared (events.rs):
 //! 1. the folio is in the region's swap cache (staged): move it straight back;
 //! 2. every page of it is held by the engine: load the whole folio and install it with one
 //!    `UFFDIO_COPY`, one wake-up;
 //! 3. otherwise its pages are in different places: each missing page comes back from where
-//!    it is (zero-filled if nothing holds it), installed in runs.
+//!    it is (zero-filled if nothing holds it), installed in runs. A page with a discard
+//!    pending gets a zero page: that is what it reads once the discard lands.
 //!
-//! Only then are the engine's copies freed (invariant 2). A page that cannot be read back is
-//! poisoned: the program gets SIGBUS on it, never zeros (invariant 7).
+//! The engine's copy of a page is freed only once the page is installed (invariant 2). A page
+//! that cannot be read back is poisoned: the program gets SIGBUS on it, never zeros
+//! (invariant 7). An operation that finds events pending (EAGAIN) gives up the gate, reads
+//! them, and the fault starts over under the same folio lock: nothing is lost, since pages
+//! already installed are marked and their engine copies already freed.
 //!
 //! A fault that would take the region past its limit reclaims first, before taking its lock.
 
 use std::cell::RefCell;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use uffd::{CopyMode, Event, Filled, UffdError};
+use uffd::{CopyMode, Event, Filled, StagedFolio, UffdError};
 use zswap::swap::{FolioLock, Kind};
 use zswap::PAGE_SIZE;
 
+use crate::events::pending_mask;
 use crate::region::Inner;
 
 thread_local! {
     static FOLIO_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Why an install into the region stopped.
+pub(crate) enum Stop {
+    /// Events are pending (EAGAIN): read them, then start over.
+    Again,
+    /// The range is gone (unmapped, or moved away): leave everything as it is.
+    Gone,
+}
+
 /// Read events until the region stops; serve each.
 pub(crate) fn handler_loop(inner: &Inner) {
+    // Reserved once: a reader must not allocate between reads (see the uffd crate).
     let mut events = Vec::with_capacity(uffd::EVENT_BATCH);
-    while !inner.stop.load(std::sync::atomic::Ordering::Relaxed) {
+    while !inner.stop.load(Relaxed) {
         let deferred = std::mem::take(&mut *inner.deferred.lock());
         for ev in deferred {
             handle_event(inner, ev);
@@ -43,7 +59,7 @@ pub(crate) fn handler_loop(inner: &Inner) {
             Err(e) => panic!("waiting on the userfaultfd failed: {e}"),
         }
         events.clear();
-        match inner.uffd.read_events(&mut events) {
+        match crate::events::read_events(inner, &mut events) {
             Ok(_) => {}
             Err(e) if e.is_retry() => continue,
             Err(e) => panic!("reading the userfaultfd failed: {e}"),
@@ -57,11 +73,24 @@ pub(crate) fn handler_loop(inner: &Inner) {
 fn handle_event(inner: &Inner, ev: Event) {
     match ev {
         Event::Pagefault { addr, flags, .. } => serve_fault(inner, addr, flags.write),
-        Event::Remove { start, end } => crate::events::discard(inner, start, end, false),
-        Event::Unmap { start, end } => crate::events::discard(inner, start, end, true),
+        Event::Remove { start, end } | Event::Unmap { start, end } => {
+            crate::events::discard(inner, start, end)
+        }
         Event::Remap { from, to, len } => crate::events::remap(inner, from, to, len),
         _ => {}
     }
+}
+
+/// Events are pending and we hold no gate: read them for the handler loop to process. The
+/// discards among them are recorded as pending at once.
+pub(crate) fn read_pending_events(inner: &Inner) {
+    let mut evs = Vec::new();
+    let _ = crate::events::read_events(inner, &mut evs);
+    if evs.is_empty() {
+        std::thread::yield_now();
+        return;
+    }
+    inner.deferred.lock().extend(evs);
 }
 
 /// Bring back the folio holding `addr`.
@@ -77,19 +106,36 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     let start = page & !(inner.folio_pages - 1);
     crate::reclaim::throttle(inner);
     let folio = inner.group.lock_folio(start, inner.folio_order);
-    inner
-        .stats
-        .faults
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let installed = if let Some(staged) = inner.swapcache.take(start) {
-        from_swapcache(inner, &folio, staged)
-    } else {
-        from_engine(inner, &folio, page, write)
+    inner.stats.faults.fetch_add(1, Relaxed);
+    let mut staged = inner.swapcache.take(start);
+    let installed = loop {
+        let gate = inner.event_gate.read();
+        let pending = pending_mask(inner, folio.start(), folio.end());
+        let r = match staged.as_mut() {
+            Some(s) if pending.is_none() => from_swapcache(inner, &folio, s),
+            _ => {
+                // A discard touches this folio: its staged copy must not come back (the
+                // engine holds every page of it anyway).
+                staged = None;
+                from_engine(inner, &folio, page, write, pending.as_deref())
+            }
+        };
+        match r {
+            Ok(n) => break n,
+            Err(Stop::Gone) => {
+                if let Some(s) = staged.take() {
+                    inner.swapcache.insert(start, s);
+                }
+                break 0;
+            }
+            Err(Stop::Again) => {
+                drop(gate);
+                read_pending_events(inner);
+            }
+        }
     };
-    inner
-        .stats
-        .pages_in
-        .fetch_add(installed, std::sync::atomic::Ordering::Relaxed);
+    drop(staged);
+    inner.stats.pages_in.fetch_add(installed, Relaxed);
     drop(folio);
     inner.stats.record_latency(t0.elapsed());
     if inner.usage().total() > inner.limit.saturating_sub(inner.folio_bytes() as u64 * 4) {
@@ -103,114 +149,118 @@ fn addr_of(inner: &Inner, page: u32) -> usize {
 
 /// The folio is still staged: move it back. Its stored copy is dropped, since the program may
 /// now write the page.
-fn from_swapcache(inner: &Inner, folio: &FolioLock, mut staged: uffd::StagedFolio) -> u64 {
+fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) -> Result<u64, Stop> {
     let dst = addr_of(inner, folio.start());
-    loop {
-        match staged.move_back(&inner.uffd, dst) {
-            Ok(Filled::All) => break,
-            Ok(Filled::PageExists { done }) => {
-                // Nothing installs into a folio without its lock, which we hold: a present
-                // page here means the bookkeeping is wrong, and dropping the staged pages
-                // behind it would lose data. Stop (the process is stopped with us).
-                panic!("page {done} bytes into a staged folio is already present");
-            }
-            Err(e) if e.is_retry() => defer_pending_events(inner),
-            Err(e) => panic!("moving a staged folio back failed: {e}"),
+    match staged.move_back(&inner.uffd, dst) {
+        Ok(Filled::All) => {}
+        Ok(Filled::PageExists { done }) => {
+            // Nothing installs into a folio without its lock, which we hold: a present page
+            // here means the bookkeeping is wrong, and dropping the staged pages behind it
+            // would lose data. Stop (the process is stopped with us).
+            panic!("page {done} bytes into a staged folio is already present");
         }
+        Err(e) if e.is_retry() => return Err(Stop::Again),
+        Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),
+        Err(e) => panic!("moving a staged folio back failed: {e}"),
     }
-    drop(staged);
     for p in folio.offsets() {
         inner.set_resident(p, true);
     }
     inner.group.invalidate(folio);
     inner.lru.lock().push_back(folio.start());
-    inner
-        .stats
-        .faults_swapcache
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    u64::from(folio.nr_pages())
+    inner.stats.faults_swapcache.fetch_add(1, Relaxed);
+    Ok(u64::from(folio.nr_pages()))
 }
 
-/// Bring the folio's missing pages back from the engine.
-fn from_engine(inner: &Inner, folio: &FolioLock, page: u32, write: bool) -> u64 {
+/// Bring the folio's missing pages back from the engine. `pending`: pages with a discard
+/// pending, which get zero pages.
+fn from_engine(
+    inner: &Inner,
+    folio: &FolioLock,
+    page: u32,
+    write: bool,
+    pending: Option<&[bool]>,
+) -> Result<u64, Stop> {
     let nr = folio.nr_pages() as usize;
+    let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
     let missing: Vec<u32> = folio.offsets().filter(|&p| !inner.is_resident(p)).collect();
     if missing.is_empty() {
         // Installed meanwhile by someone who held the folio before us.
-        inner
-            .stats
-            .redundant
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        inner.stats.redundant.fetch_add(1, Relaxed);
         let _ = inner.uffd.wake(addr_of(inner, page), PAGE_SIZE);
-        return 0;
+        return Ok(0);
     }
-    let whole = missing.len() == nr && folio.offsets().all(|p| folio.state(p).kind != Kind::Empty);
+    let whole = pending.is_none()
+        && missing.len() == nr
+        && folio.offsets().all(|p| folio.state(p).kind != Kind::Empty);
     let first_touch = folio.offsets().all(|p| folio.state(p).kind == Kind::Empty);
     FOLIO_BUF.with(|buf| {
         let buf = &mut *buf.borrow_mut();
         buf.resize(nr * PAGE_SIZE, 0);
         if whole && inner.group.load(folio, buf).is_ok() {
-            install(inner, folio.start(), buf, write, false);
-            for p in folio.offsets() {
-                inner.set_resident(p, true);
-            }
-            inner.group.finish_load(folio);
+            installed_run(
+                inner,
+                folio,
+                folio.start(),
+                nr,
+                install(inner, folio.start(), buf, write, false),
+            )?;
             inner.lru.lock().push_back(folio.start());
-            inner
-                .stats
-                .faults_folio
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return nr as u64;
+            inner.stats.faults_folio.fetch_add(1, Relaxed);
+            return Ok(nr as u64);
         }
-        // Page by page: each missing page from wherever it is. Runs of missing pages are
-        // installed together.
+        // Page by page: each missing page from wherever it is; runs installed together.
         let mut poisoned = Vec::new();
-        let mut ok = vec![false; nr];
+        let mut ready = vec![false; nr];
         for &p in &missing {
             let i = (p - folio.start()) as usize;
             let out = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
+            if is_pending(p) {
+                // Discarded: it reads zero from now on.
+                inner.group.invalidate_page(folio, p);
+                out.fill(0);
+                ready[i] = true;
+                continue;
+            }
             match inner.group.read_page(folio, p, out) {
                 Ok(Kind::Empty) => {
                     out.fill(0);
-                    ok[i] = true;
+                    ready[i] = true;
                 }
-                Ok(_) => ok[i] = true,
+                Ok(_) => ready[i] = true,
                 Err(_) => poisoned.push(p),
             }
         }
         let mut i = 0;
         while i < nr {
-            if !ok[i] {
+            if !ready[i] {
                 i += 1;
                 continue;
             }
             let mut j = i;
-            while j < nr && ok[j] {
+            while j < nr && ready[j] {
                 j += 1;
             }
+            let first = folio.start() + i as u32;
             let zero_run = (i..j).all(|k| {
-                let st = folio.state(folio.start() + k as u32);
-                st.kind == Kind::Empty || (st.kind == Kind::Zero && st.payload == 0)
+                let p = folio.start() + k as u32;
+                let st = folio.state(p);
+                is_pending(p)
+                    || st.kind == Kind::Empty
+                    || (st.kind == Kind::Zero && st.payload == 0)
             });
-            install(
+            let r = install(
                 inner,
-                folio.start() + i as u32,
+                first,
                 &buf[i * PAGE_SIZE..j * PAGE_SIZE],
                 write,
                 zero_run,
             );
-            for k in i..j {
-                inner.set_resident(folio.start() + k as u32, true);
-            }
+            installed_run(inner, folio, first, j - i, r)?;
             i = j;
         }
-        for &p in &missing {
-            if !poisoned.contains(&p) {
-                inner.group.invalidate_page(folio, p);
-            }
-        }
         for &p in &poisoned {
-            poison(inner, folio, p);
+            poison(inner, folio, p)?;
         }
         inner.lru.lock().push_back(folio.start());
         let counter = if first_touch {
@@ -218,15 +268,45 @@ fn from_engine(inner: &Inner, folio: &FolioLock, page: u32, write: bool) -> u64 
         } else {
             &inner.stats.faults_pages
         };
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        (missing.len() - poisoned.len()) as u64
+        counter.fetch_add(1, Relaxed);
+        Ok((missing.len() - poisoned.len()) as u64)
     })
 }
 
+/// After an install of `n` pages from `first`: mark what went in as present and free the
+/// engine's copies of it (invariant 2: only now). On a stop, the pages that went in before it
+/// are settled the same way, so starting over never installs a page twice.
+fn installed_run(
+    inner: &Inner,
+    folio: &FolioLock,
+    first: u32,
+    n: usize,
+    result: Result<(), (usize, Stop)>,
+) -> Result<(), Stop> {
+    let (done, stop) = match result {
+        Ok(()) => (n, None),
+        Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
+    };
+    for p in first..first + done as u32 {
+        inner.set_resident(p, true);
+        inner.group.invalidate_page(folio, p);
+    }
+    match stop {
+        None => Ok(()),
+        Some(s) => Err(s),
+    }
+}
+
 /// Install `data` at page `first` of the region: one `UFFDIO_COPY` (or zero pages, for an
-/// all-zero run read by a read fault), retried across pending events, skipping pages that
-/// turn out present.
-fn install(inner: &Inner, first: u32, data: &[u8], write: bool, zero_run: bool) {
+/// all-zero run read by a read fault), skipping pages that turn out present. On a stop, says
+/// how many bytes went in before it.
+fn install(
+    inner: &Inner,
+    first: u32,
+    data: &[u8],
+    write: bool,
+    zero_run: bool,
+) -> Result<(), (usize, Stop)> {
     let mut done = 0usize;
     while done < data.len() {
         let dst = addr_of(inner, first) + done;
@@ -236,47 +316,33 @@ fn install(inner: &Inner, first: u32, data: &[u8], write: bool, zero_run: bool) 
             inner.uffd.copy(dst, &data[done..], CopyMode::default())
         };
         match r {
-            Ok(Filled::All) => return,
+            Ok(Filled::All) => return Ok(()),
             Ok(Filled::PageExists { done: d }) => {
-                inner
-                    .stats
-                    .redundant
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // Present already: it keeps what it has (it may be a page whose discard has
+                // not landed yet); the faulting thread is woken to look again.
+                inner.stats.redundant.fetch_add(1, Relaxed);
                 let _ = inner.uffd.wake(dst + d, PAGE_SIZE);
                 done += d + PAGE_SIZE;
             }
-            Err(e) if e.is_retry() => defer_pending_events(inner),
-            Err(UffdError::RangeGone { .. }) | Err(UffdError::ProcessGone { .. }) => return,
+            Err(UffdError::MappingChanging { done: d, .. }) => return Err((done + d, Stop::Again)),
+            Err(UffdError::RangeGone { .. }) | Err(UffdError::ProcessGone { .. }) => {
+                return Err((done, Stop::Gone))
+            }
             Err(e) => panic!("installing pages failed: {e}"),
         }
     }
+    Ok(())
 }
 
 /// The page cannot be read back: the program gets SIGBUS on it, not zeros.
-fn poison(inner: &Inner, folio: &FolioLock, page: u32) {
-    loop {
-        match inner.uffd.poison(addr_of(inner, page), PAGE_SIZE, false) {
-            Ok(_) => break,
-            Err(e) if e.is_retry() => defer_pending_events(inner),
-            Err(e) => panic!("poisoning a page that cannot be read back failed: {e}"),
-        }
+fn poison(inner: &Inner, folio: &FolioLock, page: u32) -> Result<(), Stop> {
+    match inner.uffd.poison(addr_of(inner, page), PAGE_SIZE, false) {
+        Ok(_) => {}
+        Err(e) if e.is_retry() => return Err(Stop::Again),
+        Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),
+        Err(e) => panic!("poisoning a page that cannot be read back failed: {e}"),
     }
     inner.group.mark_poisoned(folio, page);
-    inner
-        .stats
-        .poisoned
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// An operation returned EAGAIN: an event (remove, unmap, remap) is queued and must be read
-/// before the address space settles. We hold a folio, so we cannot act on the events now:
-/// read them and leave them for the loop.
-pub(crate) fn defer_pending_events(inner: &Inner) {
-    let mut evs = Vec::new();
-    let _ = inner.uffd.read_events(&mut evs);
-    if evs.is_empty() {
-        std::thread::yield_now();
-        return;
-    }
-    inner.deferred.lock().extend(evs);
+    inner.stats.poisoned.fetch_add(1, Relaxed);
+    Ok(())
 }

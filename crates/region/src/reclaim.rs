@@ -16,11 +16,12 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use uffd::{Filled, StageError};
+use uffd::{StageError, UffdError};
 use zswap::swap::FolioLock;
 use zswap::PAGE_SIZE;
 
-use crate::fault::defer_pending_events;
+use crate::events::pending_mask;
+use crate::fault::read_pending_events;
 use crate::region::Inner;
 
 /// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
@@ -129,26 +130,26 @@ fn drop_swapcache(inner: &Inner) -> bool {
 fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
     let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
     let bytes = folio.nr_pages() as usize * PAGE_SIZE;
-    let mut staged = loop {
-        match inner.staging.stage(&inner.uffd, addr, bytes) {
+    let staged = loop {
+        match inner.staging.stage(addr, bytes) {
             Ok(s) => break s,
             Err(StageError::NoSlot) => {
                 if !drop_swapcache(inner) {
-                    inner.stats.evict_failed.fetch_add(1, Relaxed);
-                    inner.lru.lock().push_back(folio.start());
-                    return false;
+                    return give_up(inner, folio);
                 }
             }
-            Err(StageError::Uffd(e)) if e.is_retry() => defer_pending_events(inner),
-            Err(StageError::Hole { .. }) => {
-                // A page we thought present is not (a discard we have not heard of yet):
-                // nothing was moved; the discard event will settle the bookkeeping.
-                inner.stats.evict_failed.fetch_add(1, Relaxed);
-                return false;
+            Err(StageError::Partial {
+                folio: mut partial, ..
+            }) => {
+                // A page not present (a discard we have not processed), pinned (EBUSY), or
+                // the mapping changing: put back what moved and leave this folio for now.
+                // Its resident bits were never cleared.
+                put_back(inner, folio, &mut partial, false);
+                return give_up(inner, folio);
             }
-            Err(e) => panic!("moving a folio out for eviction failed: {e}"),
         }
     };
+    let mut staged = staged;
     for p in folio.offsets() {
         inner.set_resident(p, false);
     }
@@ -164,22 +165,65 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
         Err(_) => {
             // Neither the pool nor the swap file took it (writeback off and the pool full):
             // it stays resident.
-            loop {
-                match staged.move_back(&inner.uffd, addr) {
-                    Ok(Filled::All) => break,
-                    Ok(Filled::PageExists { done }) => {
-                        panic!("page {done} bytes into an evicted folio reappeared")
+            put_back(inner, folio, &mut staged, true);
+            give_up(inner, folio)
+        }
+    }
+}
+
+/// Nothing installs into a folio without its lock, which we hold: a present page where a
+/// staged one returns means the bookkeeping is wrong, and the staged pages behind it would be
+/// lost with the slot. Stop (the process is stopped with us).
+fn all_moved(f: uffd::Filled) {
+    if let uffd::Filled::PageExists { done } = f {
+        panic!("page {done} bytes into a staged folio is already present");
+    }
+}
+
+fn give_up(inner: &Inner, folio: &FolioLock) -> bool {
+    inner.stats.evict_failed.fetch_add(1, Relaxed);
+    inner.lru.lock().push_back(folio.start());
+    false
+}
+
+/// Return a staged folio's pages to the region, except pages with a discard pending (they
+/// are gone for the program: the next access reads zero), holding the event gate shared as
+/// every install does (events.rs).
+/// With `mark`, the pages' resident bits are set again (they were cleared when the folio
+/// left); pending ones stay clear.
+fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, mark: bool) {
+    let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
+    loop {
+        let gate = inner.event_gate.read();
+        let pending = pending_mask(inner, folio.start(), folio.end());
+        let result = match &pending {
+            None => staged.move_back(&inner.uffd, addr).map(all_moved),
+            Some(mask) => (|| {
+                for (i, &gone) in mask.iter().enumerate() {
+                    if !gone {
+                        all_moved(staged.move_back_page(&inner.uffd, addr + i * PAGE_SIZE, i)?);
                     }
-                    Err(e) if e.is_retry() => defer_pending_events(inner),
-                    Err(e) => panic!("moving an unstorable folio back failed: {e}"),
                 }
+                Ok(())
+            })(),
+        };
+        match result {
+            Ok(()) => {
+                if !mark {
+                    return;
+                }
+                for (i, p) in folio.offsets().enumerate() {
+                    let gone = pending.as_ref().is_some_and(|m| m[i]);
+                    inner.set_resident(p, !gone);
+                }
+                return;
             }
-            for p in folio.offsets() {
-                inner.set_resident(p, true);
+            Err(e) if e.is_retry() => {
+                drop(gate);
+                read_pending_events(inner);
             }
-            inner.lru.lock().push_back(folio.start());
-            inner.stats.evict_failed.fetch_add(1, Relaxed);
-            false
+            Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return,
+            Err(e) => panic!("moving a folio back into the region failed: {e}"),
         }
     }
 }

@@ -80,6 +80,11 @@ pub(crate) struct Inner {
     pub stats: RegionStats,
     /// Events read by a handler that could not act on them at once (it held a folio).
     pub deferred: Mutex<Vec<uffd::Event>>,
+    /// Held exclusively to read events, shared by every install into the region: see
+    /// events.rs for why.
+    pub event_gate: parking_lot::RwLock<()>,
+    /// Discarded page ranges read but not yet processed.
+    pub pending: Mutex<Vec<(u32, u32)>>,
 }
 
 impl Inner {
@@ -266,6 +271,8 @@ impl Region {
             stop: AtomicBool::new(false),
             stats: RegionStats::default(),
             deferred: Mutex::new(Vec::new()),
+            event_gate: parking_lot::RwLock::new(()),
+            pending: Mutex::new(Vec::new()),
         });
 
         let mut threads = Vec::new();

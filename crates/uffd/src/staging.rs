@@ -43,10 +43,13 @@ pub struct StagedFolio {
 pub enum StageError {
     #[error("no free staging slot")]
     NoSlot,
-    #[error("a page of the folio is not present (done {done} bytes)")]
-    Hole { done: usize },
-    #[error(transparent)]
-    Uffd(#[from] UffdError),
+    /// The move failed part way (a page not present, a pinned page, a changing mapping...).
+    /// `folio` holds whatever moved: the caller moves it back with `move_back`.
+    #[error("moving the folio out failed: {source}")]
+    Partial {
+        folio: Box<StagedFolio>,
+        source: UffdError,
+    },
 }
 
 impl Staging {
@@ -89,18 +92,13 @@ impl Staging {
         self.region.addr() + slot as usize * self.slot_bytes
     }
 
-    /// Move `len` bytes of pages at `src` (page aligned, in a mapping registered with `src_uffd`)
-    /// into a free slot. Every page must be present; if one is not, the pages already moved are
-    /// put back and `Hole` is returned.
+    /// Move `len` bytes of pages at `src` (page aligned, in a managed mapping)
+    /// into a free slot. Every page must be present; if the move fails part way, the pages that
+    /// moved come back in `StageError::Partial` for the caller to return.
     ///
     /// The caller must own these pages in its page-state table (so no other eviction or fault
     /// handling of them runs meanwhile) and must not hold Rust references into them.
-    pub fn stage(
-        self: &Arc<Self>,
-        src_uffd: &Uffd,
-        src: usize,
-        len: usize,
-    ) -> Result<StagedFolio, StageError> {
+    pub fn stage(self: &Arc<Self>, src: usize, len: usize) -> Result<StagedFolio, StageError> {
         assert!(len > 0 && len <= self.slot_bytes && len.is_multiple_of(page_size()));
         let slot = self
             .free
@@ -110,7 +108,7 @@ impl Staging {
             .ok_or(StageError::NoSlot)?;
         // Owns the slot from here: dropping it on any early return frees the slot. Its len
         // is the whole folio, so a drop discards every page that may be in the slot.
-        let mut folio = StagedFolio {
+        let folio = StagedFolio {
             staging: self.clone(),
             slot,
             len,
@@ -128,40 +126,13 @@ impl Staging {
                 unreachable!("staging slot pages are missing, yet {done} bytes in one existed")
             }
             Err(e) => {
-                // Put back whatever was moved, so the program loses nothing: moving the whole
-                // slot back with source holes allowed returns exactly the pages that left.
-                loop {
-                    // SAFETY: as above; the slot is still owned by `folio`, no reference into
-                    // it exists, and `src` pages that never left are skipped (their slot pages
-                    // are holes), so nothing present is overwritten.
-                    let back = unsafe {
-                        src_uffd.move_pages(
-                            src,
-                            dst,
-                            len,
-                            MoveMode {
-                                allow_src_holes: true,
-                                ..MoveMode::default()
-                            },
-                        )
-                    };
-                    match back {
-                        Err(b) if b.is_retry() => continue,
-                        Err(b) => {
-                            // Pages would be stranded in the slot: keep them there rather
-                            // than discard data, and say so.
-                            folio.len = len;
-                            std::mem::forget(folio);
-                            return Err(b.into());
-                        }
-                        Ok(_) => break,
-                    }
-                }
-                drop(folio);
-                match e {
-                    UffdError::RangeGone { .. } => Err(StageError::Hole { done: 0 }),
-                    e => Err(e.into()),
-                }
+                // Some pages may have moved before the error. Hand them to the caller, who
+                // must move them back (`move_back` skips the holes) once it can: if the
+                // region has events pending it must read them first, which only it can do.
+                Err(StageError::Partial {
+                    folio: Box::new(folio),
+                    source: e,
+                })
             }
         }
     }
@@ -205,6 +176,27 @@ impl StagedFolio {
             self.len = 0;
         }
         Ok(r)
+    }
+}
+
+impl StagedFolio {
+    /// Move back only the page at `index` (in pages) to `dst` (that page's address), as
+    /// `move_back` does for the whole folio. For folios some of whose pages must not return.
+    pub fn move_back_page(
+        &mut self,
+        dst_uffd: &Uffd,
+        dst: usize,
+        index: usize,
+    ) -> Result<Filled, UffdError> {
+        let ps = page_size();
+        assert!((index + 1) * ps <= self.len);
+        let src = self.staging.slot_addr(self.slot) + index * ps;
+        let mode = MoveMode {
+            allow_src_holes: true,
+            ..MoveMode::default()
+        };
+        // SAFETY: as for `move_back`: `&mut self` rules out live slices, the slot is ours.
+        unsafe { dst_uffd.move_pages(dst, src, ps, mode) }
     }
 }
 
