@@ -358,6 +358,15 @@ impl Region {
     pub fn reclaim_to(&self, target: u64) {
         crate::reclaim::reclaim_to(&self.inner, target);
     }
+
+    /// Move the whole region to a new address with `mremap`, keeping its pages, as a
+    /// program's `realloc` of a large block does; `as_ptr` and `as_mut_slice` give the new
+    /// place. Blocks until a fault handler has read the move. For tests of the `Remap`
+    /// handling: a test has no other way to mremap the region without unsafe code.
+    #[doc(hidden)]
+    pub fn relocate(&mut self) -> Result<(), uffd::RegionError> {
+        self.mem.relocate()
+    }
 }
 
 /// Spawn a thread whose death would leave the program reading zeros where its data is: if it

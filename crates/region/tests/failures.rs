@@ -1,0 +1,615 @@
+//! Regions when things go wrong: unreadable swap pages, a dying fault handler, writeback
+//! forbidden, the region moved under the handler, fork; and a long stress run.
+//!
+//! A test that expects the process to die runs its scenario in a child: the test binary
+//! re-executes itself with `--exact <test>` and `CHILD_ENV` naming the scenario, and the
+//! parent checks the signal the child died of and what it printed on the way.
+
+use std::io::{Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use region::{Region, RegionConfig};
+use zswap::swap::{BackingDevice, DeviceError, FaultyDevice, MemoryDevice, SwapSlot};
+
+const PAGE: usize = 4096;
+
+fn corpus_page(n: usize) -> Vec<u8> {
+    static DATA: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let data = DATA.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+        std::fs::read(dir.join("rustc-syn.pages")).expect("the corpus is needed")
+    });
+    let pages = data.len() / PAGE;
+    data[(n % pages) * PAGE..(n % pages + 1) * PAGE].to_vec()
+}
+
+/// The bytes page `i` holds after `fill(_, seed)`: real data stamped with its page number,
+/// so a page in the wrong place is caught.
+fn page_data(i: usize, seed: usize) -> Vec<u8> {
+    let mut p = corpus_page(i + seed);
+    p[..8].copy_from_slice(&((i + seed) as u64).to_ne_bytes());
+    p
+}
+
+fn fill(mem: &mut [u8], seed: usize) {
+    for (i, page) in mem.chunks_mut(PAGE).enumerate() {
+        page.copy_from_slice(&page_data(i, seed));
+    }
+}
+
+/// Check the pages of `mem`, the first being page `first` of a region filled with `seed`.
+fn check_from(mem: &[u8], first: usize, seed: usize) {
+    for (i, page) in mem.chunks(PAGE).enumerate() {
+        assert!(
+            page == &page_data(first + i, seed)[..],
+            "page {} read back wrong",
+            first + i
+        );
+    }
+}
+
+fn check(mem: &[u8], seed: usize) {
+    check_from(mem, 0, seed);
+}
+
+// ---------------------------------------------------------------------------------------
+// Child processes.
+
+const CHILD_ENV: &str = "UZSWAP_REGION_FAILURES_CHILD";
+
+/// True in the child process started by `run_child(_, scenario)`.
+fn in_child(scenario: &str) -> bool {
+    std::env::var(CHILD_ENV).as_deref() == Ok(scenario)
+}
+
+struct Outcome {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "child {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Run test `test` of this binary again in a child process with `CHILD_ENV=scenario`, and
+/// wait for it (killing it after 30 s: a child that hangs is a failure, not a stuck run).
+fn run_child(test: &str, scenario: &str) -> Outcome {
+    // Through a shell only to switch core dumps off: the child is meant to die of a
+    // signal, and a core of a process with a region mapped would land in the crate
+    // directory. (A pre_exec setrlimit would need unsafe.)
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg("ulimit -c 0; exec \"$@\"")
+        .arg("sh")
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, scenario)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("re-executing the test binary");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let st = child.wait().unwrap();
+            let o = Outcome {
+                status: st,
+                stdout: out.join().unwrap(),
+                stderr: err.join().unwrap(),
+            };
+            panic!("the child scenario {scenario} hung and was killed: {o:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Outcome {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// Wait until the fault handlers have finished bringing in `n` pages. A handler finishes a
+/// fault's bookkeeping (resident bits, the reclaim queue, counters) just after its install
+/// has woken the program, so a folio faulted in just before a `reclaim_to` may not be in the
+/// reclaim queue yet, and would stay resident.
+fn wait_pages_in(r: &Region, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while r.stats().pages_in < n {
+        assert!(
+            Instant::now() < deadline,
+            "faults never finished: {:?}",
+            r.stats()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Read one byte of the region so that the load really happens.
+fn touch(mem: &[u8], offset: usize) -> u8 {
+    std::hint::black_box(mem[std::hint::black_box(offset)])
+}
+
+// ---------------------------------------------------------------------------------------
+// Invariant 7: a page that cannot be read back is poisoned, never served as zeros.
+
+/// A 1 MiB region of 4 KiB folios (so one fault reads one page) whose evicted pages all go
+/// to `dev` (zswap off: nothing stays in the pool), everything evicted.
+fn evicted_to_device(dev: &Arc<FaultyDevice>) -> Region {
+    let size = 1 << 20;
+    let mut r = Region::new(
+        size,
+        RegionConfig::new(4 << 20)
+            .folio_size(PAGE)
+            .device(dev.clone()),
+    )
+    .unwrap();
+    r.zswap().params().set_enabled(false);
+    fill(r.as_mut_slice(), 0);
+    wait_pages_in(&r, (size / PAGE) as u64);
+    r.reclaim_to(0);
+    let u = r.usage();
+    assert_eq!(
+        u.resident + u.swapcache + u.pool,
+        0,
+        "not all evicted: {u:?}"
+    );
+    assert!(
+        r.zswap().stats().get("pswpout") >= (size / PAGE) as u64,
+        "the pages did not go to the device: {:?} {:?}",
+        r.stats(),
+        r.zswap().stats()
+    );
+    r
+}
+
+fn faulty_device() -> Arc<FaultyDevice> {
+    Arc::new(FaultyDevice::new(Arc::new(MemoryDevice::new(256))))
+}
+
+/// Have the kernel read `page` of the region (write(2) from it into a pipe): with reads
+/// failing, the handler poisons the page, and a kernel access to a poisoned page fails with
+/// EFAULT where a program access would get SIGBUS. This poisons a page without killing us.
+fn poison_by_kernel_read(r: &mut Region, page: usize) {
+    let before = r.stats().poisoned;
+    let (_rx, mut tx) = std::io::pipe().unwrap();
+    let e = tx
+        .write(&r.as_mut_slice()[page * PAGE..(page + 1) * PAGE])
+        .expect_err("the kernel read an unreadable page");
+    assert_eq!(e.raw_os_error(), Some(libc::EFAULT), "{e}");
+    // The handler counts the poisoning just after the poison ioctl has woken us.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while r.stats().poisoned == before {
+        assert!(Instant::now() < deadline, "poisoning never counted");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+const SIGBUS_READ: &str = "a_page_that_cannot_be_read_back_kills_the_reader_with_sigbus";
+
+#[test]
+fn a_page_that_cannot_be_read_back_kills_the_reader_with_sigbus() {
+    if in_child(SIGBUS_READ) {
+        let dev = faulty_device();
+        let mut r = evicted_to_device(&dev);
+        dev.fail_reads();
+        eprintln!("CHILD: reading evicted page 37 with device reads failing");
+        let b = touch(r.as_mut_slice(), 37 * PAGE + 100);
+        // Only reached if the program was handed something in place of the lost page.
+        eprintln!("CHILD: SURVIVED, read {b:#x}");
+        return;
+    }
+    let o = run_child(SIGBUS_READ, SIGBUS_READ);
+    assert!(o.stderr.contains("CHILD: reading evicted page 37"), "{o:?}");
+    assert!(!o.stderr.contains("SURVIVED"), "{o:?}");
+    assert_eq!(o.status.signal(), Some(libc::SIGBUS), "{o:?}");
+}
+
+const STAYS_POISONED: &str = "a_poisoned_page_stays_poisoned_after_the_device_recovers";
+
+#[test]
+fn a_poisoned_page_stays_poisoned_after_the_device_recovers() {
+    if in_child(STAYS_POISONED) {
+        let dev = faulty_device();
+        let mut r = evicted_to_device(&dev);
+        if !r.kernel_faults_served() {
+            // Cannot poison without dying; tell the parent.
+            eprintln!("CHILD: NO KERNEL FAULTS");
+            return;
+        }
+        dev.fail_reads();
+        poison_by_kernel_read(&mut r, 37);
+        dev.clear();
+        // The device reads again, but the page's data is gone: it must not come back as
+        // zeros or as anything else.
+        assert!(r.stats().poisoned >= 1);
+        eprintln!("CHILD: touching the poisoned page after the device recovered");
+        let b = touch(r.as_mut_slice(), 37 * PAGE + 100);
+        eprintln!("CHILD: SURVIVED, read {b:#x}");
+        return;
+    }
+    let o = run_child(STAYS_POISONED, STAYS_POISONED);
+    if o.stderr.contains("CHILD: NO KERNEL FAULTS") {
+        eprintln!("skipped: this process may not take kernel-mode faults");
+        return;
+    }
+    assert!(
+        o.stderr.contains("CHILD: touching the poisoned page"),
+        "{o:?}"
+    );
+    assert!(!o.stderr.contains("SURVIVED"), "{o:?}");
+    assert_eq!(o.status.signal(), Some(libc::SIGBUS), "{o:?}");
+}
+
+#[test]
+fn only_the_unreadable_page_is_lost_and_a_discard_makes_it_usable_again() {
+    let dev = faulty_device();
+    let mut r = evicted_to_device(&dev);
+    if !r.kernel_faults_served() {
+        eprintln!("skipped: this process may not take kernel-mode faults");
+        return;
+    }
+    dev.fail_reads();
+    poison_by_kernel_read(&mut r, 37);
+    dev.clear();
+    let s = r.stats();
+    assert_eq!(s.poisoned, 1, "{s:?}");
+    let z = r.zswap().stats();
+    assert!(
+        z.get("swap_read_fail") >= 1,
+        "the read error was not counted"
+    );
+    assert!(dev.stats().read_eio >= 1);
+    // Every other page, its neighbours included, reads back right.
+    let mem = r.as_mut_slice();
+    check_from(&mem[..37 * PAGE], 0, 0);
+    check_from(&mem[38 * PAGE..], 38, 0);
+    // A discard frees the poisoned page: it reads as zero, as after any MADV_DONTNEED,
+    // and is ordinary memory again, through eviction and back.
+    r.discard(37 * PAGE, PAGE).unwrap();
+    let mem = r.as_mut_slice();
+    assert!(
+        mem[37 * PAGE..38 * PAGE].iter().all(|&b| b == 0),
+        "a discarded poisoned page did not read as zero"
+    );
+    mem[37 * PAGE..38 * PAGE].copy_from_slice(&page_data(37, 0));
+    r.reclaim_to(0);
+    check(r.as_mut_slice(), 0);
+    assert_eq!(r.stats().poisoned, 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Invariant 9: a dead fault handler stops the process.
+
+/// A device whose reads panic once armed: the only way, from outside the crate, to make a
+/// fault handler thread panic deterministically (it reads the device itself).
+#[derive(Debug)]
+struct PanicOnRead {
+    inner: MemoryDevice,
+    armed: AtomicBool,
+}
+
+impl BackingDevice for PanicOnRead {
+    fn write(&self, slot: SwapSlot, data: &[u8]) -> Result<(), DeviceError> {
+        self.inner.write(slot, data)
+    }
+    fn read(&self, slot: SwapSlot, out: &mut [u8]) -> Result<(), DeviceError> {
+        if self.armed.load(Ordering::SeqCst) {
+            panic!("injected: the swap device read of slot {} panicked", slot.0);
+        }
+        self.inner.read(slot, out)
+    }
+    fn discard(&self, slot: SwapSlot, nr_pages: u32) -> Result<(), DeviceError> {
+        self.inner.discard(slot, nr_pages)
+    }
+}
+
+const HANDLER_DIES: &str = "a_fault_handler_that_dies_stops_the_process";
+
+#[test]
+fn a_fault_handler_that_dies_stops_the_process() {
+    if in_child(HANDLER_DIES) {
+        let dev = Arc::new(PanicOnRead {
+            inner: MemoryDevice::new(256),
+            armed: AtomicBool::new(false),
+        });
+        // Two handlers: the survivor must not let the program carry on either (the fault
+        // the dead one took is gone with it; without the abort the reader would hang, or
+        // worse, read whatever is mapped there later).
+        let mut r = Region::new(
+            1 << 20,
+            RegionConfig::new(4 << 20)
+                .folio_size(PAGE)
+                .fault_threads(2)
+                .device(dev.clone()),
+        )
+        .unwrap();
+        r.zswap().params().set_enabled(false);
+        fill(r.as_mut_slice(), 0);
+        wait_pages_in(&r, 256);
+        r.reclaim_to(0);
+        assert_eq!(r.usage().resident, 0);
+        dev.armed.store(true, Ordering::SeqCst);
+        eprintln!("CHILD: reading an evicted page with the device read panicking");
+        let b = touch(r.as_mut_slice(), 5 * PAGE);
+        eprintln!("CHILD: SURVIVED, read {b:#x}");
+        return;
+    }
+    let o = run_child(HANDLER_DIES, HANDLER_DIES);
+    assert!(o.stderr.contains("CHILD: reading an evicted page"), "{o:?}");
+    assert!(o.stderr.contains("injected: the swap device read"), "{o:?}");
+    assert!(
+        o.stderr.contains("died; stopping the process"),
+        "no word of the handler's death: {o:?}"
+    );
+    assert!(!o.stderr.contains("SURVIVED"), "{o:?}");
+    assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{o:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// memory.zswap.writeback = 0.
+
+#[test]
+fn with_writeback_off_what_the_pool_cannot_hold_stays_resident() {
+    let size = 8 << 20;
+    let limit = 4 << 20;
+    // A pool of 1% of the limit (40 KiB) holds a few folios; the rest has nowhere to go.
+    let config = RegionConfig::new(limit).max_pool_percent(1);
+    let mut r = Region::new(size, config.clone().writeback(false)).unwrap();
+    fill(r.as_mut_slice(), 3);
+    r.reclaim_to(0);
+    let u = r.usage();
+    assert!(
+        u.total() > limit,
+        "the region got under its limit with nowhere to put its pages: {u:?}"
+    );
+    assert!(u.resident + u.pool >= (size as u64) / 2, "{u:?}");
+    assert!(r.stats().evict_failed > 0, "{:?}", r.stats());
+    check(r.as_mut_slice(), 3);
+    let z = r.zswap().stats();
+    for name in ["written_back_pages", "zswpwb", "pswpout"] {
+        assert_eq!(z.get(name), 0, "{name}: a page reached the swap file");
+    }
+
+    // The same region with writeback on does reach the swap file and its limit, so the
+    // setup above really leaves pages with no place but memory.
+    let mut r = Region::new(size, config.writeback(true)).unwrap();
+    fill(r.as_mut_slice(), 3);
+    r.reclaim_to(0);
+    assert!(r.usage().total() < limit, "{:?}", r.usage());
+    assert!(r.zswap().stats().get("pswpout") > 0);
+    check(r.as_mut_slice(), 3);
+}
+
+// ---------------------------------------------------------------------------------------
+// mremap (EVENT_REMAP).
+
+#[test]
+fn moving_the_region_with_mremap_keeps_every_page() {
+    let mut r = Region::new(4 << 20, RegionConfig::new(8 << 20)).unwrap();
+    fill(r.as_mut_slice(), 21);
+    // Pages in every place when it moves: resident, staged in the swap cache, in the pool.
+    r.reclaim_to(r.usage().total() - (1 << 20));
+    let u = r.usage();
+    assert!(u.resident > 0 && u.swapcache > 0 && u.pool > 0, "{u:?}");
+    let before = r.as_ptr() as usize;
+    r.relocate().unwrap();
+    assert_ne!(
+        r.as_mut_slice().as_ptr() as usize,
+        before,
+        "it did not move"
+    );
+    check(r.as_mut_slice(), 21);
+    let s = r.stats();
+    assert_eq!(s.remaps, 1, "{s:?}");
+    assert_eq!(r.as_ptr() as usize, r.as_mut_slice().as_ptr() as usize);
+    // Eviction and faults work at the new place. (Not every folio need go: the one
+    // faulted last may still be finishing; see `wait_pages_in`.)
+    let evicted = r.stats().folios_evicted;
+    r.reclaim_to(0);
+    assert!(r.stats().folios_evicted >= evicted + 60, "{:?}", r.stats());
+    check(r.as_mut_slice(), 21);
+}
+
+// ---------------------------------------------------------------------------------------
+// fork (spec item 5): a child never reads zeros where the parent's evicted data is.
+//
+// A real fork needs unsafe code (libc::fork, nix::unistd::fork), which tests may not use;
+// `Command` forks and execs, so the child never sees our mapping. What makes fork safe is
+// that the region is MADV_DONTFORK, so a child gets no mapping at all (SIGSEGV, not
+// zeros): this checks that flag (VM_DONTCOPY, "dc" in smaps) is on the region's mapping,
+// along with the userfaultfd registration ("um") that serves its missing pages.
+
+fn vm_flags_of(addr: usize) -> Vec<String> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut in_vma = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((start, _end)) = first.split_once('-') {
+            if let Ok(start) = usize::from_str_radix(start, 16) {
+                in_vma = start == addr;
+                continue;
+            }
+        }
+        if in_vma {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                return flags.split_whitespace().map(String::from).collect();
+            }
+        }
+    }
+    panic!("no mapping starts at {addr:#x}");
+}
+
+#[test]
+fn the_region_is_not_inherited_by_a_child_process() {
+    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20)).unwrap();
+    fill(r.as_mut_slice(), 1);
+    r.reclaim_to(0);
+    let flags = vm_flags_of(r.as_ptr() as usize);
+    assert!(
+        flags.iter().any(|f| f == "dc"),
+        "the region would be inherited by fork (a child would read zeros where evicted \
+         pages are): VmFlags {flags:?}"
+    );
+    assert!(flags.iter().any(|f| f == "um"), "{flags:?}");
+    // Still so after a move (mremap keeps the VMA's flags, but the region must follow).
+    r.relocate().unwrap();
+    // The mapping's own address: `as_ptr` follows once a handler has acted on the move.
+    let flags = vm_flags_of(r.as_mut_slice().as_ptr() as usize);
+    assert!(flags.iter().any(|f| f == "dc"), "{flags:?}");
+    check(r.as_mut_slice(), 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Stress.
+
+/// uffd-stress in spirit, for a set time (`UZSWAP_REGION_STRESS_SECS`, 2 s by default; set
+/// it to run long): threads update their own pages while kswapd, direct reclaim, the
+/// shrinker (a 5% pool) and writeback run, and every page of the region is checked against
+/// a separate record after each round.
+///
+/// Each update bumps the page's counter (bytes 8..16) and writes the new count into the
+/// next of the page's stamp slots, so updates land all over the page; the record (the count
+/// per page) determines every byte the page must hold.
+#[test]
+fn stress_threads_updating_their_pages_under_reclaim_lose_nothing() {
+    const THREADS: usize = 8;
+    const SLOTS: usize = (PAGE - 16) / 8;
+    let secs: f64 = std::env::var("UZSWAP_REGION_STRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2.0);
+    let size = 8 << 20;
+    let pages = size / PAGE;
+    let mut r = Region::new(
+        size,
+        RegionConfig::new(3 << 20)
+            .max_pool_percent(5)
+            .fault_threads(2),
+    )
+    .unwrap();
+    let record: Vec<AtomicU64> = (0..pages).map(|_| AtomicU64::new(0)).collect();
+    let expected = |i: usize, count: u64| {
+        let mut want = page_data(i, 0);
+        want[8..16].copy_from_slice(&count.to_ne_bytes());
+        if count > 0 {
+            // Update k (1-based) wrote k into slot (k - 1) % SLOTS: each slot holds the
+            // last k that maps to it.
+            let m = count - 1;
+            for j in 0..SLOTS as u64 {
+                if j <= m {
+                    let k = m - (m - j) % SLOTS as u64 + 1;
+                    let at = 16 + j as usize * 8;
+                    want[at..at + 8].copy_from_slice(&k.to_ne_bytes());
+                }
+            }
+        }
+        want
+    };
+    let mem = r.as_mut_slice();
+    fill(mem, 0);
+    // Counters start at zero.
+    for page in mem.chunks_mut(PAGE) {
+        page[8..16].fill(0);
+    }
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let mut rounds = 0u64;
+    while rounds == 0 || Instant::now() < deadline {
+        rounds += 1;
+        std::thread::scope(|s| {
+            // Threads take interleaved stripes of 64 KiB (a folio each), so neighbouring
+            // folios belong to different threads and faults on them race.
+            let stripe = 64 << 10;
+            let mut owned: Vec<Vec<(usize, &mut [u8])>> =
+                (0..THREADS).map(|_| Vec::new()).collect();
+            for (n, chunk) in mem.chunks_mut(stripe).enumerate() {
+                owned[n % THREADS].push((n * stripe / PAGE, chunk));
+            }
+            for (t, mut mine) in owned.into_iter().enumerate() {
+                let record = &record;
+                s.spawn(move || {
+                    let mut x = (rounds * 131 + t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let my_pages: usize = mine.iter().map(|(_, c)| c.len() / PAGE).sum();
+                    for _ in 0..400 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let mut p = (x as usize) % my_pages;
+                        let (first, chunk) = mine
+                            .iter_mut()
+                            .find_map(|(first, c)| {
+                                let n = c.len() / PAGE;
+                                if p < n {
+                                    Some((*first, c))
+                                } else {
+                                    p -= n;
+                                    None
+                                }
+                            })
+                            .unwrap();
+                        let page = &mut chunk[p * PAGE..(p + 1) * PAGE];
+                        // A burst of updates to the page, as a program touches a hot page
+                        // a few times before moving on (and so a round is not all faults).
+                        for _ in 0..=(x >> 60) % 4 {
+                            let k = u64::from_ne_bytes(page[8..16].try_into().unwrap()) + 1;
+                            page[8..16].copy_from_slice(&k.to_ne_bytes());
+                            let at = 16 + ((k - 1) % SLOTS as u64) as usize * 8;
+                            page[at..at + 8].copy_from_slice(&k.to_ne_bytes());
+                            record[first + p].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        // The whole region, every round.
+        for (i, page) in mem.chunks(PAGE).enumerate() {
+            let count = record[i].load(Ordering::Relaxed);
+            assert!(
+                page == &expected(i, count)[..],
+                "round {rounds}: page {i} (count {count}) lost an update or its data"
+            );
+        }
+    }
+    let s = r.stats();
+    let z = r.zswap().stats();
+    eprintln!(
+        "{rounds} rounds; faults {} evicted {} swapcache hits {}; zswpout {} written back {} \
+         pswpout {} pool limit hit {}",
+        s.faults,
+        s.folios_evicted,
+        s.faults_swapcache,
+        z.get("zswpout"),
+        z.get("written_back_pages"),
+        z.get("pswpout"),
+        z.get("pool_limit_hit")
+    );
+    assert!(s.folios_evicted > 0 && s.faults > 0, "{s:?}");
+    assert!(
+        z.get("written_back_pages") + z.get("pswpout") > 0,
+        "nothing reached the swap file: the small pool did not push anything out"
+    );
+}
