@@ -291,6 +291,9 @@ fn installed_run(
         inner.set_resident(p, true);
         inner.group.invalidate_page(folio, p);
     }
+    if done > 0 {
+        let _ = inner.uffd.wake(addr_of(inner, first), done * PAGE_SIZE);
+    }
     match stop {
         None => Ok(()),
         Some(s) => Err(s),
@@ -310,10 +313,20 @@ fn install(
     let mut done = 0usize;
     while done < data.len() {
         let dst = addr_of(inner, first) + done;
+        // Installed without waking: the faulting thread resumes only once the page's
+        // bookkeeping is done (installed_run wakes it), so what it does next (another fault,
+        // a reclaim) never sees a present page counted as missing.
         let r = if zero_run && !write {
-            inner.uffd.zeropage(dst, data.len() - done, false)
+            inner.uffd.zeropage(dst, data.len() - done, true)
         } else {
-            inner.uffd.copy(dst, &data[done..], CopyMode::default())
+            inner.uffd.copy(
+                dst,
+                &data[done..],
+                CopyMode {
+                    dont_wake: true,
+                    ..CopyMode::default()
+                },
+            )
         };
         match r {
             Ok(Filled::All) => return Ok(()),
