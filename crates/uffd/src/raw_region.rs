@@ -168,6 +168,12 @@ impl RawRegion {
         unsafe { madvise(self.addr, self.len, Advice::DontFork) }
     }
 
+    /// `MADV_NOHUGEPAGE` on the whole region: only base pages back it.
+    pub fn no_huge_pages(&self) -> Result<(), RegionError> {
+        // SAFETY: changes how the range may be backed in future, never its contents.
+        unsafe { madvise(self.addr, self.len, Advice::NoHugePage) }
+    }
+
     /// `mremap(MREMAP_MAYMOVE)` to `new_len` bytes; the region may move (see
     /// [`addr`](Self::addr)). On a registered range with `EVENT_REMAP` this blocks until the
     /// reader reads the `Remap` event (and with `EVENT_UNMAP`, shrinking raises `Unmap`).
@@ -253,6 +259,8 @@ pub enum Advice {
     DontFork,
     /// Undo `DontFork`.
     DoFork,
+    /// Never back the range with transparent huge pages (khugepaged leaves it alone).
+    NoHugePage,
 }
 
 impl Advice {
@@ -261,6 +269,7 @@ impl Advice {
             Self::DontNeed => (libc::MADV_DONTNEED, "MADV_DONTNEED"),
             Self::DontFork => (libc::MADV_DONTFORK, "MADV_DONTFORK"),
             Self::DoFork => (libc::MADV_DOFORK, "MADV_DOFORK"),
+            Self::NoHugePage => (libc::MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE"),
         }
     }
 }

@@ -66,11 +66,15 @@ impl Staging {
             .allow_user_mode_fallback(true)
             .create()?;
         uffd.register(&region, 0, region.len(), RegisterMode::MISSING)?;
-        // The pages must stay exclusive to this process for MOVE (a fork would share them).
-        region.dont_fork().map_err(|e| UffdError::Os {
-            op: "madvise(MADV_DONTFORK) staging",
-            source: std::io::Error::other(e.to_string()),
-        })?;
+        // The pages must stay exclusive to this process for MOVE (a fork would share them),
+        // and stay base pages: a huge page collapsed over several slots would put pages where
+        // a slot must be empty.
+        for r in [region.dont_fork(), region.no_huge_pages()] {
+            r.map_err(|e| UffdError::Os {
+                op: "madvise staging",
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        }
         Ok(Arc::new(Staging {
             region,
             uffd,
@@ -123,7 +127,20 @@ impl Staging {
         match moved {
             Ok(Filled::All) => Ok(folio),
             Ok(Filled::PageExists { done }) => {
-                unreachable!("staging slot pages are missing, yet {done} bytes in one existed")
+                // The slot was not empty. Nothing may be overwritten: hand back only the
+                // prefix that moved (the caller returns it); dropping the folio discards the
+                // whole slot again, the stray page included.
+                let mut folio = folio;
+                folio.len = done;
+                Err(StageError::Partial {
+                    folio: Box::new(folio),
+                    source: UffdError::Os {
+                        op: "UFFDIO_MOVE into a staging slot",
+                        source: std::io::Error::other(format!(
+                            "a page {done} bytes into the slot was present"
+                        )),
+                    },
+                })
             }
             Err(e) => {
                 // Some pages may have moved before the error. Hand them to the caller, who

@@ -53,6 +53,9 @@ pub struct CommonArgs {
     /// /proc/sys/vm/page-cluster for the kernel peers (default: leave it; always recorded).
     #[arg(long, value_name = "N")]
     pub page_cluster: Option<u32>,
+    /// uzswap's pool limit, percent of the region's memory limit (the pool is charged to it).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub uzswap_max_pool_percent: u32,
     /// zswap max_pool_percent for the kernel peers (default: leave it).
     #[arg(long, value_name = "PERCENT")]
     pub max_pool_percent: Option<u32>,
@@ -116,7 +119,11 @@ fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
     names.extend(c.peer.iter().cloned());
     let mut out: Vec<System> = Vec::new();
     for n in names {
-        let s = n.resolve(&c.compressor, &c.kernel_compressor);
+        let s = n.resolve(
+            &c.compressor,
+            &c.kernel_compressor,
+            c.uzswap_max_pool_percent,
+        );
         if !out.contains(&s) {
             out.push(s);
         }

@@ -32,6 +32,13 @@ pub struct UzswapConfig {
     /// Codec name as `CompressorSpec` parses it (`lz4`, `zstd:-1`, ...).
     pub compressor: String,
     pub mode: UzswapMode,
+    /// The pool's share of the region's limit, in percent (the pool is charged to the limit).
+    #[serde(default = "default_pool_percent")]
+    pub max_pool_percent: u32,
+}
+
+fn default_pool_percent() -> u32 {
+    20
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,12 +114,18 @@ impl FromStr for SystemName {
 }
 
 impl SystemName {
-    pub fn resolve(&self, uzswap_compressor: &str, kernel_compressor: &str) -> System {
+    pub fn resolve(
+        &self,
+        uzswap_compressor: &str,
+        kernel_compressor: &str,
+        uzswap_pool_percent: u32,
+    ) -> System {
         let comp = |d: &str| self.compressor.clone().unwrap_or_else(|| d.to_string());
         let uz = |mode| {
             System::Uzswap(UzswapConfig {
                 compressor: comp(uzswap_compressor),
                 mode,
+                max_pool_percent: uzswap_pool_percent,
             })
         };
         match self.name.as_str() {

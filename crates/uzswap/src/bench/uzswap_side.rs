@@ -68,6 +68,7 @@ pub fn run_uzswap(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workload
         .folio_size(spec.folio_size)
         .compressor(compressor)
         .writethrough(config.mode == UzswapMode::Writethrough)
+        .max_pool_percent(config.max_pool_percent)
         .fault_threads(2);
     let mut region = Region::new(spec.area_bytes(), cfg).context("creating the uzswap region")?;
     if config.mode == UzswapMode::NoCompression {
@@ -138,6 +139,10 @@ pub fn run_uzswap(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workload
     result.settings = BTreeMap::from([
         ("folio_size".into(), spec.folio_size.to_string()),
         ("compressor".into(), config.compressor.clone()),
+        (
+            "max_pool_percent".into(),
+            config.max_pool_percent.to_string(),
+        ),
         (
             "kernel_faults_served".into(),
             region.kernel_faults_served().to_string(),
