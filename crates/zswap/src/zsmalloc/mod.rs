@@ -84,8 +84,9 @@ impl ZsPool {
     pub fn obj_len(&self, handle: Handle) -> usize {
         self.state.lock().obj_len(handle.0)
     }
-    /// Free the object. Panics if `handle` is not allocated (a double free).
-    pub fn free(&self, handle: Handle) {
+    /// Free the object; returns its length. Panics if `handle` is not allocated (a double
+    /// free).
+    pub fn free(&self, handle: Handle) -> usize {
         self.state.lock().free(handle.0)
     }
     pub fn compact(&self) -> CompactStats {

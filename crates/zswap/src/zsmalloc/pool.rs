@@ -81,12 +81,13 @@ impl PoolState {
         Ok(self.handles.alloc(HandleEntry::new(loc, len)))
     }
 
-    pub(crate) fn free(&mut self, handle: u32) {
+    pub(crate) fn free(&mut self, handle: u32) -> usize {
         let entry = self.handles.get(handle);
         self.release_location(entry);
         self.stored_bytes -= entry.len() as u64;
         self.nr_objects -= 1;
         self.handles.free(handle);
+        entry.len()
     }
 
     /// Copy the object of `handle` into `out`; returns its length.

@@ -72,8 +72,7 @@ impl ZswapGroup {
     pub(crate) fn free_stored(&self, st: PageState) {
         let s = &self.shared;
         let handle = crate::zsmalloc::Handle::from_raw(st.payload);
-        let len = s.pool.obj_len(handle) as u64;
-        s.pool.free(handle);
+        let len = s.pool.free(handle) as u64;
         self.charged
             .fetch_sub(len, std::sync::atomic::Ordering::Relaxed);
         Stats::sub(&self.zswapped, 1);

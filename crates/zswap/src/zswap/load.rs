@@ -105,6 +105,9 @@ impl ZswapGroup {
         let Some(swap) = self.shared.swap.as_ref() else {
             return Ok(done);
         };
+        if folio.nr_pages() == 1 {
+            return Ok(done); // nothing to batch
+        }
         let slot_of = |o: u32| {
             (folio.state(o).kind == Kind::OnDisk)
                 .then(|| folio.slot(o))
@@ -167,8 +170,10 @@ impl ZswapGroup {
                     page.copy_from_slice(&obj[..PAGE_SIZE]);
                     return Ok(());
                 }
-                let compressor = s.compressors.get(st.codec);
-                match compressor.decompress(&obj[..len], page) {
+                match s
+                    .compressors
+                    .with(st.codec, |c| c.decompress(&obj[..len], page))
+                {
                     Ok(n) if n == PAGE_SIZE => Ok(()),
                     _ => {
                         Stats::inc(&s.stats.decompress_fail);

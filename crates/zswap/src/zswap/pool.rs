@@ -20,9 +20,6 @@ pub struct TooManyCompressors;
 #[derive(Debug)]
 struct Slot {
     compressor: Arc<dyn Compressor>,
-    /// Stored pages encoded with it, plus stores in flight that may use it. Changed under
-    /// the read lock; an index is only reassigned under the write lock when this is zero.
-    users: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -35,6 +32,10 @@ struct Registry {
 #[derive(Debug)]
 pub(crate) struct Compressors {
     inner: RwLock<Registry>,
+    /// Per index: stored pages encoded with it, plus stores in flight that may use it. Taken
+    /// under the read lock; an index is only reassigned under the write lock when its count
+    /// is zero.
+    users: [AtomicU64; MAX_COMPRESSORS],
 }
 
 impl Compressors {
@@ -42,10 +43,10 @@ impl Compressors {
         let mut slots: Vec<Option<Slot>> = (0..MAX_COMPRESSORS).map(|_| None).collect();
         slots[0] = Some(Slot {
             compressor: spec.build(),
-            users: AtomicU64::new(0),
         });
         Compressors {
             inner: RwLock::new(Registry { slots, current: 0 }),
+            users: Default::default(),
         }
     }
 
@@ -62,15 +63,11 @@ impl Compressors {
                 let current = r.current as usize;
                 let free = (0..MAX_COMPRESSORS)
                     .find(|&i| {
-                        i != current
-                            && r.slots[i]
-                                .as_ref()
-                                .is_none_or(|s| s.users.load(Relaxed) == 0)
+                        i != current && (r.slots[i].is_none() || self.users[i].load(Relaxed) == 0)
                     })
                     .ok_or(TooManyCompressors)?;
                 r.slots[free] = Some(Slot {
                     compressor: spec.build(),
-                    users: AtomicU64::new(0),
                 });
                 free
             }
@@ -85,41 +82,34 @@ impl Compressors {
         let r = self.inner.read();
         let id = r.current;
         let slot = r.slots[id as usize].as_ref().expect("current slot is set");
-        slot.users.fetch_add(nr, Relaxed);
+        self.users[id as usize].fetch_add(nr, Relaxed);
         (id, slot.compressor.clone())
     }
 
     /// Give back `nr` uses of index `id` (stores that did not use them, freed entries).
+    /// No lock: a use count only matters to `set_current`, which reassigns an index under
+    /// the write lock when its count is zero, and a release only brings that moment closer.
     pub(crate) fn release(&self, id: u8, nr: u64) {
         if nr == 0 {
             return;
         }
-        let r = self.inner.read();
-        let slot = r.slots[id as usize]
-            .as_ref()
-            .expect("released an index nobody acquired");
-        let before = slot.users.fetch_sub(nr, Relaxed);
+        let before = self.users[id as usize].fetch_sub(nr, Relaxed);
         assert!(before >= nr, "released more uses than were acquired");
     }
 
-    /// The compressor behind index `id`. The caller holds an entry that uses it, so it is
-    /// alive.
-    pub(crate) fn get(&self, id: u8) -> Arc<dyn Compressor> {
-        self.inner.read().slots[id as usize]
+    /// Run `f` with the compressor behind index `id` (held by an entry, so alive), under the
+    /// read lock rather than cloning it: the load path's per-page cost.
+    pub(crate) fn with<R>(&self, id: u8, f: impl FnOnce(&dyn Compressor) -> R) -> R {
+        let r = self.inner.read();
+        let c = &r.slots[id as usize]
             .as_ref()
             .expect("an entry refers to a compressor that is gone")
-            .compressor
-            .clone()
+            .compressor;
+        f(c.as_ref())
     }
 
     /// Total uses held: for consistency checks.
     pub(crate) fn total_users(&self) -> u64 {
-        self.inner
-            .read()
-            .slots
-            .iter()
-            .flatten()
-            .map(|s| s.users.load(Relaxed))
-            .sum()
+        self.users.iter().map(|u| u.load(Relaxed)).sum()
     }
 }
