@@ -144,8 +144,12 @@ fn allocation_takes_the_fullest_class_span() {
     // Span A 63/64 full, B 24/64, C 44/64.
     let (a, b, c) = (spans[0].0, spans[1].0, spans[2].0);
     pool.free(spans[0].1[0]);
-    spans[1].1[..40].iter().for_each(|&h| pool.free(h));
-    spans[2].1[..20].iter().for_each(|&h| pool.free(h));
+    spans[1].1[..40].iter().for_each(|&h| {
+        pool.free(h);
+    });
+    spans[2].1[..20].iter().for_each(|&h| {
+        pool.free(h);
+    });
     let x = pool.malloc(&pattern(100, 60)).unwrap();
     assert_eq!(span_of(&pool, x), a);
     let y = pool.malloc(&pattern(101, 60)).unwrap();
