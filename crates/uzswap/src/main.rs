@@ -40,6 +40,9 @@ enum Bench {
     /// One workload on plain memory for a kernel peer (started by the commands above).
     #[command(hide = true)]
     Worker(uzswap::bench::cmd::WorkerArgs),
+    /// One workload on a uzswap region, in a child process (started by the commands above).
+    #[command(hide = true)]
+    UzswapWorker(uzswap::bench::cmd::UzswapWorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Mix(args)) => uzswap::bench::cmd::mix(args),
         Command::Bench(Bench::Sweep(args)) => uzswap::bench::cmd::sweep(args),
         Command::Bench(Bench::Worker(args)) => uzswap::bench::cmd::worker(args),
+        Command::Bench(Bench::UzswapWorker(args)) => uzswap::bench::cmd::uzswap_worker(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -108,6 +108,19 @@ pub struct WorkerArgs {
     pub spec: String,
 }
 
+/// The hidden worker of the uzswap side.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UzswapWorkerArgs {
+    /// The WorkloadSpec as JSON.
+    pub spec: String,
+    /// The UzswapConfig as JSON.
+    pub config: String,
+}
+
+pub fn uzswap_worker(a: &UzswapWorkerArgs) -> Result<()> {
+    super::uzswap_side::uzswap_worker(&a.spec, &a.config)
+}
+
 fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
     let mut names = c.system.clone();
     if names.is_empty() {

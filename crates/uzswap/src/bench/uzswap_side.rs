@@ -56,7 +56,39 @@ fn process_cpu() -> CpuTimes {
     CpuTimes::from_stat_file(Path::new("/proc/self/stat")).unwrap_or_default()
 }
 
+/// Run `spec` on a uzswap region in a child process (`uzswap bench uzswap-worker`): if
+/// uzswap stops its process (it does rather than let a program read lost data), only the
+/// child goes, and this process still restores every kernel setting the peers changed.
 pub fn run_uzswap(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {
+    let exe = std::env::current_exe().context("finding the uzswap binary")?;
+    let out = std::process::Command::new(exe)
+        .args([
+            "bench",
+            "uzswap-worker",
+            &serde_json::to_string(spec)?,
+            &serde_json::to_string(config)?,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("starting the uzswap worker")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout.lines().find_map(|l| l.strip_prefix("result ")) {
+        Some(json) if out.status.success() => Ok(serde_json::from_str(json)?),
+        _ => anyhow::bail!("the uzswap worker failed ({})", out.status),
+    }
+}
+
+/// The child's side of `run_uzswap`: run here and print `result JSON`.
+pub fn uzswap_worker(spec_json: &str, config_json: &str) -> Result<()> {
+    let spec: WorkloadSpec = serde_json::from_str(spec_json)?;
+    let config: UzswapConfig = serde_json::from_str(config_json)?;
+    let result = run_uzswap_here(&spec, &config)?;
+    println!("result {}", serde_json::to_string(&result)?);
+    Ok(())
+}
+
+fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {
     let system = System::Uzswap(config.clone());
     let compressor: CompressorSpec = config.compressor.parse()?;
     let content = if spec.needs_content() {
