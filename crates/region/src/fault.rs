@@ -107,6 +107,9 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     crate::reclaim::throttle(inner);
     let folio = inner.group.lock_folio(start, inner.folio_order);
     inner.stats.faults.fetch_add(1, Relaxed);
+    // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
+    // reclaimable (a queue entry for a folio that ends up not coming in is skipped).
+    inner.lru.lock().push_back(start);
     let mut staged = inner.swapcache.take(start);
     let installed = loop {
         let gate = inner.event_gate.read();
@@ -167,7 +170,7 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
         inner.set_resident(p, true);
     }
     inner.group.invalidate(folio);
-    inner.lru.lock().push_back(folio.start());
+    let _ = inner.uffd.wake(dst, folio.nr_pages() as usize * PAGE_SIZE);
     inner.stats.faults_swapcache.fetch_add(1, Relaxed);
     Ok(u64::from(folio.nr_pages()))
 }
@@ -262,7 +265,6 @@ fn from_engine(
         for &p in &poisoned {
             poison(inner, folio, p)?;
         }
-        inner.lru.lock().push_back(folio.start());
         let counter = if first_touch {
             &inner.stats.faults_first_touch
         } else {

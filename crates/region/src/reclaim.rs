@@ -94,9 +94,8 @@ fn reclaim_one(inner: &Inner) -> bool {
         let Some(start) = inner.lru.lock().pop_front() else {
             return drop_swapcache(inner);
         };
-        if !(start..start + inner.folio_pages).any(|p| inner.is_resident(p)) {
-            continue;
-        }
+        // Checked under the folio's lock: a fault queues its folio before installing it, and
+        // an unlocked look could take it for stale mid-install and lose it from the queue.
         let folio = inner.group.lock_folio(start, inner.folio_order);
         let present = folio.offsets().filter(|&p| inner.is_resident(p)).count() as u32;
         if present > 0 {
@@ -209,13 +208,14 @@ fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, ma
         };
         match result {
             Ok(()) => {
-                if !mark {
-                    return;
+                if mark {
+                    for (i, p) in folio.offsets().enumerate() {
+                        let gone = pending.as_ref().is_some_and(|m| m[i]);
+                        inner.set_resident(p, !gone);
+                    }
                 }
-                for (i, p) in folio.offsets().enumerate() {
-                    let gone = pending.as_ref().is_some_and(|m| m[i]);
-                    inner.set_resident(p, !gone);
-                }
+                // Threads that faulted on the folio while it was out wait for this.
+                let _ = inner.uffd.wake(addr, folio.nr_pages() as usize * PAGE_SIZE);
                 return;
             }
             Err(e) if e.is_retry() => {

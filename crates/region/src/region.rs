@@ -100,7 +100,8 @@ impl Inner {
         Usage {
             resident: self.nr_resident.load(Relaxed) * PAGE_SIZE as u64,
             swapcache: self.swapcache.pages() * PAGE_SIZE as u64,
-            pool: self.zswap.pool().total_size(),
+            // The pool's pages, and the freed ones it keeps for reuse: both are resident.
+            pool: self.zswap.pool().total_size() + self.zswap.pool().reserved_bytes(),
             metadata: self.fixed_metadata
                 + self.group.cache().metadata_bytes()
                 + self.zswap.pool().metadata_bytes()
@@ -355,8 +356,17 @@ impl Region {
     }
 
     /// Reclaim until the region holds at most `target` bytes (or nothing more can go).
+    /// kswapd may be evicting at the same time: a folio it holds, or just failed to store and
+    /// queued again, is waited for a little rather than taken as the end.
     pub fn reclaim_to(&self, target: u64) {
-        crate::reclaim::reclaim_to(&self.inner, target);
+        for _ in 0..100 {
+            crate::reclaim::reclaim_to(&self.inner, target);
+            let u = self.inner.usage();
+            if u.total() <= target || (u.resident == 0 && u.swapcache == 0) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 
     /// Move the whole region to a new address with `mremap`, keeping its pages, as a

@@ -61,7 +61,12 @@ fn every_folio_size_round_trips() {
         let mut r = Region::new(32 << 20, RegionConfig::new(12 << 20).folio_size(fs)).unwrap();
         fill(r.as_mut_slice(), 7);
         r.reclaim_to(0);
-        assert!(r.usage().resident == 0, "{fs}: {:?}", r.usage());
+        assert!(
+            r.usage().resident == 0,
+            "{fs}: {:?} {:?}",
+            r.usage(),
+            r.stats()
+        );
         check(r.as_mut_slice(), 7);
         let per_order = r
             .zswap()

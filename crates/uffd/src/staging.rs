@@ -174,8 +174,9 @@ impl StagedFolio {
         unsafe { std::slice::from_raw_parts(addr as *const u8, self.len) }
     }
 
-    /// Move the pages back to `dst` (in a mapping registered with `dst_uffd`), waking threads
-    /// waiting there. Pages of `dst` already present stay as they are (`PageExists`). Source
+    /// Move the pages back to `dst` (in a mapping registered with `dst_uffd`) without waking
+    /// the threads waiting there: the caller wakes them (`Uffd::wake`) once its own
+    /// bookkeeping says the pages are back. Pages of `dst` already present stay as they are (`PageExists`). Source
     /// holes are allowed, so after an error (`MappingChanging`: read the pending events) the
     /// same call can simply be made again: pages already moved are skipped. Once it returns
     /// `Ok`, the folio is empty and dropping it only frees the slot.
@@ -183,7 +184,7 @@ impl StagedFolio {
         let src = self.staging.slot_addr(self.slot);
         let mode = MoveMode {
             allow_src_holes: true,
-            ..MoveMode::default()
+            dont_wake: true,
         };
         // SAFETY: `&mut self` means no slice from `bytes` is alive; the slot belongs to this
         // StagedFolio; its pages are private to this process (DONTFORK). The destination is
@@ -210,7 +211,7 @@ impl StagedFolio {
         let src = self.staging.slot_addr(self.slot) + index * ps;
         let mode = MoveMode {
             allow_src_holes: true,
-            ..MoveMode::default()
+            dont_wake: true,
         };
         // SAFETY: as for `move_back`: `&mut self` rules out live slices, the slot is ours.
         unsafe { dst_uffd.move_pages(dst, src, ps, mode) }

@@ -25,7 +25,7 @@ mod span;
 #[cfg(test)]
 mod tests;
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 use pool::PoolState;
 
@@ -63,7 +63,9 @@ pub struct CompactStats {
 
 #[derive(Debug, Default)]
 pub struct ZsPool {
-    state: Mutex<PoolState>,
+    /// Readers (loads) share it and may decompress straight from the pool's pages; anything
+    /// that changes the pool (malloc, free, compaction, which moves objects) takes it alone.
+    state: RwLock<PoolState>,
 }
 
 impl ZsPool {
@@ -72,51 +74,74 @@ impl ZsPool {
     }
     /// Allocate an object of `data.len()` bytes (1..=4096) and copy `data` into it.
     pub fn malloc(&self, data: &[u8]) -> Result<Handle, AllocError> {
-        self.state.lock().malloc(data).map(Handle)
+        self.state.write().malloc(data).map(Handle)
     }
     /// Copy the object into `out` (at least 4096 bytes); returns its length.
     ///
     /// Panics if `handle` is not allocated or `out` is shorter than the object.
     pub fn read(&self, handle: Handle, out: &mut [u8]) -> usize {
-        self.state.lock().read(handle.0, out)
+        self.state.read().read(handle.0, out)
+    }
+    /// Run `f` on the object's bytes: in place when they lie in one page (no copy), else
+    /// copied into `scratch` (at least 4096 bytes). The pool is read-locked meanwhile, so the
+    /// object cannot move or go.
+    pub fn with_object<R>(
+        &self,
+        handle: Handle,
+        scratch: &mut [u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> R {
+        let state = self.state.read();
+        match state.object_in_place(handle.0) {
+            Some(bytes) => f(bytes),
+            None => {
+                let n = state.read(handle.0, scratch);
+                f(&scratch[..n])
+            }
+        }
     }
     /// Length of the object in bytes.
     pub fn obj_len(&self, handle: Handle) -> usize {
-        self.state.lock().obj_len(handle.0)
+        self.state.read().obj_len(handle.0)
     }
     /// Free the object; returns its length. Panics if `handle` is not allocated (a double
     /// free).
     pub fn free(&self, handle: Handle) -> usize {
-        self.state.lock().free(handle.0)
+        self.state.write().free(handle.0)
     }
     pub fn compact(&self) -> CompactStats {
-        self.state.lock().compact()
+        self.state.write().compact()
     }
     /// Bytes of memory the pool holds (pages in spans × 4096): the kernel's pool_total_size.
     pub fn total_size(&self) -> u64 {
-        self.state.lock().total_size()
+        self.state.read().total_size()
+    }
+    /// Bytes of freed pages the pool keeps resident for reuse (not in `total_size`; given
+    /// back by `compact`).
+    pub fn reserved_bytes(&self) -> u64 {
+        self.state.read().reserved_pages() * crate::PAGE_SIZE as u64
     }
     /// Sum of the lengths of the live objects.
     pub fn stored_bytes(&self) -> u64 {
-        self.state.lock().stored_bytes
+        self.state.read().stored_bytes
     }
     /// Number of live objects.
     pub fn nr_objects(&self) -> u64 {
-        self.state.lock().nr_objects
+        self.state.read().nr_objects
     }
     /// Bytes of heap metadata the pool keeps (handle table, span descriptors, class lists,
     /// chunk table).
     pub fn metadata_bytes(&self) -> u64 {
-        self.state.lock().metadata_bytes()
+        self.state.read().metadata_bytes()
     }
     /// Cap the pool at this many pages (None: no cap). Allocation past it fails with PoolFull.
     /// Lowering the cap below what the pool holds frees nothing; it only stops growth.
     pub fn set_max_pages(&self, max: Option<u64>) {
-        self.state.lock().set_max_pages(max)
+        self.state.write().set_max_pages(max)
     }
     /// Check the pool's internal invariants (every page, span, slot and handle accounted for
     /// exactly once); returns a description of the first one broken. For tests and debugging.
     pub fn check_consistency(&self) -> Result<(), String> {
-        self.state.lock().check_consistency()
+        self.state.read().check_consistency()
     }
 }

@@ -81,6 +81,10 @@ impl PoolState {
         Ok(self.handles.alloc(HandleEntry::new(loc, len)))
     }
 
+    pub(crate) fn reserved_pages(&self) -> u64 {
+        self.arena.reserve().len() as u64
+    }
+
     pub(crate) fn free(&mut self, handle: u32) -> usize {
         let entry = self.handles.get(handle);
         self.release_location(entry);
@@ -97,6 +101,25 @@ impl PoolState {
         assert!(out.len() >= len, "read buffer of {} < {len}", out.len());
         self.read_entry(entry, &mut out[..len]);
         len
+    }
+
+    /// The object's bytes where they lie in one page; None when they straddle two.
+    pub(crate) fn object_in_place(&self, handle: u32) -> Option<&[u8]> {
+        let entry = self.handles.get(handle);
+        let len = entry.len();
+        match entry.location() {
+            Location::Huge(page) => Some(&self.arena.page(page)[..len]),
+            Location::Span { span, off } => {
+                let s = &self.spans[span];
+                let byte_off = match s.kind {
+                    SpanKind::Class => slot_offset(s.class as usize, off),
+                    _ => off as usize,
+                };
+                let (p, in_page) = (byte_off / crate::PAGE_SIZE, byte_off % crate::PAGE_SIZE);
+                (in_page + len <= crate::PAGE_SIZE)
+                    .then(|| &self.arena.page(s.pages()[p])[in_page..in_page + len])
+            }
+        }
     }
 
     pub(crate) fn obj_len(&self, handle: u32) -> usize {

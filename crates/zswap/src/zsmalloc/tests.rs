@@ -33,7 +33,7 @@ fn read_vec(pool: &ZsPool, h: Handle) -> Vec<u8> {
 }
 
 fn location(pool: &ZsPool, h: Handle) -> Location {
-    pool.state.lock().location(h.0)
+    pool.state.read().location(h.0)
 }
 
 fn span_of(pool: &ZsPool, h: Handle) -> u32 {
@@ -99,7 +99,7 @@ fn objects_straddling_pages_read_back() {
     // And in class spans: 1504-byte slots cross page boundaries too.
     pool.compact();
     let first = span_of(&pool, hs[0]);
-    assert!(pool.state.lock().spans[first].kind == span::SpanKind::Class);
+    assert!(pool.state.read().spans[first].kind == span::SpanKind::Class);
     for (i, h) in hs.iter().enumerate() {
         assert_eq!(read_vec(&pool, *h), pattern(i as u64, 1500));
     }
@@ -201,7 +201,7 @@ fn freed_pages_go_back() {
     assert!(pool.total_size() <= 4096);
     pool.compact();
     assert_eq!(pool.total_size(), 0);
-    assert_eq!(pool.state.lock().arena.nr_chunks_mapped(), 0);
+    assert_eq!(pool.state.read().arena.nr_chunks_mapped(), 0);
     pool.check_consistency().unwrap();
 }
 
@@ -415,7 +415,7 @@ fn density_on_the_corpus() {
         pool.check_consistency().unwrap();
         let name = path.file_name().unwrap().to_string_lossy();
         {
-            let st = pool.state.lock();
+            let st = pool.state.read();
             eprintln!(
                 "  meta: handles {} spans {} ({} used) lists {} arena {}",
                 st.handles.metadata_bytes(),

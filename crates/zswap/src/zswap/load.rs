@@ -165,20 +165,19 @@ impl ZswapGroup {
             }
             Kind::Stored => OBJECT.with(|obj| {
                 let obj = &mut *obj.borrow_mut();
-                let len = s.pool.read(Handle::from_raw(st.payload), obj);
-                if len == PAGE_SIZE {
-                    page.copy_from_slice(&obj[..PAGE_SIZE]);
-                    return Ok(());
-                }
-                match s
-                    .compressors
-                    .with(st.codec, |c| c.decompress(&obj[..len], page))
-                {
-                    Ok(n) if n == PAGE_SIZE => Ok(()),
-                    _ => {
-                        Stats::inc(&s.stats.decompress_fail);
-                        Err(fail(LoadErrorKind::Corrupt))
+                let handle = Handle::from_raw(st.payload);
+                let ok = s.pool.with_object(handle, obj, |bytes| {
+                    if bytes.len() == PAGE_SIZE {
+                        page.copy_from_slice(bytes);
+                        return true;
                     }
+                    s.compressors.with(st.codec, |c| c.decompress(bytes, page)) == Ok(PAGE_SIZE)
+                });
+                if ok {
+                    Ok(())
+                } else {
+                    Stats::inc(&s.stats.decompress_fail);
+                    Err(fail(LoadErrorKind::Corrupt))
                 }
             })?,
             Kind::OnDisk => {
