@@ -217,6 +217,10 @@ impl Region {
         // A child process must fault on the region rather than read zeros where our data is
         // (its copy of the mapping would not be served): it gets no mapping at all.
         mem.dont_fork()?;
+        // Base pages only: a huge page collapsed by khugepaged under a folio would have to be
+        // split by every UFFDIO_MOVE that evicts part of it (the kernel splits huge pages on
+        // swap-out too), and it is the one path where MOVE met states we do not otherwise see.
+        mem.no_huge_pages()?;
         uffd.register(&mem, 0, len, RegisterMode::MISSING)?;
 
         let swap_pages = u32::try_from(config.swap_size.unwrap_or(len as u64) / PAGE_SIZE as u64)

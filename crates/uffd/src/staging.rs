@@ -123,7 +123,15 @@ impl Staging {
         // memory, and moving a page out and back later leaves every byte it can observe as it
         // was). The destination slot is owned by `folio` and all its pages are missing (a slot
         // is freed only with every page discarded).
-        let moved = unsafe { self.uffd.move_pages(dst, src, len, MoveMode::default()) };
+        let mut moved = unsafe { self.uffd.move_pages(dst, src, len, MoveMode::default()) };
+        if let Ok(Filled::PageExists { done: 0 }) = moved {
+            // The slot was not empty (it should be: a slot is freed only after a discard).
+            // Nothing moved yet: discard it again and try once more rather than give up.
+            // SAFETY: the slot is owned by `folio`, nothing references it, nothing moved in.
+            let _ = unsafe { crate::raw_region::madvise(dst, self.slot_bytes, Advice::DontNeed) };
+            // SAFETY: as for the first attempt above.
+            moved = unsafe { self.uffd.move_pages(dst, src, len, MoveMode::default()) };
+        }
         match moved {
             Ok(Filled::All) => Ok(folio),
             Ok(Filled::PageExists { done }) => {
@@ -181,6 +189,9 @@ impl StagedFolio {
     /// same call can simply be made again: pages already moved are skipped. Once it returns
     /// `Ok`, the folio is empty and dropping it only frees the slot.
     pub fn move_back(&mut self, dst_uffd: &Uffd, dst: usize) -> Result<Filled, UffdError> {
+        if self.len == 0 {
+            return Ok(Filled::All); // nothing moved in
+        }
         let src = self.staging.slot_addr(self.slot);
         let mode = MoveMode {
             allow_src_holes: true,
@@ -207,7 +218,9 @@ impl StagedFolio {
         index: usize,
     ) -> Result<Filled, UffdError> {
         let ps = page_size();
-        assert!((index + 1) * ps <= self.len);
+        if (index + 1) * ps > self.len {
+            return Ok(Filled::All); // that page never moved in
+        }
         let src = self.staging.slot_addr(self.slot) + index * ps;
         let mode = MoveMode {
             allow_src_holes: true,
