@@ -102,8 +102,6 @@ fn reclaim_one(inner: &Inner) -> bool {
             break (folio, present);
         }
     };
-    let start = folio.start();
-    let _ = start;
     if present == folio.nr_pages() {
         return evict(inner, &folio, true);
     }
