@@ -309,6 +309,11 @@ impl Region {
         self.mem.as_managed_slice()
     }
 
+    /// The region's memory as atomic 64-bit words that any number of threads may share.
+    pub fn as_atomic_words(&self) -> &[std::sync::atomic::AtomicU64] {
+        self.mem.as_atomic_words()
+    }
+
     pub fn len(&self) -> usize {
         self.inner.len
     }

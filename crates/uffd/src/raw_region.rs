@@ -309,3 +309,22 @@ impl RawRegion {
         unsafe { std::slice::from_raw_parts_mut(self.addr as *mut u8, self.len) }
     }
 }
+
+impl RawRegion {
+    /// The region's memory as 64-bit atomic words, shareable between threads: for programs
+    /// (and tests) that update the same pages from several threads, as uffd-stress does.
+    pub fn as_atomic_words(&self) -> &[std::sync::atomic::AtomicU64] {
+        // SAFETY: the mapping is live for the borrow of self, page aligned (so 8-byte
+        // aligned), readable and writable, and `len` is a multiple of 8. Atomics may be
+        // shared and mutated through `&`, so aliasing is sound; every access through this
+        // view is atomic. A page manager that keeps the region (uzswap's Region) only moves
+        // whole pages out and back with their bytes, so no value a load can observe changes
+        // under it except by a store through this view.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.addr as *const std::sync::atomic::AtomicU64,
+                self.len / 8,
+            )
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! uffd-stress, in the style of the kernel's selftest: threads share pages; each page holds a
+//! lock word and a counter. A thread takes a page's lock (a compare-and-swap inside the page,
+//! so faults happen inside the lock operation, as in uffd-stress's pthread_mutex), bumps the
+//! counter and a separate record, and releases it; meanwhile reclaim, the shrinker (a small
+//! pool), writeback to the swap file and large-folio swap-in run all the time. After every
+//! round every page is checked against the record.
+//!
+//! `UZSWAP_REGION_STRESS_SECS` sets the time (default 2 s; the long run is opt-in).
+
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::time::{Duration, Instant};
+
+use region::{Region, RegionConfig};
+
+const PAGE_WORDS: usize = 4096 / 8;
+const THREADS: usize = 8;
+
+#[test]
+fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
+    let secs: u64 = std::env::var("UZSWAP_REGION_STRESS_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let size = 16 << 20;
+    let r = Region::new(
+        size,
+        RegionConfig::new(4 << 20)
+            .max_pool_percent(5)
+            .fault_threads(3),
+    )
+    .unwrap();
+    let words = r.as_atomic_words();
+    let pages = size / 4096;
+    // Word 0 of a page: its lock; word 1: its counter; the rest: a pattern that must survive.
+    for p in 0..pages {
+        for w in 2..PAGE_WORDS {
+            words[p * PAGE_WORDS + w].store((p * PAGE_WORDS + w) as u64, Relaxed);
+        }
+    }
+    let record: Vec<AtomicU64> = (0..pages).map(|_| AtomicU64::new(0)).collect();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut rounds = 0;
+    while rounds == 0 || Instant::now() < deadline {
+        rounds += 1;
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let record = &record;
+                s.spawn(move || {
+                    let mut x = (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ rounds;
+                    for _ in 0..2000 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        // Threads share pages: a quarter of the area is hot, for contention.
+                        let p = if x.is_multiple_of(4) {
+                            (x >> 8) as usize % (pages / 4)
+                        } else {
+                            (x >> 8) as usize % pages
+                        };
+                        let lock = &words[p * PAGE_WORDS];
+                        while lock
+                            .compare_exchange_weak(0, t as u64 + 1, Acquire, Relaxed)
+                            .is_err()
+                        {
+                            std::hint::spin_loop();
+                        }
+                        words[p * PAGE_WORDS + 1].fetch_add(1, Relaxed);
+                        record[p].fetch_add(1, Relaxed);
+                        lock.store(0, Release);
+                    }
+                });
+            }
+        });
+        for p in 0..pages {
+            assert_eq!(
+                words[p * PAGE_WORDS].load(Relaxed),
+                0,
+                "page {p}: lock left taken"
+            );
+            assert_eq!(
+                words[p * PAGE_WORDS + 1].load(Relaxed),
+                record[p].load(Relaxed),
+                "page {p}: counter lost an update"
+            );
+            for w in (2..PAGE_WORDS).step_by(61) {
+                assert_eq!(
+                    words[p * PAGE_WORDS + w].load(Relaxed),
+                    (p * PAGE_WORDS + w) as u64,
+                    "page {p} word {w} changed"
+                );
+            }
+        }
+    }
+    let z = r.zswap().stats();
+    let s = r.stats();
+    eprintln!(
+        "{rounds} rounds; faults {} (swap cache {}), evicted {}, zswpout {}, written back {}",
+        s.faults,
+        s.faults_swapcache,
+        s.folios_evicted,
+        z.get("zswpout"),
+        z.get("written_back_pages")
+    );
+    assert!(s.folios_evicted > 0 && s.faults > 0);
+    assert!(
+        z.get("written_back_pages") + z.get("pswpout") > 0,
+        "nothing reached the swap file"
+    );
+}
