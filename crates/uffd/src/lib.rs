@@ -15,6 +15,7 @@ pub mod error;
 pub mod event;
 pub mod features;
 pub mod mapping;
+mod mmap;
 pub mod process;
 pub mod raw_region;
 pub mod staging;

@@ -47,32 +47,8 @@ impl AnonMapping {
                 source: io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
-        // SAFETY: a fresh anonymous private mapping with a null hint cannot overlap or alias any
-        // memory Rust already owns: the kernel picks an unused range. The arguments are valid
-        // (len > 0, fd -1 with MAP_ANONYMOUS, offset 0); failure is reported as MAP_FAILED and
-        // checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(MappingError::Mmap {
-                len,
-                source: io::Error::last_os_error(),
-            });
-        }
-        // mmap never returns null for a successful non-MAP_FIXED request with a null hint
-        // (mmap_min_addr keeps page 0 unmapped), but check rather than assume.
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| MappingError::Mmap {
-            len,
-            source: io::Error::from_raw_os_error(libc::ENOMEM),
-        })?;
+        let ptr =
+            crate::mmap::map_anonymous(len).map_err(|source| MappingError::Mmap { len, source })?;
         Ok(AnonMapping { ptr, len })
     }
 
@@ -132,13 +108,9 @@ impl AnonMapping {
 
 impl Drop for AnonMapping {
     fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are exactly what mmap returned and the mapping has not been
-        // unmapped before (only Drop unmaps). Drop has `&mut self`, so no borrow of the bytes is
-        // alive. munmap failing here would mean the range is not ours, which cannot happen; the
-        // result is ignored because Drop cannot report it.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast::<libc::c_void>(), self.len);
-        }
+        // SAFETY: `ptr`/`len` are what map_anonymous returned and only Drop unmaps; Drop has
+        // `&mut self`, so no borrow of the bytes is alive.
+        unsafe { crate::mmap::unmap(self.ptr, self.len) }
     }
 }
 

@@ -54,26 +54,10 @@ impl RawRegion {
                 source: io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
-        // SAFETY: a fresh anonymous mapping at an address the kernel chooses (no MAP_FIXED), so
-        // no existing memory is replaced; the result is checked for MAP_FAILED.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(RegionError::Mmap {
-                len,
-                source: io::Error::last_os_error(),
-            });
-        }
+        let p =
+            crate::mmap::map_anonymous(len).map_err(|source| RegionError::Mmap { len, source })?;
         Ok(Self {
-            addr: p as usize,
+            addr: p.as_ptr() as usize,
             len,
         })
     }
@@ -242,11 +226,14 @@ impl RawRegion {
 
 impl Drop for RawRegion {
     fn drop(&mut self) {
-        // SAFETY: this region owns the mapping, and with `&mut self` in drop nothing borrows it;
-        // raw pointers given out earlier dangle from here on, as documented on `as_ptr`.
-        unsafe {
-            libc::munmap(self.addr as *mut libc::c_void, self.len);
-        }
+        let Some(ptr) = std::ptr::NonNull::new(self.addr as *mut u8) else {
+            return;
+        };
+        // SAFETY: this region owns the mapping (from map_anonymous, or moved by its own
+        // remap/relocate, which keep addr/len current), and with `&mut self` in drop nothing
+        // borrows it; raw pointers given out earlier dangle from here on, as documented on
+        // `as_ptr`.
+        unsafe { crate::mmap::unmap(ptr, self.len) }
     }
 }
 
