@@ -1,7 +1,8 @@
 //! A backing device with its slot map: the kernel's `swap_info_struct`. Written-back pages
 //! get slots here; a large folio gets contiguous slots when there are some, so it goes out in
-//! one write. Freed slots are discarded (hole punching): their storage goes back to the file
-//! system and no later reader sees old bytes.
+//! one write. Freed storage is discarded (hole punching) a whole cluster at a time, once every
+//! slot of a cluster written to is free (slots.rs): its storage goes back to the file system.
+//! A freed slot is never read before it is written again, so its old bytes are never seen.
 
 use std::sync::Arc;
 
@@ -93,12 +94,58 @@ impl SwapInfo {
         self.free_run(slot, 1);
     }
 
-    /// Free `nr` consecutive slots with one discard.
+    /// Free `nr` consecutive slots; clusters this leaves wholly free are discarded.
     pub fn free_run(&self, slot: SwapSlot, nr: u32) {
-        let _ = self.device.discard(slot, nr);
-        let mut slots = self.slots.lock();
-        for i in 0..nr {
-            slots.free(SwapSlot(slot.0 + i), 1);
+        let clusters = {
+            let mut slots = self.slots.lock();
+            slots.free(slot, nr);
+            slots.take_dirty_free_clusters()
+        };
+        for (start, n) in clusters {
+            // Reserved meanwhile: nothing is written there while the hole is punched.
+            let _ = self.device.discard(start, n);
+            self.slots.lock().free_discarded(start, n);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::swap::FileDevice;
+    use crate::PAGE_SIZE;
+
+    fn blocks(dev: &FileDevice) -> u64 {
+        rustix::fs::fstat(dev).unwrap().st_blocks as u64
+    }
+
+    #[test]
+    fn storage_goes_back_once_a_whole_cluster_is_free() {
+        let dev = Arc::new(FileDevice::create(None, 1024).unwrap());
+        let swap = SwapInfo::new(dev.clone(), 1024);
+        let mut slots = Vec::new();
+        swap.write(&vec![7u8; 512 * PAGE_SIZE], &mut slots).unwrap();
+        let written = blocks(&dev);
+        assert!(written >= 512 * 8, "st_blocks {written}");
+        for s in &slots[..511] {
+            swap.free(*s);
+        }
+        assert_eq!(
+            blocks(&dev),
+            written,
+            "a slot of the cluster is still in use"
+        );
+        swap.free(slots[511]);
+        assert!(
+            blocks(&dev) < written / 4,
+            "st_blocks {written} -> {}",
+            blocks(&dev)
+        );
+        assert_eq!(swap.used(), 0);
+        // The cluster is usable again, and reads back what is written next.
+        swap.write(&vec![9u8; PAGE_SIZE], &mut slots).unwrap();
+        let mut out = vec![0u8; PAGE_SIZE];
+        swap.read(slots[0], &mut out).unwrap();
+        assert!(out.iter().all(|&b| b == 9));
     }
 }
