@@ -45,6 +45,8 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
         if inner.usage().total() > inner.limit.saturating_sub(margin(inner) / 2) {
             reclaim_to(inner, inner.limit.saturating_sub(margin(inner)));
         }
+        // Freed staging slots left over from the last batch: discard them while idle.
+        inner.staging.flush();
         let pool = inner.zswap.pool();
         if pool.total_size() > pool.stored_bytes() / 8 * 9 + (1 << 20) {
             // Exclusive loads and writeback leave holes in the pool: give the pages back.

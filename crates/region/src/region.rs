@@ -99,7 +99,9 @@ impl Inner {
     pub fn usage(&self) -> Usage {
         Usage {
             resident: self.nr_resident.load(Relaxed) * PAGE_SIZE as u64,
-            swapcache: self.swapcache.pages() * PAGE_SIZE as u64,
+            // Staged folios, and freed staging slots not discarded yet.
+            swapcache: self.swapcache.pages() * PAGE_SIZE as u64
+                + self.staging.dirty_bytes() as u64,
             // The pool's pages, and the freed ones it keeps for reuse: both are resident.
             pool: self.zswap.pool().total_size() + self.zswap.pool().reserved_bytes(),
             metadata: self.fixed_metadata
@@ -248,9 +250,14 @@ impl Region {
         // folio in flight per thread that evicts.
         let swapcache_budget =
             (config.memory_limit / 32 / PAGE_SIZE as u64).max(folio_pages as u64);
-        let slots =
-            (swapcache_budget / folio_pages as u64) as u32 + config.fault_threads as u32 + 4;
-        let staging = Staging::new(slots, fs)?;
+        // Freed staging slots are discarded in batches of up to 512 KiB (1/64 of a small
+        // limit), one TLB flush a batch instead of one a folio; they count as swap cache
+        // until discarded.
+        let batch_slots = ((config.memory_limit / 64).min(512 << 10) / fs as u64).max(1);
+        let slots = (swapcache_budget / folio_pages as u64 + batch_slots) as u32
+            + config.fault_threads as u32
+            + 4;
+        let staging = Staging::new(slots, fs, batch_slots as usize)?;
         // Folios in flight in staging (one per evicting thread) are memory too.
         let staging_reserve = (config.fault_threads as u64 + 1) * fs as u64;
 

@@ -8,12 +8,20 @@
 //! staging area is registered with a userfaultfd of its own, created without events: freeing a
 //! slot with `MADV_DONTNEED` then raises no REMOVE event and never waits for an event reader.
 //!
+//! Freed slots are discarded in batches: each `MADV_DONTNEED` of a slot would flush the TLB of
+//! every CPU running the program (an IPI each), so a freed slot that may hold pages waits on a
+//! dirty list until a batch of them is discarded with one `process_madvise` call, one flush for
+//! the batch (Linux 6.16 batches its TLB flushes; older kernels get one `madvise` per slot).
+//! [`Staging::dirty_bytes`] says how much memory the dirty slots may still hold.
+//!
 //! Soundness rests on one rule, kept by this type: a slot's memory is touched only through the
 //! [`StagedFolio`] that owns it, and the bytes are only handed out while every page of the slot
 //! is present (after a complete move in), so a reference never sees a missing page (which would
 //! block forever, nobody serving this userfaultfd) or a change.
 
-use std::sync::Arc;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use crate::error::UffdError;
 use crate::features::{Features, RegisterMode};
@@ -27,7 +35,23 @@ pub struct Staging {
     region: RawRegion,
     uffd: Uffd,
     slot_bytes: usize,
-    free: std::sync::Mutex<Vec<u32>>,
+    slots: Mutex<Slots>,
+    /// Bytes of the dirty slots, until their discard has completed.
+    dirty_bytes: AtomicUsize,
+    /// Dirty slots that make a batch.
+    batch_slots: usize,
+    /// This process, for `process_madvise`; None where pidfds are not available.
+    self_pidfd: Option<OwnedFd>,
+    /// Cleared once `process_madvise` refuses `MADV_DONTNEED` (kernels before 6.13).
+    batched_discard: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    /// Empty slots, ready for a move in.
+    free: Vec<u32>,
+    /// Freed slots that may still hold pages: discarded in batches.
+    dirty: Vec<u32>,
 }
 
 /// A folio moved out of a managed mapping into a staging slot. Dropping it frees the slot.
@@ -36,6 +60,8 @@ pub struct StagedFolio {
     staging: Arc<Staging>,
     slot: u32,
     len: usize,
+    /// The slot may hold pages (false only once every page moved back out).
+    needs_discard: bool,
 }
 
 /// Why a folio could not be staged.
@@ -53,8 +79,13 @@ pub enum StageError {
 }
 
 impl Staging {
-    /// `nr_slots` slots of `slot_bytes` each (a multiple of the page size).
-    pub fn new(nr_slots: u32, slot_bytes: usize) -> Result<Arc<Self>, UffdError> {
+    /// `nr_slots` slots of `slot_bytes` each (a multiple of the page size); freed slots are
+    /// discarded `batch_slots` at a time (at least 1).
+    pub fn new(
+        nr_slots: u32,
+        slot_bytes: usize,
+        batch_slots: usize,
+    ) -> Result<Arc<Self>, UffdError> {
         assert!(slot_bytes > 0 && slot_bytes.is_multiple_of(page_size()));
         let region = RawRegion::new(nr_slots as usize * slot_bytes).map_err(|e| UffdError::Os {
             op: "mmap staging",
@@ -79,7 +110,14 @@ impl Staging {
             region,
             uffd,
             slot_bytes,
-            free: std::sync::Mutex::new((0..nr_slots).rev().collect()),
+            slots: Mutex::new(Slots {
+                free: (0..nr_slots).rev().collect(),
+                dirty: Vec::new(),
+            }),
+            dirty_bytes: AtomicUsize::new(0),
+            batch_slots: batch_slots.max(1),
+            self_pidfd: open_self_pidfd(),
+            batched_discard: AtomicBool::new(true),
         }))
     }
 
@@ -87,9 +125,67 @@ impl Staging {
         self.slot_bytes
     }
 
-    /// Slots not in use.
+    /// Slots not in use (free, or freed and waiting for their discard).
     pub fn free_slots(&self) -> usize {
-        self.free.lock().expect("never poisoned").len()
+        let slots = self.slots.lock().expect("never poisoned");
+        slots.free.len() + slots.dirty.len()
+    }
+
+    /// Bytes that freed slots may still hold until their batch is discarded: memory the
+    /// owner of the staging area counts as its own.
+    pub fn dirty_bytes(&self) -> usize {
+        self.dirty_bytes.load(Relaxed)
+    }
+
+    /// Discard every freed slot now (one TLB flush for all of them).
+    pub fn flush(&self) {
+        let batch = std::mem::take(&mut self.slots.lock().expect("never poisoned").dirty);
+        if batch.is_empty() {
+            return;
+        }
+        self.discard(&batch);
+        let mut slots = self.slots.lock().expect("never poisoned");
+        slots.free.extend_from_slice(&batch);
+        self.dirty_bytes
+            .fetch_sub(batch.len() * self.slot_bytes, Relaxed);
+    }
+
+    /// A `StagedFolio` let its slot go.
+    fn release(&self, slot: u32, needs_discard: bool) {
+        let mut slots = self.slots.lock().expect("never poisoned");
+        if !needs_discard {
+            slots.free.push(slot);
+            return;
+        }
+        slots.dirty.push(slot);
+        self.dirty_bytes.fetch_add(self.slot_bytes, Relaxed);
+        let full = slots.dirty.len() >= self.batch_slots;
+        drop(slots);
+        if full {
+            self.flush();
+        }
+    }
+
+    /// Empty these slots, which nobody owns (their `StagedFolio`s are gone).
+    fn discard(&self, batch: &[u32]) {
+        let ranges: Vec<(usize, usize)> = batch
+            .iter()
+            .map(|&s| (self.slot_addr(s), self.slot_bytes))
+            .collect();
+        if let Some(pidfd) = &self.self_pidfd {
+            if self.batched_discard.load(Relaxed) {
+                // SAFETY: every range is a slot of our own mapping that no StagedFolio owns,
+                // so no reference into it exists and nothing relies on its contents.
+                match unsafe { crate::raw_region::discard_ranges(pidfd, &ranges) } {
+                    Ok(()) => return,
+                    Err(_) => self.batched_discard.store(false, Relaxed),
+                }
+            }
+        }
+        for (addr, len) in ranges {
+            // SAFETY: as above.
+            let _ = unsafe { crate::raw_region::madvise(addr, len, Advice::DontNeed) };
+        }
     }
 
     fn slot_addr(&self, slot: u32) -> usize {
@@ -104,18 +200,19 @@ impl Staging {
     /// handling of them runs meanwhile) and must not hold Rust references into them.
     pub fn stage(self: &Arc<Self>, src: usize, len: usize) -> Result<StagedFolio, StageError> {
         assert!(len > 0 && len <= self.slot_bytes && len.is_multiple_of(page_size()));
-        let slot = self
-            .free
-            .lock()
-            .expect("never poisoned")
-            .pop()
-            .ok_or(StageError::NoSlot)?;
+        let mut slot = self.slots.lock().expect("never poisoned").free.pop();
+        if slot.is_none() {
+            self.flush();
+            slot = self.slots.lock().expect("never poisoned").free.pop();
+        }
+        let slot = slot.ok_or(StageError::NoSlot)?;
         // Owns the slot from here: dropping it on any early return frees the slot. Its len
         // is the whole folio, so a drop discards every page that may be in the slot.
         let folio = StagedFolio {
             staging: self.clone(),
             slot,
             len,
+            needs_discard: true,
         };
         let dst = self.slot_addr(slot);
         // SAFETY: `src..src+len` is managed memory registered with a userfaultfd; its owner
@@ -202,6 +299,11 @@ impl StagedFolio {
         // argued as for `Uffd::copy`.
         let r = unsafe { dst_uffd.move_pages(dst, src, self.len, mode) }?;
         if r == Filled::All {
+            if self.len == self.staging.slot_bytes {
+                // Every page of the slot moved out: nothing is left to discard. (A shorter
+                // folio may have met a stray page past its end: that one is discarded.)
+                self.needs_discard = false;
+            }
             self.len = 0;
         }
         Ok(r)
@@ -233,16 +335,20 @@ impl StagedFolio {
 
 impl Drop for StagedFolio {
     fn drop(&mut self) {
-        let addr = self.staging.slot_addr(self.slot);
-        // Discard whatever is left (after a move back: nothing present, a cheap no-op). The
-        // staging userfaultfd has no REMOVE event, so this never waits for a reader.
-        // SAFETY: the slot is ours and no reference into it outlives `self`.
-        let _ =
-            unsafe { crate::raw_region::madvise(addr, self.staging.slot_bytes, Advice::DontNeed) };
-        self.staging
-            .free
-            .lock()
-            .expect("never poisoned")
-            .push(self.slot);
+        // Whatever is left in the slot is discarded with the next batch; until then the
+        // slot is neither free nor counted as anyone's but the staging area's.
+        self.staging.release(self.slot, self.needs_discard);
     }
+}
+
+/// A pidfd of this process, for `process_madvise` on its own memory.
+fn open_self_pidfd() -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; nothing is read
+    // from or written to our memory.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the kernel just returned this fd to us, and nothing else owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }

@@ -1,0 +1,60 @@
+//! Staging: folios moved out keep their bytes; a folio moved back leaves its slot empty; freed
+//! slots are counted as dirty until a batch of them is discarded, and are reused after.
+
+mod common;
+
+use common::{page, uffd};
+use uffd::{RawRegion, RegisterMode, Staging};
+
+#[test]
+fn freed_slots_are_discarded_in_batches_and_reused() {
+    let region = RawRegion::new(8 * page()).unwrap();
+    // Filled before it is registered: nobody serves its faults.
+    for p in 0..8 {
+        region
+            .write(p * page(), &vec![p as u8 + 1; page()])
+            .unwrap();
+    }
+    // After the region, so it drops first (an unmap would wait for an event reader).
+    let u = uffd();
+    u.register(&region, 0, region.len(), RegisterMode::MISSING)
+        .unwrap();
+    let staging = Staging::new(6, page(), 4).unwrap();
+    let addr = |p: usize| region.addr() + p * page();
+
+    let staged: Vec<_> = (0..3)
+        .map(|p| staging.stage(addr(p), page()).unwrap())
+        .collect();
+    for (p, s) in staged.iter().enumerate() {
+        assert!(s.bytes().iter().all(|&b| b == p as u8 + 1));
+    }
+    drop(staged);
+    // Three freed slots wait for a batch of four: they still hold their pages.
+    assert_eq!(staging.dirty_bytes(), 3 * page());
+    assert_eq!(staging.free_slots(), 6);
+    drop(staging.stage(addr(3), page()).unwrap());
+    assert_eq!(staging.dirty_bytes(), 0, "the fourth made a batch");
+
+    // Moved back whole: the slot is empty, nothing to discard.
+    let mut s = staging.stage(addr(4), page()).unwrap();
+    assert_eq!(s.move_back(&u, addr(4)).unwrap(), uffd::Filled::All);
+    u.wake(addr(4), page()).unwrap();
+    drop(s);
+    assert_eq!(staging.dirty_bytes(), 0);
+    let mut buf = vec![0u8; page()];
+    region.read(4 * page(), &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 5));
+
+    // Every slot is usable again, and a flush empties what is left dirty.
+    let staged: Vec<_> = (5..8)
+        .map(|p| staging.stage(addr(p), page()).unwrap())
+        .collect();
+    for (i, s) in staged.iter().enumerate() {
+        assert!(s.bytes().iter().all(|&b| b == i as u8 + 6));
+    }
+    drop(staged);
+    assert_eq!(staging.dirty_bytes(), 3 * page());
+    staging.flush();
+    assert_eq!(staging.dirty_bytes(), 0);
+    assert_eq!(staging.free_slots(), 6);
+}
