@@ -116,7 +116,10 @@ mod tests {
     use crate::PAGE_SIZE;
 
     fn blocks(dev: &FileDevice) -> u64 {
-        rustix::fs::fstat(dev).unwrap().st_blocks as u64
+        dev.files()
+            .iter()
+            .map(|f| rustix::fs::fstat(f).unwrap().st_blocks as u64)
+            .sum()
     }
 
     #[test]
