@@ -33,6 +33,9 @@ pub struct RegionConfig {
     pub user_mode_only: bool,
     /// A backing device to use instead of a swap file (tests inject faults with it).
     pub device: Option<Arc<dyn BackingDevice>>,
+    /// Keep folios read back from the swap file clean (write-protected, with their disk copy)
+    /// so that reclaiming them unwritten costs no store (clean.rs). On by default.
+    pub keep_clean: bool,
 }
 
 impl RegionConfig {
@@ -49,7 +52,13 @@ impl RegionConfig {
             fault_threads: 2,
             user_mode_only: false,
             device: None,
+            keep_clean: true,
         }
+    }
+
+    pub fn keep_clean(mut self, on: bool) -> Self {
+        self.keep_clean = on;
+        self
     }
 
     pub fn folio_size(mut self, bytes: usize) -> Self {

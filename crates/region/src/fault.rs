@@ -72,6 +72,9 @@ pub(crate) fn handler_loop(inner: &Inner) {
 
 fn handle_event(inner: &Inner, ev: Event) {
     match ev {
+        Event::Pagefault { addr, flags, .. } if flags.wp => {
+            crate::clean::serve_wp_fault(inner, addr)
+        }
         Event::Pagefault { addr, flags, .. } => serve_fault(inner, addr, flags.write),
         Event::Remove { start, end } | Event::Unmap { start, end } => {
             crate::events::discard(inner, start, end)
@@ -200,14 +203,15 @@ fn from_engine(
     FOLIO_BUF.with(|buf| {
         let buf = &mut *buf.borrow_mut();
         buf.resize(nr * PAGE_SIZE, 0);
-        if whole && inner.group.load(folio, buf).is_ok() {
-            installed_run(
-                inner,
-                folio,
-                folio.start(),
-                nr,
-                install(inner, folio.start(), buf, write, false),
-            )?;
+        if let Some(loaded) = whole.then(|| inner.group.load(folio, buf).ok()).flatten() {
+            // All of it from disk and only read so far: keep the disk copy (clean.rs).
+            let clean = loaded.disk == nr as u32 && !write && inner.clean.keep();
+            let result = install(inner, folio.start(), buf, write, false, clean);
+            if clean {
+                installed_clean(inner, folio, result)?;
+            } else {
+                installed_run(inner, folio, folio.start(), nr, result)?;
+            }
             inner.lru.lock().push_back(folio.start());
             inner.stats.faults_folio.fetch_add(1, Relaxed);
             return Ok(nr as u64);
@@ -258,6 +262,7 @@ fn from_engine(
                 &buf[i * PAGE_SIZE..j * PAGE_SIZE],
                 write,
                 zero_run,
+                false,
             );
             installed_run(inner, folio, first, j - i, r)?;
             i = j;
@@ -302,15 +307,45 @@ fn installed_run(
     }
 }
 
+/// A folio installed write-protected with its disk copy kept: mark what went in as present
+/// and wake the faulting threads; the engine keeps every entry (clean.rs). On a stop, the
+/// pages that went in stay so (clean, protected) and the rest are served again.
+fn installed_clean(
+    inner: &Inner,
+    folio: &FolioLock,
+    result: Result<(), (usize, Stop)>,
+) -> Result<(), Stop> {
+    let nr = folio.nr_pages() as usize;
+    let (done, stop) = match result {
+        Ok(()) => (nr, None),
+        Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
+    };
+    for p in folio.start()..folio.start() + done as u32 {
+        inner.set_resident(p, true);
+    }
+    if done > 0 {
+        inner.stats.clean_installs.fetch_add(1, Relaxed);
+        inner.clean.installed();
+        let _ = inner
+            .uffd
+            .wake(addr_of(inner, folio.start()), done * PAGE_SIZE);
+    }
+    match stop {
+        None => Ok(()),
+        Some(s) => Err(s),
+    }
+}
+
 /// Install `data` at page `first` of the region: one `UFFDIO_COPY` (or zero pages, for an
-/// all-zero run read by a read fault), skipping pages that turn out present. On a stop, says
-/// how many bytes went in before it.
+/// all-zero run read by a read fault), skipping pages that turn out present; write-protected
+/// with `protect`. On a stop, says how many bytes went in before it.
 fn install(
     inner: &Inner,
     first: u32,
     data: &[u8],
     write: bool,
     zero_run: bool,
+    protect: bool,
 ) -> Result<(), (usize, Stop)> {
     let mut done = 0usize;
     while done < data.len() {
@@ -326,7 +361,7 @@ fn install(
                 &data[done..],
                 CopyMode {
                     dont_wake: true,
-                    ..CopyMode::default()
+                    write_protect: protect,
                 },
             )
         };

@@ -149,8 +149,17 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
         }
     };
     let mut staged = staged;
+    // Read back from disk and not written since (clean.rs): the disk copy stands.
+    let clean = keep_staged && crate::clean::is_clean(folio);
     for p in folio.offsets() {
         inner.set_resident(p, false);
+    }
+    if clean {
+        inner.stats.folios_evicted.fetch_add(1, Relaxed);
+        inner.stats.clean_evictions.fetch_add(1, Relaxed);
+        let dropped = inner.swapcache.insert(folio.start(), staged);
+        inner.stats.swapcache_dropped.fetch_add(dropped, Relaxed);
+        return true;
     }
     match inner.group.swap_out(folio, staged.bytes()) {
         Ok(_) => {

@@ -85,6 +85,8 @@ pub(crate) struct Inner {
     pub event_gate: parking_lot::RwLock<()>,
     /// Discarded page ranges read but not yet processed.
     pub pending: Mutex<Vec<(u32, u32)>>,
+    /// Folios read from disk kept clean (clean.rs).
+    pub clean: crate::clean::CleanTracking,
 }
 
 impl Inner {
@@ -223,7 +225,14 @@ impl Region {
         // split by every UFFDIO_MOVE that evicts part of it (the kernel splits huge pages on
         // swap-out too), and it is the one path where MOVE met states we do not otherwise see.
         mem.no_huge_pages()?;
-        uffd.register(&mem, 0, len, RegisterMode::MISSING)?;
+        // Write-protect faults too, where the kernel offers them: clean folios (clean.rs).
+        let wp = uffd.features().contains(uffd::Features::PAGEFAULT_FLAG_WP);
+        let mode = if wp {
+            RegisterMode::MISSING_WP
+        } else {
+            RegisterMode::MISSING
+        };
+        uffd.register(&mem, 0, len, mode)?;
 
         let swap_pages = u32::try_from(config.swap_size.unwrap_or(len as u64) / PAGE_SIZE as u64)
             .map_err(|_| RegionError::Config("swap size too large".into()))?;
@@ -285,6 +294,7 @@ impl Region {
             deferred: Mutex::new(Vec::new()),
             event_gate: parking_lot::RwLock::new(()),
             pending: Mutex::new(Vec::new()),
+            clean: crate::clean::CleanTracking::new(wp && config.keep_clean),
         });
 
         let mut threads = Vec::new();

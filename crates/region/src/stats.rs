@@ -29,6 +29,12 @@ pub(crate) struct RegionStats {
     pub swapcache_dropped: AtomicU64,
     pub discarded_pages: AtomicU64,
     pub remaps: AtomicU64,
+    /// Folios read from disk installed write-protected, keeping their disk copy.
+    pub clean_installs: AtomicU64,
+    /// Writes to such folios (their disk copy dropped).
+    pub wp_faults: AtomicU64,
+    /// Folios reclaimed while still clean: no store, no write.
+    pub clean_evictions: AtomicU64,
     latency_ns: Mutex<Histogram<u64>>,
 }
 
@@ -49,6 +55,9 @@ impl Default for RegionStats {
             swapcache_dropped: AtomicU64::new(0),
             discarded_pages: AtomicU64::new(0),
             remaps: AtomicU64::new(0),
+            clean_installs: AtomicU64::new(0),
+            wp_faults: AtomicU64::new(0),
+            clean_evictions: AtomicU64::new(0),
             latency_ns: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             ),
@@ -86,6 +95,9 @@ impl RegionStats {
             swapcache_dropped: self.swapcache_dropped.load(Relaxed),
             discarded_pages: self.discarded_pages.load(Relaxed),
             remaps: self.remaps.load(Relaxed),
+            clean_installs: self.clean_installs.load(Relaxed),
+            wp_faults: self.wp_faults.load(Relaxed),
+            clean_evictions: self.clean_evictions.load(Relaxed),
             fault_latency_p50: q(0.5),
             fault_latency_p99: q(0.99),
             fault_latency_max: Duration::from_nanos(h.max()),
@@ -111,6 +123,9 @@ pub struct RegionStatsSnapshot {
     pub swapcache_dropped: u64,
     pub discarded_pages: u64,
     pub remaps: u64,
+    pub clean_installs: u64,
+    pub wp_faults: u64,
+    pub clean_evictions: u64,
     pub fault_latency_p50: Duration,
     pub fault_latency_p99: Duration,
     pub fault_latency_max: Duration,

@@ -94,12 +94,16 @@ fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
     let z = r.zswap().stats();
     let s = r.stats();
     eprintln!(
-        "{rounds} rounds; faults {} (swap cache {}), evicted {}, zswpout {}, written back {}",
+        "{rounds} rounds; faults {} (swap cache {}), evicted {}, zswpout {}, written back {}, \
+         clean installs {} / evictions {} / written {}",
         s.faults,
         s.faults_swapcache,
         s.folios_evicted,
         z.get("zswpout"),
-        z.get("written_back_pages")
+        z.get("written_back_pages"),
+        s.clean_installs,
+        s.clean_evictions,
+        s.wp_faults,
     );
     assert!(s.folios_evicted > 0 && s.faults > 0);
     assert!(

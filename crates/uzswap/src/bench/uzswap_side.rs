@@ -165,6 +165,9 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         ("faults_first_touch".into(), rs.faults_first_touch as i64),
         ("direct_reclaim".into(), rs.direct_reclaim as i64),
         ("folios_evicted".into(), rs.folios_evicted as i64),
+        ("clean_installs".into(), rs.clean_installs as i64),
+        ("clean_evictions".into(), rs.clean_evictions as i64),
+        ("wp_faults".into(), rs.wp_faults as i64),
     ]);
     result.max_rss_bytes = Some(max_rss.load(Relaxed));
     result.max_usage_bytes = Some(max_usage.load(Relaxed));

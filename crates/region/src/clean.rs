@@ -1,0 +1,121 @@
+//! Clean pages: a folio read back whole from the swap file keeps its slots, so reclaiming it
+//! again before it is written costs neither a compression nor a write (the kernel's clean
+//! swap cache pages do the same).
+//!
+//! Such a folio is installed write-protected (`UFFDIO_COPY` with `MODE_WP`; the region is
+//! registered for write-protect faults as well as missing ones). While its pages are
+//! resident and its engine entries are still on disk, it is clean by construction: nothing
+//! could have written it. The first write raises a write-protect fault: under the folio lock
+//! the disk copies are freed (invariant 2 is kept: the page in the mapping is the newer copy)
+//! and only then is the protection lifted and the writer woken. Reclaim that finds every
+//! page of a folio resident with an on-disk entry drops the pages after moving them out,
+//! with no store.
+//!
+//! A write fault installs without protection (the copy would be dropped at once), and when
+//! most clean folios are written soon after they come in (read-modify-write, as in a random
+//! update workload), the extra fault costs more than it saves: then folios stop being kept
+//! clean, except one in 16 that keeps measuring.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use uffd::UffdError;
+use zswap::swap::{FolioLock, Kind};
+use zswap::PAGE_SIZE;
+
+use crate::fault::read_pending_events;
+use crate::region::Inner;
+
+/// Whether folios read from disk are kept clean, from how often they were written.
+#[derive(Debug)]
+pub(crate) struct CleanTracking {
+    /// The region is registered for write-protect faults.
+    pub enabled: bool,
+    /// Folios installed clean, and those of them written later (decayed together).
+    installs: AtomicU64,
+    dirtied: AtomicU64,
+    probe: AtomicU64,
+}
+
+/// Counts are halved past this many installs, so the decision follows the workload's phase.
+const DECAY_AFTER: u64 = 4096;
+
+impl CleanTracking {
+    pub fn new(enabled: bool) -> Self {
+        CleanTracking {
+            enabled,
+            installs: AtomicU64::new(0),
+            dirtied: AtomicU64::new(0),
+            probe: AtomicU64::new(0),
+        }
+    }
+
+    /// Keep the folio about to be installed from disk by a read fault clean?
+    pub fn keep(&self) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        let (installs, dirtied) = (self.installs.load(Relaxed), self.dirtied.load(Relaxed));
+        dirtied * 2 <= installs || self.probe.fetch_add(1, Relaxed).is_multiple_of(16)
+    }
+
+    pub fn installed(&self) {
+        if self.installs.fetch_add(1, Relaxed) >= DECAY_AFTER {
+            // Racy halving is fine: the counts only steer a heuristic.
+            self.installs.store(DECAY_AFTER / 2, Relaxed);
+            let d = self.dirtied.load(Relaxed);
+            self.dirtied.store(d / 2, Relaxed);
+        }
+    }
+
+    fn dirtied(&self) {
+        self.dirtied.fetch_add(1, Relaxed);
+    }
+}
+
+/// Every page of the locked folio is resident (the caller checked) and still has its copy on
+/// disk: it has not been written since it came in.
+pub(crate) fn is_clean(folio: &FolioLock) -> bool {
+    folio.offsets().all(|p| folio.state(p).kind == Kind::OnDisk)
+}
+
+/// A write hit a write-protected page of the region at `addr`.
+pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) {
+    let base = inner.base();
+    if addr < base || addr >= base + inner.len {
+        let _ = inner.uffd.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
+        return;
+    }
+    let page = ((addr - base) / PAGE_SIZE) as u32;
+    let start = page & !(inner.folio_pages - 1);
+    let folio = inner.group.lock_folio(start, inner.folio_order);
+    inner.stats.wp_faults.fetch_add(1, Relaxed);
+    // The folio's pages are one unit: the disk copies of all of them go, so reclaim stores
+    // the folio whole next time.
+    let mut dropped = false;
+    for p in folio.offsets() {
+        if inner.is_resident(p) && folio.state(p).kind == Kind::OnDisk {
+            inner.group.invalidate_page(&folio, p);
+            dropped = true;
+        }
+    }
+    if dropped {
+        inner.clean.dirtied();
+    }
+    let folio_addr = base + start as usize * PAGE_SIZE;
+    let len = folio.nr_pages() as usize * PAGE_SIZE;
+    loop {
+        let gate = inner.event_gate.read();
+        // Lifts the protection of whatever is present and wakes the writers; a page moved out
+        // meanwhile faults again as missing.
+        match inner.uffd.write_unprotect(folio_addr, len, false) {
+            Ok(()) => break,
+            Err(e) if e.is_retry() => {
+                drop(gate);
+                read_pending_events(inner);
+            }
+            Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => break,
+            Err(e) => panic!("lifting write protection failed: {e}"),
+        }
+    }
+    let _ = inner.uffd.wake(folio_addr, len);
+}
