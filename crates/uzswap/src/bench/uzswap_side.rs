@@ -29,6 +29,19 @@ fn rss() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// The system's page cache (`Cached` in /proc/meminfo), in bytes: the swap file's pages sit
+/// there, in memory but outside any limit of ours (the kernel's swap writes bypass it).
+fn page_cache() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Cached:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// CPU of this process's threads, split: uzswap's own threads (named `uzswap-*` and
 /// `zswap-shrink`) and the rest.
 fn cpu_split() -> (CpuTimes, CpuTimes) {
@@ -114,6 +127,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
     // Sample RSS (over the baseline) and the region's own accounting while the workload
     // runs; the sampler holds only a probe, the workload has the memory.
     let (max_rss, max_usage, done) = (AtomicU64::new(0), AtomicU64::new(0), AtomicBool::new(false));
+    let (cache_baseline, max_cache) = (page_cache(), AtomicU64::new(0));
     let probe = region.usage_probe();
     let engine = region.zswap().clone();
     let output = std::thread::scope(|s| {
@@ -121,6 +135,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
             while !done.load(Relaxed) {
                 max_rss.fetch_max(rss().saturating_sub(baseline), Relaxed);
                 max_usage.fetch_max(probe.usage().total(), Relaxed);
+                max_cache.fetch_max(page_cache().saturating_sub(cache_baseline), Relaxed);
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
@@ -168,6 +183,11 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         ("clean_installs".into(), rs.clean_installs as i64),
         ("clean_evictions".into(), rs.clean_evictions as i64),
         ("wp_faults".into(), rs.wp_faults as i64),
+        // System-wide: on an otherwise idle machine, the swap file's cached pages.
+        (
+            "page_cache_growth_max_bytes".into(),
+            max_cache.load(Relaxed) as i64,
+        ),
     ]);
     result.max_rss_bytes = Some(max_rss.load(Relaxed));
     result.max_usage_bytes = Some(max_usage.load(Relaxed));
