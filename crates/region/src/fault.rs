@@ -33,6 +33,15 @@ thread_local! {
     static FOLIO_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Run `f` on this thread's folio buffer, sized to `nr_pages` pages.
+pub(crate) fn with_folio_buf<R>(nr_pages: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    FOLIO_BUF.with(|buf| {
+        let buf = &mut *buf.borrow_mut();
+        buf.resize(nr_pages * PAGE_SIZE, 0);
+        f(buf)
+    })
+}
+
 /// Why an install into the region stopped.
 pub(crate) enum Stop {
     /// Events are pending (EAGAIN): read them, then start over.
@@ -203,18 +212,14 @@ fn from_engine(
     FOLIO_BUF.with(|buf| {
         let buf = &mut *buf.borrow_mut();
         buf.resize(nr * PAGE_SIZE, 0);
-        if let Some(loaded) = whole.then(|| inner.group.load(folio, buf).ok()).flatten() {
-            // All of it from disk and only read so far: keep the disk copy (clean.rs).
-            let clean = loaded.disk == nr as u32 && !write && inner.clean.keep();
-            let result = install(inner, folio.start(), buf, write, false, clean);
-            if clean {
-                installed_clean(inner, folio, result)?;
-            } else {
-                installed_run(inner, folio, folio.start(), nr, result)?;
+        if whole {
+            if let Some(disk) = load_whole(inner, folio, write, buf)? {
+                inner.stats.faults_folio.fetch_add(1, Relaxed);
+                if disk {
+                    crate::readahead::after_disk_fault(inner, folio.start());
+                }
+                return Ok(nr as u64);
             }
-            inner.lru.lock().push_back(folio.start());
-            inner.stats.faults_folio.fetch_add(1, Relaxed);
-            return Ok(nr as u64);
         }
         // Page by page: each missing page from wherever it is; runs installed together.
         let mut poisoned = Vec::new();
@@ -278,6 +283,32 @@ fn from_engine(
         counter.fetch_add(1, Relaxed);
         Ok((missing.len() - poisoned.len()) as u64)
     })
+}
+
+/// Load the whole held folio, every page of which the engine holds, and install it with one
+/// copy. `Ok(None)`: the load failed (the caller falls back to page by page, which finds and
+/// poisons the bad page); `Ok(Some(true))`: it all came from the swap file.
+pub(crate) fn load_whole(
+    inner: &Inner,
+    folio: &FolioLock,
+    write: bool,
+    buf: &mut [u8],
+) -> Result<Option<bool>, Stop> {
+    let nr = folio.nr_pages() as usize;
+    let Ok(loaded) = inner.group.load(folio, buf) else {
+        return Ok(None);
+    };
+    let from_disk = loaded.disk == nr as u32;
+    // All of it from disk and only read so far: keep the disk copy (clean.rs).
+    let clean = from_disk && !write && inner.clean.keep();
+    let result = install(inner, folio.start(), buf, write, false, clean);
+    if clean {
+        installed_clean(inner, folio, result)?;
+    } else {
+        installed_run(inner, folio, folio.start(), nr, result)?;
+    }
+    inner.lru.lock().push_back(folio.start());
+    Ok(Some(from_disk))
 }
 
 /// After an install of `n` pages from `first`: mark what went in as present and free the

@@ -87,6 +87,7 @@ pub(crate) struct Inner {
     pub pending: Mutex<Vec<(u32, u32)>>,
     /// Folios read from disk kept clean (clean.rs).
     pub clean: crate::clean::CleanTracking,
+    pub readahead: crate::readahead::Readahead,
 }
 
 impl Inner {
@@ -144,6 +145,9 @@ impl Inner {
         c.notify_one();
     }
 }
+
+/// Readahead threads: each waits on the disk for one folio at a time.
+const READAHEAD_THREADS: usize = 4;
 
 /// Reads a region's usage from any thread.
 #[derive(Clone)]
@@ -295,6 +299,7 @@ impl Region {
             event_gate: parking_lot::RwLock::new(()),
             pending: Mutex::new(Vec::new()),
             clean: crate::clean::CleanTracking::new(wp && config.keep_clean),
+            readahead: Default::default(),
         });
 
         let mut threads = Vec::new();
@@ -302,6 +307,12 @@ impl Region {
             let inner = inner.clone();
             threads.push(spawn_critical(format!("uzswap-fault-{i}"), move || {
                 crate::fault::handler_loop(&inner)
+            }));
+        }
+        for i in 0..READAHEAD_THREADS {
+            let inner = inner.clone();
+            threads.push(spawn_critical(format!("uzswap-readahead-{i}"), move || {
+                crate::readahead::readahead_loop(&inner)
             }));
         }
         let k = inner.clone();

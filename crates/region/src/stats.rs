@@ -35,6 +35,8 @@ pub(crate) struct RegionStats {
     pub wp_faults: AtomicU64,
     /// Folios reclaimed while still clean: no store, no write.
     pub clean_evictions: AtomicU64,
+    /// Folios brought in by readahead, ahead of any fault.
+    pub readahead_folios: AtomicU64,
     latency_ns: Mutex<Histogram<u64>>,
 }
 
@@ -58,6 +60,7 @@ impl Default for RegionStats {
             clean_installs: AtomicU64::new(0),
             wp_faults: AtomicU64::new(0),
             clean_evictions: AtomicU64::new(0),
+            readahead_folios: AtomicU64::new(0),
             latency_ns: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             ),
@@ -98,6 +101,7 @@ impl RegionStats {
             clean_installs: self.clean_installs.load(Relaxed),
             wp_faults: self.wp_faults.load(Relaxed),
             clean_evictions: self.clean_evictions.load(Relaxed),
+            readahead_folios: self.readahead_folios.load(Relaxed),
             fault_latency_p50: q(0.5),
             fault_latency_p99: q(0.99),
             fault_latency_max: Duration::from_nanos(h.max()),
@@ -126,6 +130,7 @@ pub struct RegionStatsSnapshot {
     pub clean_installs: u64,
     pub wp_faults: u64,
     pub clean_evictions: u64,
+    pub readahead_folios: u64,
     pub fault_latency_p50: Duration,
     pub fault_latency_p99: Duration,
     pub fault_latency_max: Duration,

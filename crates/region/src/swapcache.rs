@@ -54,6 +54,11 @@ impl SwapCacheMap {
         dropped
     }
 
+    /// Whether the folio at `start` is staged here.
+    pub fn contains(&self, start: u32) -> bool {
+        self.inner.lock().0.contains_key(&start)
+    }
+
     /// Take the staged copy of the folio at `start`, if there is one. The caller holds the
     /// folio's lock.
     pub fn take(&self, start: u32) -> Option<StagedFolio> {

@@ -285,3 +285,17 @@ fn rereading_clean_folios_stores_nothing_new() {
         "{stored} pages stored again on a read-only pass"
     );
 }
+
+/// A sequential scan of pages on the swap file is read ahead of the program, and every page
+/// read ahead holds its data.
+#[test]
+fn a_sequential_scan_from_the_swap_file_is_read_ahead() {
+    let limit = 8 << 20;
+    let cfg = RegionConfig::new(limit).max_pool_percent(1);
+    let mut r = Region::new(32 << 20, cfg).unwrap();
+    fill(r.as_mut_slice(), 11);
+    check(r.as_mut_slice(), 11);
+    check(r.as_mut_slice(), 11);
+    let s = r.stats();
+    assert!(s.readahead_folios > 0, "nothing was read ahead: {s:?}");
+}

@@ -1,0 +1,123 @@
+//! Swap readahead: when faults read folios from the swap file in order (a sequential scan),
+//! the next folios are read in ahead of the program by readahead threads, so the disk's
+//! latency overlaps with the program's work, as the kernel's swap readahead does.
+//!
+//! A fault that read a whole folio from disk looks for a recent disk fault a little before
+//! it (one per stream: several threads may scan at once) and, finding one, queues the folios
+//! after it. A readahead thread takes a queued folio only if it is wholly out of memory and
+//! wholly on disk, under its folio lock, and brings it in as a read fault would (clean, so
+//! reclaiming it unwritten costs nothing). Faults never wait for readahead: a fault on a
+//! queued folio serves itself, and the readahead finds it resident and skips it.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use zswap::swap::Kind;
+use zswap::PAGE_SIZE;
+
+use crate::events::pending_mask;
+use crate::region::Inner;
+
+/// How far ahead: 512 KiB, at least one folio, at most 16.
+fn window_folios(inner: &Inner) -> u32 {
+    ((512 << 10) / inner.folio_bytes() as u32).clamp(1, 16)
+}
+
+/// Streams remembered (a thread scanning each).
+const STREAMS: usize = 8;
+
+#[derive(Debug, Default)]
+pub(crate) struct Readahead {
+    /// Folio starts to read ahead, oldest first.
+    queue: Mutex<VecDeque<u32>>,
+    wake: Condvar,
+    /// The last disk fault of each recent stream (folio start + 1; 0: empty).
+    streams: Mutex<[u32; STREAMS]>,
+}
+
+/// A fault read the folio at `start` wholly from disk.
+pub(crate) fn after_disk_fault(inner: &Inner, start: u32) {
+    let fp = inner.folio_pages;
+    let window = window_folios(inner);
+    let sequential = {
+        let mut streams = inner.readahead.streams.lock();
+        // A stream whose last disk fault lies at most a window (plus one) before this one:
+        // the folios between were read ahead, or were resident.
+        let reach = (window + 1) * fp;
+        let found = streams
+            .iter()
+            .position(|&s| s != 0 && s - 1 < start && start - (s - 1) <= reach);
+        let slot = found.unwrap_or_else(|| {
+            // A new stream replaces the oldest (entries move up as they are used).
+            streams.rotate_right(1);
+            0
+        });
+        streams[slot] = start + 1;
+        found.is_some()
+    };
+    if !sequential {
+        return;
+    }
+    let nr_pages = (inner.len / PAGE_SIZE) as u32;
+    let mut queue = inner.readahead.queue.lock();
+    for k in 1..=window {
+        let next = start + k * fp;
+        if next >= nr_pages {
+            break;
+        }
+        if !queue.contains(&next) {
+            queue.push_back(next);
+        }
+    }
+    // Bounded: a stale backlog is worse than none.
+    while queue.len() > 4 * window as usize {
+        queue.pop_front();
+    }
+    drop(queue);
+    inner.readahead.wake.notify_one();
+}
+
+pub(crate) fn readahead_loop(inner: &Inner) {
+    while !inner.stop.load(Relaxed) {
+        let next = {
+            let mut queue = inner.readahead.queue.lock();
+            if queue.is_empty() {
+                inner
+                    .readahead
+                    .wake
+                    .wait_for(&mut queue, Duration::from_millis(100));
+            }
+            queue.pop_front()
+        };
+        if let Some(start) = next {
+            read_ahead(inner, start);
+        }
+    }
+}
+
+/// Bring in the folio at `start` if it is wholly out and wholly on disk.
+fn read_ahead(inner: &Inner, start: u32) {
+    crate::reclaim::throttle(inner);
+    let folio = inner.group.lock_folio(start, inner.folio_order);
+    let out_on_disk = folio
+        .offsets()
+        .all(|p| !inner.is_resident(p) && folio.state(p).kind == Kind::OnDisk);
+    if !out_on_disk || inner.swapcache.contains(start) {
+        return;
+    }
+    let gate = inner.event_gate.read();
+    if pending_mask(inner, folio.start(), folio.end()).is_some() {
+        return; // a discard is on its way: leave the folio to it
+    }
+    inner.lru.lock().push_back(start);
+    let done = crate::fault::with_folio_buf(folio.nr_pages() as usize, |buf| {
+        crate::fault::load_whole(inner, &folio, false, buf)
+    });
+    drop(gate);
+    // On a stop (events pending, range gone) what went in is settled; the rest stays out.
+    if let Ok(Some(_)) = done {
+        inner.stats.readahead_folios.fetch_add(1, Relaxed);
+    }
+}
