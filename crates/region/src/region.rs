@@ -142,7 +142,7 @@ impl Inner {
     pub fn wake_kswapd(&self) {
         let (m, c) = &self.kswapd_wake;
         *m.lock() = true;
-        c.notify_one();
+        c.notify_all();
     }
 }
 
@@ -208,6 +208,11 @@ impl Region {
                 "fault_threads must be between 1 and 64".into(),
             ));
         }
+        if config.kswapd_threads == 0 || config.kswapd_threads > 64 {
+            return Err(RegionError::Config(
+                "kswapd_threads must be between 1 and 64".into(),
+            ));
+        }
         if config.max_pool_percent > 100 {
             return Err(RegionError::Config(
                 "max_pool_percent must be at most 100".into(),
@@ -267,12 +272,11 @@ impl Region {
         // limit), one TLB flush a batch instead of one a folio; they count as swap cache
         // until discarded.
         let batch_slots = ((config.memory_limit / 64).min(512 << 10) / fs as u64).max(1);
-        let slots = (swapcache_budget / folio_pages as u64 + batch_slots) as u32
-            + config.fault_threads as u32
-            + 4;
+        let evicting = (config.fault_threads + config.kswapd_threads) as u64;
+        let slots = (swapcache_budget / folio_pages as u64 + batch_slots + evicting) as u32 + 4;
         let staging = Staging::new(slots, fs, batch_slots as usize)?;
         // Folios in flight in staging (one per evicting thread) are memory too.
-        let staging_reserve = (config.fault_threads as u64 + 1) * fs as u64;
+        let staging_reserve = evicting * fs as u64;
 
         let inner = Arc::new(Inner {
             base: AtomicUsize::new(mem.addr()),
@@ -315,10 +319,12 @@ impl Region {
                 crate::readahead::readahead_loop(&inner)
             }));
         }
-        let k = inner.clone();
-        threads.push(spawn_critical("uzswap-kswapd".into(), move || {
-            crate::reclaim::kswapd_loop(&k)
-        }));
+        for i in 0..config.kswapd_threads {
+            let k = inner.clone();
+            threads.push(spawn_critical(format!("uzswap-kswapd-{i}"), move || {
+                crate::reclaim::kswapd_loop(&k)
+            }));
+        }
         Ok(Region {
             inner,
             threads,
