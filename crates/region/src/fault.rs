@@ -123,6 +123,10 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped).
     inner.lru.lock().push_back(start);
     let mut staged = inner.swapcache.take(start);
+    let first_touch = staged.is_none()
+        && folio
+            .offsets()
+            .all(|p| !inner.is_resident(p) && folio.state(p).kind == Kind::Empty);
     let installed = loop {
         let gate = inner.event_gate.read();
         let pending = pending_mask(inner, folio.start(), folio.end());
@@ -152,9 +156,87 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     drop(staged);
     inner.stats.pages_in.fetch_add(installed, Relaxed);
     drop(folio);
+    if first_touch && installed > 0 {
+        fault_around(inner, start + inner.folio_pages, write);
+    }
     inner.stats.record_latency(t0.elapsed());
     if inner.usage().total() > inner.limit.saturating_sub(inner.folio_bytes() as u64 * 4) {
         inner.wake_kswapd();
+    }
+}
+
+/// How far past a first touch untouched memory is mapped at once.
+const FAULT_AROUND_BYTES: usize = 256 << 10;
+
+/// After a first-touch fault: the next untouched folios are mapped too, while the limit has
+/// room for them, so a program filling fresh memory faults once per 256 KiB instead of once
+/// per folio (the kernel spares anonymous first touches the same way with fault-around and
+/// THP). After a write they get zero-filled pages, writable at once (the zero page would cost
+/// a copy-on-write fault, and a TLB flush, for every page written); after a read, the zero
+/// page, which costs no memory until written. They count as resident from now on, so the limit
+/// holds however the program uses them. Stops at the first folio that is not untouched.
+fn fault_around(inner: &Inner, from: u32, write: bool) {
+    static ZEROS: [u8; FAULT_AROUND_BYTES] = [0; FAULT_AROUND_BYTES];
+    let folio_bytes = inner.folio_bytes();
+    let window = (FAULT_AROUND_BYTES / folio_bytes) as u32;
+    let room = inner.limit.saturating_sub(inner.limit / 64);
+    if window == 0 || inner.usage().total() + (FAULT_AROUND_BYTES as u64) > room {
+        return;
+    }
+    let nr_pages = (inner.len / PAGE_SIZE) as u32;
+    let untouched = |p: u32| !inner.is_resident(p) && inner.group.peek(p).kind == Kind::Empty;
+    for k in 0..window {
+        let start = from + k * inner.folio_pages;
+        if start + inner.folio_pages > nr_pages
+            || inner.group.cache().is_locked(start)
+            || !(start..start + inner.folio_pages).all(untouched)
+        {
+            return;
+        }
+        let folio = inner.group.lock_folio(start, inner.folio_order);
+        let still = folio
+            .offsets()
+            .all(|p| !inner.is_resident(p) && folio.state(p).kind == Kind::Empty);
+        if !still || inner.swapcache.contains(start) {
+            return;
+        }
+        let _gate = inner.event_gate.read();
+        if pending_mask(inner, folio.start(), folio.end()).is_some() {
+            return;
+        }
+        // Queued before anything goes in, as a fault does (a stale entry is skipped).
+        inner.lru.lock().push_back(start);
+        let addr = addr_of(inner, start);
+        let r = if write {
+            inner
+                .uffd
+                .copy(addr, &ZEROS[..folio_bytes], CopyMode::default())
+        } else {
+            inner.uffd.zeropage(addr, folio_bytes, false)
+        };
+        let (done, go_on) = match r {
+            Ok(Filled::All) => (folio_bytes, true),
+            // Present already (not ours to know of), or the mapping is changing: leave the
+            // rest to faults; what went in before the stop is settled.
+            Ok(Filled::PageExists { done }) | Err(UffdError::MappingChanging { done, .. }) => {
+                (done, false)
+            }
+            Err(_) => (0, false),
+        };
+        for p in start..start + (done / PAGE_SIZE) as u32 {
+            inner.set_resident(p, true);
+        }
+        if done > 0 {
+            // Brought in by the fault that triggered it: counted in its pages per fault.
+            inner
+                .stats
+                .pages_in
+                .fetch_add((done / PAGE_SIZE) as u64, Relaxed);
+            inner.stats.fault_around.fetch_add(1, Relaxed);
+        }
+        if !go_on {
+            return;
+        }
     }
 }
 

@@ -37,6 +37,8 @@ pub(crate) struct RegionStats {
     pub clean_evictions: AtomicU64,
     /// Folios brought in by readahead, ahead of any fault.
     pub readahead_folios: AtomicU64,
+    /// Untouched folios mapped to the zero page after a first touch next to them.
+    pub fault_around: AtomicU64,
     latency_ns: Mutex<Histogram<u64>>,
 }
 
@@ -61,6 +63,7 @@ impl Default for RegionStats {
             wp_faults: AtomicU64::new(0),
             clean_evictions: AtomicU64::new(0),
             readahead_folios: AtomicU64::new(0),
+            fault_around: AtomicU64::new(0),
             latency_ns: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             ),
@@ -102,6 +105,7 @@ impl RegionStats {
             wp_faults: self.wp_faults.load(Relaxed),
             clean_evictions: self.clean_evictions.load(Relaxed),
             readahead_folios: self.readahead_folios.load(Relaxed),
+            fault_around: self.fault_around.load(Relaxed),
             fault_latency_p50: q(0.5),
             fault_latency_p99: q(0.99),
             fault_latency_max: Duration::from_nanos(h.max()),
@@ -131,6 +135,7 @@ pub struct RegionStatsSnapshot {
     pub wp_faults: u64,
     pub clean_evictions: u64,
     pub readahead_folios: u64,
+    pub fault_around: u64,
     pub fault_latency_p50: Duration,
     pub fault_latency_p99: Duration,
     pub fault_latency_max: Duration,

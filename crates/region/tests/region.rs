@@ -299,3 +299,20 @@ fn a_sequential_scan_from_the_swap_file_is_read_ahead() {
     let s = r.stats();
     assert!(s.readahead_folios > 0, "nothing was read ahead: {s:?}");
 }
+
+/// Filling fresh memory: after a first touch the next untouched folios are mapped at once,
+/// so most of them never fault; read first, they read zero, and later writes land.
+#[test]
+fn fresh_memory_is_mapped_ahead_of_a_fill() {
+    let cfg = RegionConfig::new(64 << 20).folio_size(4 << 10);
+    let mut r = Region::new(16 << 20, cfg).unwrap();
+    let mem = r.as_mut_slice();
+    // The first half read first (zero page), then written; the second half written at once.
+    assert!(mem[..8 << 20].iter().all(|&b| b == 0));
+    fill(r.as_mut_slice(), 5);
+    check(r.as_mut_slice(), 5);
+    let s = r.stats();
+    assert!(s.fault_around > 0, "{s:?}");
+    // 4096 pages, mapped 64 at a time after each first touch.
+    assert!(s.faults_first_touch < 1024, "{s:?}");
+}

@@ -184,6 +184,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         ("clean_evictions".into(), rs.clean_evictions as i64),
         ("wp_faults".into(), rs.wp_faults as i64),
         ("readahead_folios".into(), rs.readahead_folios as i64),
+        ("fault_around".into(), rs.fault_around as i64),
         // System-wide: on an otherwise idle machine, the swap file's cached pages.
         (
             "page_cache_growth_max_bytes".into(),
