@@ -80,13 +80,9 @@ pub(crate) fn is_clean(folio: &FolioLock) -> bool {
 
 /// A write hit a write-protected page of the region at `addr`.
 pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) {
-    let base = inner.base();
-    if addr < base || addr >= base + inner.len {
-        let _ = inner.uffd.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
+    let Some((_, start)) = crate::fault::faulting_folio(inner, addr) else {
         return;
-    }
-    let page = ((addr - base) / PAGE_SIZE) as u32;
-    let start = page & !(inner.folio_pages - 1);
+    };
     let folio = inner.group.lock_folio(start, inner.folio_order);
     inner.stats.wp_faults.fetch_add(1, Relaxed);
     // The folio's pages are one unit: the disk copies of all of them go, so reclaim stores
@@ -101,7 +97,7 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) {
     if dropped {
         inner.clean.dirtied();
     }
-    let folio_addr = base + start as usize * PAGE_SIZE;
+    let folio_addr = inner.base() + start as usize * PAGE_SIZE;
     let len = folio.nr_pages() as usize * PAGE_SIZE;
     loop {
         let gate = inner.event_gate.read();

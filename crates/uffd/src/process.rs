@@ -49,6 +49,23 @@ pub fn process_madvise(
     if ranges.len() > MAX_RANGES {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
+    // SAFETY: every `Advice` keeps the memory's contents (page-out, deactivate, read-ahead),
+    // so no process, this one included, can observe a changed byte, whatever the addresses.
+    unsafe { process_madvise_raw(pidfd, ranges, advice.raw()) }
+}
+
+/// `process_madvise(2)` with any advice, for at most [`MAX_RANGES`] ranges; returns the bytes
+/// advised.
+///
+/// # Safety
+/// The advice applied to the ranges must not break what any Rust code in the target relies
+/// on (for a destructive advice such as `MADV_DONTNEED` on this process: no reference into
+/// the ranges, nothing Rust relies on inside them).
+pub(crate) unsafe fn process_madvise_raw(
+    pidfd: BorrowedFd<'_>,
+    ranges: &[(usize, usize)],
+    advice: libc::c_int,
+) -> io::Result<usize> {
     let iov: Vec<libc::iovec> = ranges
         .iter()
         .map(|&(addr, len)| libc::iovec {
@@ -57,17 +74,16 @@ pub fn process_madvise(
         })
         .collect();
     // SAFETY: `iov` is a live, initialised array of `iov.len()` iovecs that the kernel only
-    // reads during the call. The addresses inside are not dereferenced in this process: they
-    // name memory of the target process, and every `Advice` keeps that memory's contents
-    // (page-out, deactivate, read-ahead), so no process, this one included, can observe a
-    // changed byte, whatever the addresses are. The fd is borrowed, hence open for the call.
+    // reads during the call; the addresses inside are not dereferenced here, and the caller
+    // vouches for what the advice does to the memory they name. The fd is borrowed, hence
+    // open for the call.
     let r = unsafe {
         libc::syscall(
             libc::SYS_process_madvise,
             pidfd.as_raw_fd(),
             iov.as_ptr(),
             iov.len(),
-            advice.raw(),
+            advice,
             0u32,
         )
     };

@@ -292,36 +292,33 @@ pub(crate) unsafe fn discard_ranges(
     pidfd: &std::os::fd::OwnedFd,
     ranges: &[(usize, usize)],
 ) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     for chunk in ranges.chunks(crate::process::MAX_RANGES) {
-        let iov: Vec<libc::iovec> = chunk
-            .iter()
-            .map(|&(addr, len)| libc::iovec {
-                iov_base: addr as *mut libc::c_void,
-                iov_len: len,
-            })
-            .collect();
         let total: usize = chunk.iter().map(|r| r.1).sum();
-        // SAFETY: `iov` is a live array of `iov.len()` iovecs the kernel only reads; the caller
-        // guarantees that discarding the ranges breaks no reference or data Rust relies on.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_process_madvise,
-                pidfd.as_raw_fd(),
-                iov.as_ptr(),
-                iov.len(),
-                libc::MADV_DONTNEED,
-                0u32,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if r as usize != total {
+        // SAFETY: the caller guarantees that discarding the ranges breaks no reference or
+        // data Rust relies on.
+        let done = unsafe {
+            crate::process::process_madvise_raw(pidfd.as_fd(), chunk, libc::MADV_DONTNEED)
+        }?;
+        if done != total {
             return Err(io::Error::other("process_madvise stopped short"));
         }
     }
     Ok(())
+}
+
+/// Whether the page at `addr` (page aligned) is mapped in this process (`mincore`): for
+/// anonymous memory without swap, whether it is present. An unmapped address is an error.
+pub fn page_mapped(addr: usize) -> io::Result<bool> {
+    let mut vec = [0u8; 1];
+    // SAFETY: mincore reads no memory of ours and writes one byte per page of the range (one
+    // page here) into `vec`, which is that long and lives across the call; the kernel checks
+    // the address itself.
+    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, page_size(), vec.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(vec[0] & 1 != 0)
 }
 
 impl RawRegion {

@@ -156,6 +156,15 @@ impl FileDevice {
         &self.files
     }
 
+    /// 512-byte blocks the files hold on disk (what hole punching gives back).
+    pub fn disk_blocks(&self) -> u64 {
+        self.files
+            .iter()
+            .filter_map(|f| rustix::fs::fstat(f).ok())
+            .map(|st| st.st_blocks as u64)
+            .sum()
+    }
+
     /// Where the `nr` slots from `slot` live: pieces that each stay inside one stripe, as
     /// (file, byte offset in it, index of the piece's first page among the `nr`, pages).
     fn pieces(&self, slot: SwapSlot, nr: u32) -> impl Iterator<Item = (&File, u64, usize, usize)> {
@@ -341,13 +350,6 @@ mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
 
-    fn blocks(dev: &FileDevice) -> u64 {
-        dev.files()
-            .iter()
-            .map(|f| rustix::fs::fstat(f).unwrap().st_blocks as u64)
-            .sum()
-    }
-
     fn size(dev: &FileDevice) -> u64 {
         dev.files()
             .iter()
@@ -491,9 +493,9 @@ mod tests {
     fn discard_frees_blocks_and_reads_zeros() {
         let dev = FileDevice::create(None, 256).unwrap();
         dev.write(SwapSlot(0), &pages(9, 256)).unwrap();
-        let before = blocks(&dev);
+        let before = dev.disk_blocks();
         dev.discard(SwapSlot(64), 128).unwrap();
-        let after = blocks(&dev);
+        let after = dev.disk_blocks();
         assert!(after < before, "st_blocks {before} -> {after}");
         let mut out = vec![0xffu8; 128 * PAGE_SIZE];
         dev.read(SwapSlot(64), &mut out).unwrap();

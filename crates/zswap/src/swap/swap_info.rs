@@ -115,34 +115,27 @@ mod tests {
     use crate::swap::FileDevice;
     use crate::PAGE_SIZE;
 
-    fn blocks(dev: &FileDevice) -> u64 {
-        dev.files()
-            .iter()
-            .map(|f| rustix::fs::fstat(f).unwrap().st_blocks as u64)
-            .sum()
-    }
-
     #[test]
     fn storage_goes_back_once_a_whole_cluster_is_free() {
         let dev = Arc::new(FileDevice::create(None, 1024).unwrap());
         let swap = SwapInfo::new(dev.clone(), 1024);
         let mut slots = Vec::new();
         swap.write(&vec![7u8; 512 * PAGE_SIZE], &mut slots).unwrap();
-        let written = blocks(&dev);
+        let written = dev.disk_blocks();
         assert!(written >= 512 * 8, "st_blocks {written}");
         for s in &slots[..511] {
             swap.free(*s);
         }
         assert_eq!(
-            blocks(&dev),
+            dev.disk_blocks(),
             written,
             "a slot of the cluster is still in use"
         );
         swap.free(slots[511]);
         assert!(
-            blocks(&dev) < written / 4,
+            dev.disk_blocks() < written / 4,
             "st_blocks {written} -> {}",
-            blocks(&dev)
+            dev.disk_blocks()
         );
         assert_eq!(swap.used(), 0);
         // The cluster is usable again, and reads back what is written next.
