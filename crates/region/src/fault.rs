@@ -105,17 +105,25 @@ pub(crate) fn read_pending_events(inner: &Inner) {
     inner.deferred.lock().extend(evs);
 }
 
+/// The page a faulting `addr` falls in and the start of its folio. None for an address that
+/// is not the region's (an mremap moved the region under a pending fault): the faulting
+/// thread is woken to retry.
+pub(crate) fn faulting_folio(inner: &Inner, addr: usize) -> Option<(u32, u32)> {
+    let base = inner.base();
+    if addr < base || addr >= base + inner.len {
+        let _ = inner.uffd.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
+        return None;
+    }
+    let page = ((addr - base) / PAGE_SIZE) as u32;
+    Some((page, page & !(inner.folio_pages - 1)))
+}
+
 /// Bring back the folio holding `addr`.
 pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     let t0 = Instant::now();
-    let base = inner.base();
-    if addr < base || addr >= base + inner.len {
-        // Not ours (an mremap moved the region under a pending fault): let it retry.
-        let _ = inner.uffd.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
+    let Some((page, start)) = faulting_folio(inner, addr) else {
         return;
-    }
-    let page = ((addr - base) / PAGE_SIZE) as u32;
-    let start = page & !(inner.folio_pages - 1);
+    };
     crate::reclaim::throttle(inner);
     let folio = inner.group.lock_folio(start, inner.folio_order);
     inner.stats.faults.fetch_add(1, Relaxed);
@@ -280,12 +288,17 @@ fn from_engine(
 ) -> Result<u64, Stop> {
     let nr = folio.nr_pages() as usize;
     let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
-    let missing: Vec<u32> = folio.offsets().filter(|&p| !inner.is_resident(p)).collect();
+    let mut missing: Vec<u32> = folio.offsets().filter(|&p| !inner.is_resident(p)).collect();
     if missing.is_empty() {
-        // Installed meanwhile by someone who held the folio before us.
-        inner.stats.redundant.fetch_add(1, Relaxed);
-        let _ = inner.uffd.wake(addr_of(inner, page), PAGE_SIZE);
-        return Ok(0);
+        if is_pending(page) || uffd::page_mapped(addr_of(inner, page)).unwrap_or(true) {
+            // Installed meanwhile by someone who held the folio before us (or discarded, and
+            // the discard is about to be processed).
+            inner.stats.redundant.fetch_add(1, Relaxed);
+            let _ = inner.uffd.wake(addr_of(inner, page), PAGE_SIZE);
+            return Ok(0);
+        }
+        lost_track(inner, folio, page);
+        missing.push(page);
     }
     let whole = pending.is_none()
         && missing.len() == nr
@@ -391,6 +404,24 @@ pub(crate) fn load_whole(
     }
     inner.lru.lock().push_back(folio.start());
     Ok(Some(from_disk))
+}
+
+/// The page faulted as missing, is not mapped, and yet is marked resident: our bookkeeping
+/// lost track of it, and without this the faulting thread would be woken to fault again
+/// forever. If the engine holds the page, it is served from there; if nothing does, its data
+/// is gone, and the process is stopped rather than handed zeros (invariant 7).
+fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
+    inner.stats.lost_track.fetch_add(1, Relaxed);
+    let held = folio.state(page).kind != Kind::Empty;
+    eprintln!(
+        "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it",
+        if held { "holds" } else { "does not hold" }
+    );
+    assert!(
+        held,
+        "page {page} lost: stopping rather than handing out zeros"
+    );
+    inner.set_resident(page, false);
 }
 
 /// After an install of `n` pages from `first`: mark what went in as present and free the

@@ -39,6 +39,8 @@ pub(crate) struct RegionStats {
     pub readahead_folios: AtomicU64,
     /// Untouched folios mapped to the zero page after a first touch next to them.
     pub fault_around: AtomicU64,
+    /// Faults on pages marked resident that were not mapped (a bookkeeping bug, recovered).
+    pub lost_track: AtomicU64,
     latency_ns: Mutex<Histogram<u64>>,
 }
 
@@ -64,6 +66,7 @@ impl Default for RegionStats {
             clean_evictions: AtomicU64::new(0),
             readahead_folios: AtomicU64::new(0),
             fault_around: AtomicU64::new(0),
+            lost_track: AtomicU64::new(0),
             latency_ns: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             ),
@@ -106,6 +109,7 @@ impl RegionStats {
             clean_evictions: self.clean_evictions.load(Relaxed),
             readahead_folios: self.readahead_folios.load(Relaxed),
             fault_around: self.fault_around.load(Relaxed),
+            lost_track: self.lost_track.load(Relaxed),
             fault_latency_p50: q(0.5),
             fault_latency_p99: q(0.99),
             fault_latency_max: Duration::from_nanos(h.max()),
@@ -136,6 +140,7 @@ pub struct RegionStatsSnapshot {
     pub clean_evictions: u64,
     pub readahead_folios: u64,
     pub fault_around: u64,
+    pub lost_track: u64,
     pub fault_latency_p50: Duration,
     pub fault_latency_p99: Duration,
     pub fault_latency_max: Duration,

@@ -17,29 +17,27 @@ use super::stats::CpuTimes;
 use super::systems::{Latency, System, UzswapConfig, UzswapMode, WorkloadResult};
 use super::workload::{run_on_memory, Content, WorkloadSpec};
 
-/// VmRSS of this process, in bytes.
-fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+/// The value of `key` (in kB, as /proc prints it) in the /proc file `path`, in bytes.
+fn proc_kb(path: &str, key: &str) -> u64 {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
 }
 
-/// The system's page cache (`Cached` in /proc/meminfo), in bytes: the swap file's pages sit
-/// there, in memory but outside any limit of ours (the kernel's swap writes bypass it).
+/// VmRSS of this process, in bytes.
+fn rss() -> u64 {
+    proc_kb("/proc/self/status", "VmRSS:")
+}
+
+/// The system's page cache (`Cached` in /proc/meminfo), in bytes: a swap file's pages would
+/// sit there, in memory but outside any limit of ours (the kernel's swap writes bypass it).
 fn page_cache() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Cached:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
+    proc_kb("/proc/meminfo", "Cached:")
 }
 
 /// CPU of this process's threads, split: uzswap's own threads (named `uzswap-*` and
@@ -185,6 +183,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         ("wp_faults".into(), rs.wp_faults as i64),
         ("readahead_folios".into(), rs.readahead_folios as i64),
         ("fault_around".into(), rs.fault_around as i64),
+        ("lost_track".into(), rs.lost_track as i64),
         // System-wide: on an otherwise idle machine, the swap file's cached pages.
         (
             "page_cache_growth_max_bytes".into(),
