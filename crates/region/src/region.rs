@@ -64,7 +64,8 @@ pub(crate) struct Inner {
     pub zswap: Zswap,
     pub group: Arc<ZswapGroup>,
     pub limit: u64,
-    /// Bytes of bookkeeping sized by the region: resident bits, staging in flight.
+    /// Bytes of bookkeeping sized by the region: resident bits, staging in flight, the
+    /// threads' I/O buffers.
     pub fixed_metadata: u64,
     pub folio_pages: u32,
     pub folio_order: u8,
@@ -277,6 +278,12 @@ impl Region {
         let staging = Staging::new(slots, fs, batch_slots as usize)?;
         // Folios in flight in staging (one per evicting thread) are memory too.
         let staging_reserve = evicting * fs as u64;
+        // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O from
+        // an unaligned buffer, a bounce buffer of up to a stripe (64 KiB): resident memory
+        // too, allocated on first use, so charged up front.
+        let io_threads =
+            (config.fault_threads + config.kswapd_threads + READAHEAD_THREADS + 1) as u64;
+        let io_buffers = io_threads * (fs as u64 + (64 << 10));
 
         let inner = Arc::new(Inner {
             base: AtomicUsize::new(mem.addr()),
@@ -287,7 +294,7 @@ impl Region {
             group,
             limit: config.memory_limit,
             // Resident bits, and folios in flight in staging.
-            fixed_metadata: u64::from(nr_pages).div_ceil(8) + staging_reserve,
+            fixed_metadata: u64::from(nr_pages).div_ceil(8) + staging_reserve + io_buffers,
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,
             resident: (0..nr_pages.div_ceil(64))
