@@ -143,7 +143,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
                 // A page not present (a discard we have not processed), pinned (EBUSY), or
                 // the mapping changing: put back what moved and leave this folio for now.
                 // Its resident bits were never cleared.
-                put_back(inner, folio, &mut partial, false);
+                put_back(inner, folio, &mut partial, PutBack::WhatMoved);
                 return give_up(inner, folio);
             }
         }
@@ -173,7 +173,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
         Err(_) => {
             // Neither the pool nor the swap file took it (writeback off and the pool full):
             // it stays resident.
-            put_back(inner, folio, &mut staged, true);
+            put_back(inner, folio, &mut staged, PutBack::All);
             give_up(inner, folio)
         }
     }
@@ -194,22 +194,39 @@ fn give_up(inner: &Inner, folio: &FolioLock) -> bool {
     false
 }
 
+/// What `put_back` returns.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PutBack {
+    /// The whole folio had left (its resident bits were cleared): all of it comes back, and
+    /// a page found present in its place is a bookkeeping error (the process is stopped).
+    All,
+    /// A move out that failed part way (resident bits never cleared): whatever moved comes
+    /// back, page by page; a page present on both sides (a stray page in the slot, the
+    /// region's page never moved) stays where it is, and the stray goes with the slot.
+    WhatMoved,
+}
+
 /// Return a staged folio's pages to the region, except pages with a discard pending (they
 /// are gone for the program: the next access reads zero), holding the event gate shared as
-/// every install does (events.rs).
-/// With `mark`, the pages' resident bits are set again (they were cleared when the folio
-/// left); pending ones stay clear.
-fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, mark: bool) {
+/// every install does (events.rs). After `PutBack::All` the pages' resident bits are set
+/// again; pending ones stay clear.
+fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, how: PutBack) {
     let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
     loop {
         let gate = inner.event_gate.read();
         let pending = pending_mask(inner, folio.start(), folio.end());
-        let result = match &pending {
-            None => staged.move_back(&inner.uffd, addr).map(all_moved),
-            Some(mask) => (|| {
-                for (i, &gone) in mask.iter().enumerate() {
-                    if !gone {
-                        all_moved(staged.move_back_page(&inner.uffd, addr + i * PAGE_SIZE, i)?);
+        let result = match (&pending, how) {
+            (None, PutBack::All) => staged.move_back(&inner.uffd, addr).map(all_moved),
+            _ => (|| {
+                for i in 0..folio.nr_pages() as usize {
+                    if pending.as_ref().is_some_and(|m| m[i]) {
+                        continue;
+                    }
+                    let moved = staged.move_back_page(&inner.uffd, addr + i * PAGE_SIZE, i)?;
+                    if how == PutBack::All {
+                        all_moved(moved);
+                    } else if moved != uffd::Filled::All {
+                        inner.stats.stray_staged_pages.fetch_add(1, Relaxed);
                     }
                 }
                 Ok(())
@@ -217,7 +234,7 @@ fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, ma
         };
         match result {
             Ok(()) => {
-                if mark {
+                if how == PutBack::All {
                     for (i, p) in folio.offsets().enumerate() {
                         let gone = pending.as_ref().is_some_and(|m| m[i]);
                         inner.set_resident(p, !gone);

@@ -41,6 +41,8 @@ pub(crate) struct RegionStats {
     pub fault_around: AtomicU64,
     /// Faults on pages marked resident that were not mapped (a bookkeeping bug, recovered).
     pub lost_track: AtomicU64,
+    /// Pages found in a staging slot that should have been empty (left there and discarded).
+    pub stray_staged_pages: AtomicU64,
     latency_ns: Mutex<Histogram<u64>>,
 }
 
@@ -67,6 +69,7 @@ impl Default for RegionStats {
             readahead_folios: AtomicU64::new(0),
             fault_around: AtomicU64::new(0),
             lost_track: AtomicU64::new(0),
+            stray_staged_pages: AtomicU64::new(0),
             latency_ns: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             ),
@@ -110,6 +113,7 @@ impl RegionStats {
             readahead_folios: self.readahead_folios.load(Relaxed),
             fault_around: self.fault_around.load(Relaxed),
             lost_track: self.lost_track.load(Relaxed),
+            stray_staged_pages: self.stray_staged_pages.load(Relaxed),
             fault_latency_p50: q(0.5),
             fault_latency_p99: q(0.99),
             fault_latency_max: Duration::from_nanos(h.max()),
@@ -141,6 +145,7 @@ pub struct RegionStatsSnapshot {
     pub readahead_folios: u64,
     pub fault_around: u64,
     pub lost_track: u64,
+    pub stray_staged_pages: u64,
     pub fault_latency_p50: Duration,
     pub fault_latency_p99: Duration,
     pub fault_latency_max: Duration,

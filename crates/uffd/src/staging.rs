@@ -69,8 +69,9 @@ pub struct StagedFolio {
 pub enum StageError {
     #[error("no free staging slot")]
     NoSlot,
-    /// The move failed part way (a page not present, a pinned page, a changing mapping...).
-    /// `folio` holds whatever moved: the caller moves it back with `move_back`.
+    /// The move failed part way (a page not present, a pinned page, a changing mapping, a
+    /// page already in the slot). `folio` covers the whole slot: the caller moves back, page
+    /// by page, every page that moved, leaving in place any page present on both sides.
     #[error("moving the folio out failed: {source}")]
     Partial {
         folio: Box<StagedFolio>,
@@ -232,11 +233,11 @@ impl Staging {
         match moved {
             Ok(Filled::All) => Ok(folio),
             Ok(Filled::PageExists { done }) => {
-                // The slot was not empty. Nothing may be overwritten: hand back only the
-                // prefix that moved (the caller returns it); dropping the folio discards the
-                // whole slot again, the stray page included.
-                let mut folio = folio;
-                folio.len = done;
+                // The slot was not empty `done` bytes in. Hand back the whole slot: the
+                // caller moves it back page by page and leaves in place what it finds present
+                // on either side (a stray page here stays and is discarded with the slot),
+                // so a page that moved is never dropped, even if the kernel's count of what
+                // moved fell short.
                 Err(StageError::Partial {
                     folio: Box::new(folio),
                     source: UffdError::Os {
