@@ -184,6 +184,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         ("readahead_folios".into(), rs.readahead_folios as i64),
         ("fault_around".into(), rs.fault_around as i64),
         ("lost_track".into(), rs.lost_track as i64),
+        ("stray_staged_pages".into(), rs.stray_staged_pages as i64),
         // System-wide: on an otherwise idle machine, the swap file's cached pages.
         (
             "page_cache_growth_max_bytes".into(),
