@@ -155,28 +155,19 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
         inner.set_resident(p, false);
     }
     if clean {
-        inner.stats.folios_evicted.fetch_add(1, Relaxed);
         inner.stats.clean_evictions.fetch_add(1, Relaxed);
+    } else if inner.group.swap_out(folio, staged.bytes()).is_err() {
+        // Neither the pool nor the swap file took it (writeback off and the pool full): it
+        // stays resident.
+        put_back(inner, folio, &mut staged, PutBack::All);
+        return give_up(inner, folio);
+    }
+    inner.stats.folios_evicted.fetch_add(1, Relaxed);
+    if keep_staged {
         let dropped = inner.swapcache.insert(folio.start(), staged);
         inner.stats.swapcache_dropped.fetch_add(dropped, Relaxed);
-        return true;
     }
-    match inner.group.swap_out(folio, staged.bytes()) {
-        Ok(_) => {
-            inner.stats.folios_evicted.fetch_add(1, Relaxed);
-            if keep_staged {
-                let dropped = inner.swapcache.insert(folio.start(), staged);
-                inner.stats.swapcache_dropped.fetch_add(dropped, Relaxed);
-            }
-            true
-        }
-        Err(_) => {
-            // Neither the pool nor the swap file took it (writeback off and the pool full):
-            // it stays resident.
-            put_back(inner, folio, &mut staged, PutBack::All);
-            give_up(inner, folio)
-        }
-    }
+    true
 }
 
 /// Nothing installs into a folio without its lock, which we hold: a present page where a
