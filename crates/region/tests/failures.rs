@@ -15,46 +15,8 @@ use std::time::{Duration, Instant};
 use region::{Region, RegionConfig};
 use zswap::swap::{BackingDevice, DeviceError, FaultyDevice, MemoryDevice, SwapSlot};
 
-const PAGE: usize = 4096;
-
-fn corpus_page(n: usize) -> Vec<u8> {
-    static DATA: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    let data = DATA.get_or_init(|| {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
-        std::fs::read(dir.join("rustc-syn.pages")).expect("the corpus is needed")
-    });
-    let pages = data.len() / PAGE;
-    data[(n % pages) * PAGE..(n % pages + 1) * PAGE].to_vec()
-}
-
-/// The bytes page `i` holds after `fill(_, seed)`: real data stamped with its page number,
-/// so a page in the wrong place is caught.
-fn page_data(i: usize, seed: usize) -> Vec<u8> {
-    let mut p = corpus_page(i + seed);
-    p[..8].copy_from_slice(&((i + seed) as u64).to_ne_bytes());
-    p
-}
-
-fn fill(mem: &mut [u8], seed: usize) {
-    for (i, page) in mem.chunks_mut(PAGE).enumerate() {
-        page.copy_from_slice(&page_data(i, seed));
-    }
-}
-
-/// Check the pages of `mem`, the first being page `first` of a region filled with `seed`.
-fn check_from(mem: &[u8], first: usize, seed: usize) {
-    for (i, page) in mem.chunks(PAGE).enumerate() {
-        assert!(
-            page == &page_data(first + i, seed)[..],
-            "page {} read back wrong",
-            first + i
-        );
-    }
-}
-
-fn check(mem: &[u8], seed: usize) {
-    check_from(mem, 0, seed);
-}
+mod common;
+use common::{check, check_from, fill, page_data, PAGE};
 
 // ---------------------------------------------------------------------------------------
 // Child processes.

@@ -5,33 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use region::{Region, RegionConfig};
 
-const PAGE: usize = 4096;
-
-fn corpus_page(n: usize) -> Vec<u8> {
-    static DATA: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    let data = DATA.get_or_init(|| {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
-        std::fs::read(dir.join("rustc-syn.pages")).expect("the corpus is needed")
-    });
-    let pages = data.len() / PAGE;
-    data[(n % pages) * PAGE..(n % pages + 1) * PAGE].to_vec()
-}
-
-/// Real data stamped with its page number, so a page in the wrong place is caught.
-fn fill(mem: &mut [u8], seed: usize) {
-    for (i, page) in mem.chunks_mut(PAGE).enumerate() {
-        page.copy_from_slice(&corpus_page(i + seed));
-        page[..8].copy_from_slice(&((i + seed) as u64).to_ne_bytes());
-    }
-}
-
-fn check(mem: &[u8], seed: usize) {
-    for (i, page) in mem.chunks(PAGE).enumerate() {
-        let mut want = corpus_page(i + seed);
-        want[..8].copy_from_slice(&((i + seed) as u64).to_ne_bytes());
-        assert!(page == &want[..], "page {i} read back wrong");
-    }
-}
+mod common;
+use common::{check, fill, page_data, PAGE};
 
 #[test]
 fn data_survives_reclaim_to_a_quarter_of_its_size() {
@@ -208,8 +183,7 @@ fn concurrent_updates_under_constant_reclaim_lose_nothing() {
         });
         // The whole area, every round.
         for (i, page) in mem.chunks(PAGE).enumerate() {
-            let mut want = corpus_page(i);
-            want[..8].copy_from_slice(&(i as u64).to_ne_bytes());
+            let mut want = page_data(i, 0);
             let orig = u64::from_ne_bytes(want[8..16].try_into().unwrap());
             want[8..16].copy_from_slice(
                 &orig
@@ -248,14 +222,11 @@ fn a_write_to_a_folio_read_back_from_disk_is_never_lost() {
     // everything is read back twice (reclaiming the written folios on the way).
     let mem = r.as_mut_slice();
     for (i, page) in mem.chunks_mut(PAGE).enumerate() {
-        let mut want = corpus_page(i);
-        want[..8].copy_from_slice(&(i as u64).to_ne_bytes());
         assert!(
-            page == &want[..],
+            page == &page_data(i, 0)[..],
             "page {i} read back wrong before its write"
         );
-        page.copy_from_slice(&corpus_page(i + 7));
-        page[..8].copy_from_slice(&((i + 7) as u64).to_ne_bytes());
+        page.copy_from_slice(&page_data(i, 7));
     }
     check(r.as_mut_slice(), 7);
     check(r.as_mut_slice(), 7);

@@ -15,6 +15,50 @@ use region::{Region, RegionConfig};
 const PAGE_WORDS: usize = 4096 / 8;
 const THREADS: usize = 8;
 
+/// Take page `p`'s lock (a compare-and-swap inside the page, so faults happen inside the lock
+/// operation), bump its counter and the record, release it.
+fn locked_increment(words: &[AtomicU64], record: &[AtomicU64], p: usize, owner: u64) {
+    let lock = &words[p * PAGE_WORDS];
+    while lock
+        .compare_exchange_weak(0, owner, Acquire, Relaxed)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+    words[p * PAGE_WORDS + 1].fetch_add(1, Relaxed);
+    record[p].fetch_add(1, Relaxed);
+    lock.store(0, Release);
+}
+
+/// Every page's lock is free, its counter matches the record, and every `step`-th other word
+/// holds `rest(p, w)`.
+fn check_pages(
+    words: &[AtomicU64],
+    record: &[AtomicU64],
+    step: usize,
+    rest: impl Fn(usize, usize) -> u64,
+) {
+    for (p, rec) in record.iter().enumerate() {
+        assert_eq!(
+            words[p * PAGE_WORDS].load(Relaxed),
+            0,
+            "page {p}: lock left taken"
+        );
+        assert_eq!(
+            words[p * PAGE_WORDS + 1].load(Relaxed),
+            rec.load(Relaxed),
+            "page {p}: counter lost an update"
+        );
+        for w in (2..PAGE_WORDS).step_by(step) {
+            assert_eq!(
+                words[p * PAGE_WORDS + w].load(Relaxed),
+                rest(p, w),
+                "page {p} word {w} changed"
+            );
+        }
+    }
+}
+
 #[test]
 fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
     let secs: u64 = std::env::var("UZSWAP_REGION_STRESS_SECS")
@@ -57,39 +101,12 @@ fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
                         } else {
                             (x >> 8) as usize % pages
                         };
-                        let lock = &words[p * PAGE_WORDS];
-                        while lock
-                            .compare_exchange_weak(0, t as u64 + 1, Acquire, Relaxed)
-                            .is_err()
-                        {
-                            std::hint::spin_loop();
-                        }
-                        words[p * PAGE_WORDS + 1].fetch_add(1, Relaxed);
-                        record[p].fetch_add(1, Relaxed);
-                        lock.store(0, Release);
+                        locked_increment(words, record, p, t as u64 + 1);
                     }
                 });
             }
         });
-        for p in 0..pages {
-            assert_eq!(
-                words[p * PAGE_WORDS].load(Relaxed),
-                0,
-                "page {p}: lock left taken"
-            );
-            assert_eq!(
-                words[p * PAGE_WORDS + 1].load(Relaxed),
-                record[p].load(Relaxed),
-                "page {p}: counter lost an update"
-            );
-            for w in (2..PAGE_WORDS).step_by(61) {
-                assert_eq!(
-                    words[p * PAGE_WORDS + w].load(Relaxed),
-                    (p * PAGE_WORDS + w) as u64,
-                    "page {p} word {w} changed"
-                );
-            }
-        }
+        check_pages(words, &record, 61, |p, w| (p * PAGE_WORDS + w) as u64);
     }
     let z = r.zswap().stats();
     let s = r.stats();
@@ -149,16 +166,7 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
                             x ^= x >> 7;
                             x ^= x << 17;
                             let p = (x >> 8) as usize % pages;
-                            let lock = &words[p * PAGE_WORDS];
-                            while lock
-                                .compare_exchange_weak(0, t + 1, Acquire, Relaxed)
-                                .is_err()
-                            {
-                                std::hint::spin_loop();
-                            }
-                            words[p * PAGE_WORDS + 1].fetch_add(1, Relaxed);
-                            record[p].fetch_add(1, Relaxed);
-                            lock.store(0, Release);
+                            locked_increment(words, record, p, t + 1);
                         }
                     }
                 });
@@ -179,25 +187,7 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
                 });
             }
         });
-        for p in 0..pages {
-            assert_eq!(
-                words[p * PAGE_WORDS].load(Relaxed),
-                0,
-                "page {p}: lock left"
-            );
-            assert_eq!(
-                words[p * PAGE_WORDS + 1].load(Relaxed),
-                record[p].load(Relaxed),
-                "page {p} (folio {folio}): counter lost an update"
-            );
-            for w in (2..PAGE_WORDS).step_by(37) {
-                assert_eq!(
-                    words[p * PAGE_WORDS + w].load(Relaxed),
-                    0,
-                    "page {p} word {w}"
-                );
-            }
-        }
+        check_pages(words, &record, 37, |_, _| 0);
         let s = r.stats();
         eprintln!(
             "folio {folio}: faults {}, first touch {}, fault-around {}, clean installs {} / \
