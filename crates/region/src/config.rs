@@ -40,6 +40,10 @@ pub struct RegionConfig {
     /// Keep folios read back from the swap file clean (write-protected, with their disk copy)
     /// so that reclaiming them unwritten costs no store (clean.rs). On by default.
     pub keep_clean: bool,
+    /// Reclaim the folios a sequential scan has passed before the oldest ones (drop-behind,
+    /// readahead.rs), so a scan larger than the limit keeps hitting what it has not reached.
+    /// On by default.
+    pub drop_behind: bool,
 }
 
 impl RegionConfig {
@@ -58,6 +62,7 @@ impl RegionConfig {
             user_mode_only: false,
             device: None,
             keep_clean: true,
+            drop_behind: true,
         }
     }
 
@@ -68,6 +73,11 @@ impl RegionConfig {
 
     pub fn keep_clean(mut self, on: bool) -> Self {
         self.keep_clean = on;
+        self
+    }
+
+    pub fn drop_behind(mut self, on: bool) -> Self {
+        self.drop_behind = on;
         self
     }
 

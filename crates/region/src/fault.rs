@@ -274,6 +274,7 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
     inner.group.invalidate(folio);
     let _ = inner.uffd.wake(dst, folio.nr_pages() as usize * PAGE_SIZE);
     inner.stats.faults_swapcache.fetch_add(1, Relaxed);
+    crate::readahead::after_swapin(inner, folio.start());
     Ok(u64::from(folio.nr_pages()))
 }
 
@@ -307,14 +308,10 @@ fn from_engine(
     FOLIO_BUF.with(|buf| {
         let buf = &mut *buf.borrow_mut();
         buf.resize(nr * PAGE_SIZE, 0);
-        if whole {
-            if let Some(disk) = load_whole(inner, folio, write, buf)? {
-                inner.stats.faults_folio.fetch_add(1, Relaxed);
-                if disk {
-                    crate::readahead::after_disk_fault(inner, folio.start());
-                }
-                return Ok(nr as u64);
-            }
+        if whole && load_whole(inner, folio, write, buf)? {
+            inner.stats.faults_folio.fetch_add(1, Relaxed);
+            crate::readahead::after_swapin(inner, folio.start());
+            return Ok(nr as u64);
         }
         // Page by page: each missing page from wherever it is; runs installed together.
         let mut poisoned = Vec::new();
@@ -381,17 +378,17 @@ fn from_engine(
 }
 
 /// Load the whole held folio, every page of which the engine holds, and install it with one
-/// copy. `Ok(None)`: the load failed (the caller falls back to page by page, which finds and
-/// poisons the bad page); `Ok(Some(true))`: it all came from the swap file.
+/// copy. False when the load failed (the caller falls back to page by page, which finds and
+/// poisons the bad page).
 pub(crate) fn load_whole(
     inner: &Inner,
     folio: &FolioLock,
     write: bool,
     buf: &mut [u8],
-) -> Result<Option<bool>, Stop> {
+) -> Result<bool, Stop> {
     let nr = folio.nr_pages() as usize;
     let Ok(loaded) = inner.group.load(folio, buf) else {
-        return Ok(None);
+        return Ok(false);
     };
     let from_disk = loaded.disk == nr as u32;
     // All of it from disk and only read so far: keep the disk copy (clean.rs).
@@ -403,7 +400,7 @@ pub(crate) fn load_whole(
         installed_run(inner, folio, folio.start(), nr, result)?;
     }
     inner.lru.lock().push_back(folio.start());
-    Ok(Some(from_disk))
+    Ok(true)
 }
 
 /// The page faulted as missing, is not mapped, and yet is marked resident: our bookkeeping

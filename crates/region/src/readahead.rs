@@ -1,13 +1,22 @@
-//! Swap readahead: when faults read folios from the swap file in order (a sequential scan),
-//! the next folios are read in ahead of the program by readahead threads, so the disk's
-//! latency overlaps with the program's work, as the kernel's swap readahead does.
+//! Sequential scans of swapped-out memory: readahead in front of the scan, drop-behind
+//! behind it.
 //!
-//! A fault that read a whole folio from disk looks for a recent disk fault a little before
-//! it (one per stream: several threads may scan at once) and, finding one, queues the folios
-//! after it. A readahead thread takes a queued folio only if it is wholly out of memory and
-//! wholly on disk, under its folio lock, and brings it in as a read fault would (clean, so
-//! reclaiming it unwritten costs nothing). Faults never wait for readahead: a fault on a
-//! queued folio serves itself, and the readahead finds it resident and skips it.
+//! A fault that swapped a whole folio in (from the region's swap cache, the pool or the swap
+//! file) looks for a recent swap-in a little before it (one per stream: several threads may
+//! scan at once). Finding one, it is part of a sequential scan, and:
+//! - **readahead**: the folios after it are queued, and readahead threads bring in those that
+//!   are wholly out of memory and wholly on disk, under their folio locks, as a read fault
+//!   would (clean, so reclaiming them unwritten costs nothing). The disk's latency overlaps
+//!   with the program's work, as with the kernel's swap readahead. Faults never wait for
+//!   readahead: a fault on a queued folio serves itself, and the readahead finds it resident
+//!   and skips it.
+//! - **drop-behind**: the folios the scan has passed since its last swap-in become the next
+//!   to be reclaimed (reclaim.rs), ahead of the oldest folios. A scan of more memory than the
+//!   limit otherwise evicts, oldest first, exactly the pages it is about to reach, and misses
+//!   on every folio; with drop-behind the pages it has not reached yet stay resident and hit.
+//!   The folios behind a scan that came from disk are still clean, so they leave without a
+//!   store. (The page cache drops behind a sequential read in the same way, and MRU order is
+//!   the known answer for cyclic scans larger than memory.)
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
@@ -33,18 +42,18 @@ pub(crate) struct Readahead {
     /// Folio starts to read ahead, oldest first.
     queue: Mutex<VecDeque<u32>>,
     wake: Condvar,
-    /// The last disk fault of each recent stream (folio start + 1; 0: empty).
+    /// The last swap-in fault of each recent stream (folio start + 1; 0: empty).
     streams: Mutex<[u32; STREAMS]>,
 }
 
-/// A fault read the folio at `start` wholly from disk.
-pub(crate) fn after_disk_fault(inner: &Inner, start: u32) {
+/// A fault swapped in the whole folio at `start`.
+pub(crate) fn after_swapin(inner: &Inner, start: u32) {
     let fp = inner.folio_pages;
     let window = window_folios(inner);
-    let sequential = {
+    let previous = {
         let mut streams = inner.readahead.streams.lock();
-        // A stream whose last disk fault lies at most a window (plus one) before this one:
-        // the folios between were read ahead, or were resident.
+        // A stream whose last swap-in lies at most a window (plus one) before this one: the
+        // folios between were read ahead, or were resident.
         let reach = (window + 1) * fp;
         let found = streams
             .iter()
@@ -54,11 +63,15 @@ pub(crate) fn after_disk_fault(inner: &Inner, start: u32) {
             streams.rotate_right(1);
             0
         });
+        let previous = found.map(|i| streams[i] - 1);
         streams[slot] = start + 1;
-        found.is_some()
+        previous
     };
-    if !sequential {
+    let Some(previous) = previous else {
         return;
+    };
+    if inner.drop_behind {
+        crate::reclaim::drop_behind(inner, (previous..start).step_by(fp as usize));
     }
     let nr_pages = (inner.len / PAGE_SIZE) as u32;
     let mut queue = inner.readahead.queue.lock();
@@ -117,7 +130,7 @@ fn read_ahead(inner: &Inner, start: u32) {
     });
     drop(gate);
     // On a stop (events pending, range gone) what went in is settled; the rest stays out.
-    if let Ok(Some(_)) = done {
+    if let Ok(true) = done {
         inner.stats.readahead_folios.fetch_add(1, Relaxed);
     }
 }

@@ -4,7 +4,8 @@
 //! that would take the region past the limit reclaims first (direct reclaim), before it takes
 //! its own folio lock, so it never holds one folio while waiting for another.
 //!
-//! The coldest folio is the one that came in longest ago (FIFO); the swap cache gives a
+//! The coldest folio is the one that came in longest ago (FIFO), except that folios a
+//! sequential scan has passed go first (drop-behind, readahead.rs); the swap cache gives a
 //! folio faulted again soon after eviction its second chance. Evicting a folio:
 //! 1. lock it in the engine's swap cache (waiting for a fault that owns it);
 //! 2. move its pages out of the mapping with one `UFFDIO_MOVE` into staging: from here a
@@ -92,8 +93,9 @@ fn reclaim_one(inner: &Inner) -> bool {
     }
     // The queue names a folio again each time it comes back in, so it holds stale entries
     // (folios that left since): skip them here, so a caller's count of attempts means work.
-    let (folio, present) = loop {
-        let Some(start) = inner.lru.lock().pop_front() else {
+    let (folio, present, behind) = loop {
+        let behind = inner.inactive.lock().pop_front();
+        let Some(start) = behind.or_else(|| inner.lru.lock().pop_front()) else {
             return drop_swapcache(inner);
         };
         // Checked under the folio's lock: a fault queues its folio before installing it, and
@@ -101,9 +103,12 @@ fn reclaim_one(inner: &Inner) -> bool {
         let folio = inner.group.lock_folio(start, inner.folio_order);
         let present = folio.offsets().filter(|&p| inner.is_resident(p)).count() as u32;
         if present > 0 {
-            break (folio, present);
+            break (folio, present, behind.is_some());
         }
     };
+    if behind {
+        inner.stats.dropped_behind.fetch_add(1, Relaxed);
+    }
     if present == folio.nr_pages() {
         return evict(inner, &folio, true);
     }
@@ -115,6 +120,21 @@ fn reclaim_one(inner: &Inner) -> bool {
         }
     }
     any
+}
+
+/// Most folios queued for drop-behind at once: 16 MiB of 64 KiB folios. Past it the oldest
+/// are forgotten (they stay in the FIFO); the queue is charged as metadata.
+pub(crate) const INACTIVE_MAX: usize = 256;
+
+/// A sequential scan has passed these folios: reclaim takes them before the oldest ones.
+pub(crate) fn drop_behind(inner: &Inner, starts: impl Iterator<Item = u32>) {
+    let mut inactive = inner.inactive.lock();
+    for start in starts {
+        if inactive.len() == INACTIVE_MAX {
+            inactive.pop_front();
+        }
+        inactive.push_back(start);
+    }
 }
 
 fn drop_swapcache(inner: &Inner) -> bool {

@@ -65,7 +65,7 @@ pub(crate) struct Inner {
     pub group: Arc<ZswapGroup>,
     pub limit: u64,
     /// Bytes of bookkeeping sized by the region: resident bits, staging in flight, the
-    /// threads' I/O buffers.
+    /// threads' I/O buffers, the drop-behind queue.
     pub fixed_metadata: u64,
     pub folio_pages: u32,
     pub folio_order: u8,
@@ -75,6 +75,10 @@ pub(crate) struct Inner {
     /// Folios in the order they came in: reclaim takes the oldest (FIFO with the swap cache
     /// as second chance). Entries may be stale; reclaim checks under the folio lock.
     pub lru: Mutex<std::collections::VecDeque<u32>>,
+    /// Folios a sequential scan has passed, reclaimed before those in `lru` (drop-behind,
+    /// readahead.rs). Entries may be stale, as in `lru`.
+    pub inactive: Mutex<std::collections::VecDeque<u32>>,
+    pub drop_behind: bool,
     pub swapcache: SwapCacheMap,
     pub kswapd_wake: (Mutex<bool>, Condvar),
     pub stop: AtomicBool,
@@ -294,7 +298,10 @@ impl Region {
             group,
             limit: config.memory_limit,
             // Resident bits, and folios in flight in staging.
-            fixed_metadata: u64::from(nr_pages).div_ceil(8) + staging_reserve + io_buffers,
+            fixed_metadata: u64::from(nr_pages).div_ceil(8)
+                + staging_reserve
+                + io_buffers
+                + crate::reclaim::INACTIVE_MAX as u64 * 4,
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,
             resident: (0..nr_pages.div_ceil(64))
@@ -302,6 +309,10 @@ impl Region {
                 .collect(),
             nr_resident: AtomicU64::new(0),
             lru: Mutex::new(std::collections::VecDeque::new()),
+            inactive: Mutex::new(std::collections::VecDeque::with_capacity(
+                crate::reclaim::INACTIVE_MAX,
+            )),
+            drop_behind: config.drop_behind,
             swapcache: SwapCacheMap::new(swapcache_budget),
             kswapd_wake: (Mutex::new(false), Condvar::new()),
             stop: AtomicBool::new(false),

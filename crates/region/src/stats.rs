@@ -37,6 +37,8 @@ pub(crate) struct RegionStats {
     pub clean_evictions: AtomicU64,
     /// Folios brought in by readahead, ahead of any fault.
     pub readahead_folios: AtomicU64,
+    /// Folios reclaimed because a sequential scan had passed them (drop-behind).
+    pub dropped_behind: AtomicU64,
     /// Untouched folios mapped to the zero page after a first touch next to them.
     pub fault_around: AtomicU64,
     /// Faults on pages marked resident that were not mapped (a bookkeeping bug, recovered).
@@ -67,6 +69,7 @@ impl Default for RegionStats {
             wp_faults: AtomicU64::new(0),
             clean_evictions: AtomicU64::new(0),
             readahead_folios: AtomicU64::new(0),
+            dropped_behind: AtomicU64::new(0),
             fault_around: AtomicU64::new(0),
             lost_track: AtomicU64::new(0),
             stray_staged_pages: AtomicU64::new(0),
@@ -111,6 +114,7 @@ impl RegionStats {
             wp_faults: self.wp_faults.load(Relaxed),
             clean_evictions: self.clean_evictions.load(Relaxed),
             readahead_folios: self.readahead_folios.load(Relaxed),
+            dropped_behind: self.dropped_behind.load(Relaxed),
             fault_around: self.fault_around.load(Relaxed),
             lost_track: self.lost_track.load(Relaxed),
             stray_staged_pages: self.stray_staged_pages.load(Relaxed),
@@ -143,6 +147,7 @@ pub struct RegionStatsSnapshot {
     pub wp_faults: u64,
     pub clean_evictions: u64,
     pub readahead_folios: u64,
+    pub dropped_behind: u64,
     pub fault_around: u64,
     pub lost_track: u64,
     pub stray_staged_pages: u64,

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use region::{Region, RegionConfig};
 
 mod common;
-use common::{check, fill, page_data, PAGE};
+use common::{check, check_from, fill, page_data, PAGE};
 
 #[test]
 fn data_survives_reclaim_to_a_quarter_of_its_size() {
@@ -286,4 +286,38 @@ fn fresh_memory_is_mapped_ahead_of_a_fill() {
     assert!(s.fault_around > 0, "{s:?}");
     // 4096 pages, mapped 64 at a time after each first touch.
     assert!(s.faults_first_touch < 1024, "{s:?}");
+}
+
+/// A sequential scan of more memory than the limit: reclaim takes the folios the scan has
+/// passed (drop-behind), so the part it has not reached yet stays resident and hits. Oldest
+/// first, reclaim would evict exactly that part, and the scan would miss on every folio.
+#[test]
+fn a_sequential_scan_drops_behind_itself() {
+    let limit = 16 << 20;
+    let region = 32 << 20;
+    let folios_in_half = (region / 2 / (64 << 10)) as u64;
+    let second_half_faults = |drop_behind: bool| {
+        let cfg = RegionConfig::new(limit).drop_behind(drop_behind);
+        let mut r = Region::new(region, cfg).unwrap();
+        fill(r.as_mut_slice(), 13);
+        // The fill leaves its last part resident. Scan the first half back in...
+        check_from(&r.as_mut_slice()[..region / 2], 0, 13);
+        let before = r.stats().faults;
+        // ...and see how much of the second half it left resident.
+        check_from(&r.as_mut_slice()[region / 2..], region / 2 / PAGE, 13);
+        r.stats().faults - before
+    };
+    let with = second_half_faults(true);
+    let without = second_half_faults(false);
+    eprintln!("second-half faults: {with} with drop-behind, {without} without");
+    // About a third of the limit is pool, metadata and I/O buffers: ~5 MiB of the second
+    // half (80 folios) cannot stay resident either way; readahead spares a few faults.
+    assert!(
+        with < folios_in_half / 3,
+        "{with} of {folios_in_half} folios faulted after a scan with drop-behind"
+    );
+    assert!(
+        without > 2 * with,
+        "oldest-first reclaim kept the second half as well ({without} faults against {with})"
+    );
 }
