@@ -44,6 +44,10 @@ pub struct RegionConfig {
     /// readahead.rs), so a scan larger than the limit keeps hitting what it has not reached.
     /// On by default.
     pub drop_behind: bool,
+    /// Give freed swap storage back to the file system, a whole cluster at a time (the
+    /// kernel's `swapon --discard`). Off by default, as in the kernel: punching holes made
+    /// every later write into them allocate blocks again.
+    pub swap_discard: bool,
 }
 
 impl RegionConfig {
@@ -63,6 +67,7 @@ impl RegionConfig {
             device: None,
             keep_clean: true,
             drop_behind: true,
+            swap_discard: false,
         }
     }
 
@@ -78,6 +83,11 @@ impl RegionConfig {
 
     pub fn drop_behind(mut self, on: bool) -> Self {
         self.drop_behind = on;
+        self
+    }
+
+    pub fn swap_discard(mut self, on: bool) -> Self {
+        self.swap_discard = on;
         self
     }
 

@@ -257,7 +257,8 @@ impl Region {
         let zswap = Zswap::new(
             ZswapConfig::new(config.memory_limit)
                 .compressor(config.compressor)
-                .device(device, swap_pages),
+                .device(device, swap_pages)
+                .discard(config.swap_discard),
         );
         zswap
             .params()

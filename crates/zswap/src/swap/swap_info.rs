@@ -1,8 +1,14 @@
 //! A backing device with its slot map: the kernel's `swap_info_struct`. Written-back pages
 //! get slots here; a large folio gets contiguous slots when there are some, so it goes out in
-//! one write. Freed storage is discarded (hole punching) a whole cluster at a time, once every
-//! slot of a cluster written to is free (slots.rs): its storage goes back to the file system.
-//! A freed slot is never read before it is written again, so its old bytes are never seen.
+//! one write. A freed slot is never read before it is written again, so its old bytes are
+//! never seen.
+//!
+//! With discard on (the kernel's `swapon --discard`; off by default, as there), freed storage
+//! is discarded (hole punching) a whole cluster at a time, once every slot of a cluster
+//! written to is free (slots.rs): its storage goes back to the file system. Off, a freed
+//! slot keeps its blocks for the next write: on `bench usemem` that write is then a plain
+//! overwrite, where writing into a punched hole made the file system allocate blocks again
+//! (and convert them at completion) on every reuse.
 
 use std::sync::Arc;
 
@@ -24,13 +30,16 @@ pub enum SwapWriteError {
 pub struct SwapInfo {
     device: Arc<dyn BackingDevice>,
     slots: Mutex<SlotAllocator>,
+    /// Give wholly free clusters' storage back (`swapon --discard`).
+    discard: bool,
 }
 
 impl SwapInfo {
-    pub fn new(device: Arc<dyn BackingDevice>, capacity_pages: u32) -> Self {
+    pub fn new(device: Arc<dyn BackingDevice>, capacity_pages: u32, discard: bool) -> Self {
         SwapInfo {
             device,
             slots: Mutex::new(SlotAllocator::new(capacity_pages)),
+            discard,
         }
     }
 
@@ -94,11 +103,15 @@ impl SwapInfo {
         self.free_run(slot, 1);
     }
 
-    /// Free `nr` consecutive slots; clusters this leaves wholly free are discarded.
+    /// Free `nr` consecutive slots; with discard on, clusters this leaves wholly free are
+    /// discarded.
     pub fn free_run(&self, slot: SwapSlot, nr: u32) {
         let clusters = {
             let mut slots = self.slots.lock();
             slots.free(slot, nr);
+            if !self.discard {
+                return;
+            }
             slots.take_dirty_free_clusters()
         };
         for (start, n) in clusters {
@@ -118,7 +131,7 @@ mod tests {
     #[test]
     fn storage_goes_back_once_a_whole_cluster_is_free() {
         let dev = Arc::new(FileDevice::create(None, 1024).unwrap());
-        let swap = SwapInfo::new(dev.clone(), 1024);
+        let swap = SwapInfo::new(dev.clone(), 1024, true);
         let mut slots = Vec::new();
         swap.write(&vec![7u8; 512 * PAGE_SIZE], &mut slots).unwrap();
         let written = dev.disk_blocks();
@@ -141,6 +154,26 @@ mod tests {
         // The cluster is usable again, and reads back what is written next.
         swap.write(&vec![9u8; PAGE_SIZE], &mut slots).unwrap();
         let mut out = vec![0u8; PAGE_SIZE];
+        swap.read(slots[0], &mut out).unwrap();
+        assert!(out.iter().all(|&b| b == 9));
+    }
+
+    #[test]
+    fn without_discard_freed_storage_is_kept_for_reuse() {
+        let dev = Arc::new(FileDevice::create(None, 1024).unwrap());
+        let swap = SwapInfo::new(dev.clone(), 1024, false);
+        let mut slots = Vec::new();
+        swap.write(&vec![7u8; 512 * PAGE_SIZE], &mut slots).unwrap();
+        let written = dev.disk_blocks();
+        for s in &slots {
+            swap.free(*s);
+        }
+        assert_eq!(swap.used(), 0);
+        assert_eq!(dev.disk_blocks(), written, "freed storage was given back");
+        // Written again into the same blocks: the file does not grow.
+        swap.write(&vec![9u8; 512 * PAGE_SIZE], &mut slots).unwrap();
+        assert_eq!(dev.disk_blocks(), written);
+        let mut out = vec![0u8; 512 * PAGE_SIZE];
         swap.read(slots[0], &mut out).unwrap();
         assert!(out.iter().all(|&b| b == 9));
     }

@@ -52,6 +52,8 @@ pub struct ZswapConfig {
     pub device: Option<Arc<dyn BackingDevice>>,
     /// Capacity of the device in pages.
     pub device_pages: u32,
+    /// Discard freed swap clusters (the kernel's `swapon --discard`). Off by default.
+    pub discard: bool,
 }
 
 impl ZswapConfig {
@@ -61,7 +63,13 @@ impl ZswapConfig {
             compressor: "lz4".parse().expect("lz4 is always built"),
             device: None,
             device_pages: 0,
+            discard: false,
         }
+    }
+
+    pub fn discard(mut self, on: bool) -> Self {
+        self.discard = on;
+        self
     }
 
     pub fn compressor(mut self, spec: CompressorSpec) -> Self {
@@ -112,7 +120,7 @@ impl Zswap {
         params.set_compressor_spec(config.compressor);
         let swap = config
             .device
-            .map(|dev| SwapInfo::new(dev, config.device_pages));
+            .map(|dev| SwapInfo::new(dev, config.device_pages, config.discard));
         Zswap {
             shared: Arc::new(Shared {
                 params,
