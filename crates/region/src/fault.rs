@@ -525,15 +525,20 @@ fn install(
     Ok(())
 }
 
-/// The page cannot be read back: the program gets SIGBUS on it, not zeros.
+/// The page cannot be read back: the program gets SIGBUS on it, not zeros. A page poisoned
+/// already (a second fault on it was queued before its marker went in) gets the marker again
+/// (it is there: the ioctl finds it) and is not counted twice.
 fn poison(inner: &Inner, folio: &FolioLock, page: u32) -> Result<(), Stop> {
+    let again = folio.state(page).kind == Kind::Poisoned;
     match inner.uffd.poison(addr_of(inner, page), PAGE_SIZE, false) {
         Ok(_) => {}
         Err(e) if e.is_retry() => return Err(Stop::Again),
         Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),
         Err(e) => panic!("poisoning a page that cannot be read back failed: {e}"),
     }
-    inner.group.mark_poisoned(folio, page);
-    inner.stats.poisoned.fetch_add(1, Relaxed);
+    if !again {
+        inner.group.mark_poisoned(folio, page);
+        inner.stats.poisoned.fetch_add(1, Relaxed);
+    }
     Ok(())
 }
