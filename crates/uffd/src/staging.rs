@@ -334,6 +334,18 @@ impl StagedFolio {
     }
 }
 
+impl StagedFolio {
+    /// Whether the page at `index` (in pages) of the slot holds a page: after a move back
+    /// that found its destination present, tells a page that never moved in (nothing here)
+    /// from one present on both sides.
+    pub fn page_present(&self, index: usize) -> bool {
+        let addr = self.staging.slot_addr(self.slot) + index * page_size();
+        // The slot lies inside the staging mapping, which self keeps alive: mincore cannot
+        // fail on it; if it did, say present, the case that is counted and looked into.
+        crate::raw_region::page_mapped(addr).unwrap_or(true)
+    }
+}
+
 impl Drop for StagedFolio {
     fn drop(&mut self) {
         // Whatever is left in the slot is discarded with the next batch; until then the
