@@ -199,9 +199,13 @@ fn all_moved(f: uffd::Filled) {
     }
 }
 
+/// The folio stays resident: queue it again. `folio` may be one page of a split folio
+/// (evicted page by page): the queue holds whole folios' starts, which reclaim locks at the
+/// region's folio order.
 fn give_up(inner: &Inner, folio: &FolioLock) -> bool {
     inner.stats.evict_failed.fetch_add(1, Relaxed);
-    inner.lru.lock().push_back(folio.start());
+    let start = folio.start() & !(inner.folio_pages - 1);
+    inner.lru.lock().push_back(start);
     false
 }
 

@@ -367,6 +367,40 @@ fn with_writeback_off_what_the_pool_cannot_hold_stays_resident() {
     check(r.as_mut_slice(), 3);
 }
 
+/// Folios with a discarded page are evicted page by page; a page that cannot go (writeback
+/// off, the pool full) is queued again for reclaim as its whole folio, which reclaim later
+/// locks at the region's folio order (queued as the page, it was an unaligned folio start:
+/// the reclaiming thread stopped on it).
+#[test]
+fn pages_of_a_split_folio_that_cannot_go_are_queued_as_their_folio() {
+    let size = 8 << 20;
+    let folio = 64 << 10;
+    let config = RegionConfig::new(16 << 20)
+        .max_pool_percent(1)
+        .writeback(false);
+    let mut r = Region::new(size, config).unwrap();
+    fill(r.as_mut_slice(), 5);
+    // Page 1 of every folio discarded: each folio is partly present.
+    for f in (0..size).step_by(folio) {
+        r.discard(f + PAGE, PAGE).unwrap();
+    }
+    r.reclaim_to(0);
+    assert!(r.stats().evict_failed > 0, "{:?}", r.stats());
+    // Reclaim again: it takes the folios queued again above.
+    r.reclaim_to(0);
+    let mem = r.as_mut_slice();
+    for (i, page) in mem.chunks(PAGE).enumerate() {
+        if i % (folio / PAGE) == 1 {
+            assert!(
+                page.iter().all(|&b| b == 0),
+                "discarded page {i} is not zero"
+            );
+        } else {
+            assert!(page == &page_data(i, 5)[..], "page {i} read back wrong");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // mremap (EVENT_REMAP).
 

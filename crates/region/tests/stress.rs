@@ -15,6 +15,29 @@ use region::{Region, RegionConfig};
 const PAGE_WORDS: usize = 4096 / 8;
 const THREADS: usize = 8;
 
+/// Seconds a stress test runs: `UZSWAP_REGION_STRESS_SECS`, 2 by default.
+fn stress_secs() -> u64 {
+    std::env::var("UZSWAP_REGION_STRESS_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+const STRESS_SIZE: usize = 16 << 20;
+
+/// 16 MiB under a 4 MiB limit with a pool of 5% of it (constant reclaim, the shrinker and
+/// writeback), three fault threads.
+fn stress_region(folio: usize) -> Region {
+    Region::new(
+        STRESS_SIZE,
+        RegionConfig::new(4 << 20)
+            .folio_size(folio)
+            .max_pool_percent(5)
+            .fault_threads(3),
+    )
+    .unwrap()
+}
+
 /// Take page `p`'s lock (a compare-and-swap inside the page, so faults happen inside the lock
 /// operation), bump its counter and the record, release it.
 fn locked_increment(words: &[AtomicU64], record: &[AtomicU64], p: usize, owner: u64) {
@@ -61,20 +84,11 @@ fn check_pages(
 
 #[test]
 fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
-    let secs: u64 = std::env::var("UZSWAP_REGION_STRESS_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
-    let size = 16 << 20;
-    let r = Region::new(
-        size,
-        RegionConfig::new(4 << 20)
-            .max_pool_percent(5)
-            .fault_threads(3),
-    )
-    .unwrap();
+    let secs = stress_secs();
+    // The default folio size: 64 KiB.
+    let r = stress_region(RegionConfig::new(4 << 20).folio_size);
     let words = r.as_atomic_words();
-    let pages = size / 4096;
+    let pages = STRESS_SIZE / 4096;
     // Word 0 of a page: its lock; word 1: its counter; the rest: a pattern that must survive.
     for p in 0..pages {
         for w in 2..PAGE_WORDS {
@@ -137,22 +151,11 @@ fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
 /// not mapped.
 #[test]
 fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
-    let secs: u64 = std::env::var("UZSWAP_REGION_STRESS_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+    let secs = stress_secs();
     for folio in [4096usize, 64 << 10] {
-        let size = 16 << 20;
-        let r = Region::new(
-            size,
-            RegionConfig::new(4 << 20)
-                .folio_size(folio)
-                .max_pool_percent(5)
-                .fault_threads(3),
-        )
-        .unwrap();
+        let r = stress_region(folio);
         let words = r.as_atomic_words();
-        let pages = size / 4096;
+        let pages = STRESS_SIZE / 4096;
         let record: Vec<AtomicU64> = (0..pages).map(|_| AtomicU64::new(0)).collect();
         let deadline = Instant::now() + Duration::from_secs(secs);
         std::thread::scope(|s| {
@@ -215,10 +218,7 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
 /// checked against its owner's record at every step and at the end.
 #[test]
 fn discards_racing_with_reclaim_lose_nothing_else() {
-    let secs: u64 = std::env::var("UZSWAP_REGION_STRESS_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+    let secs = stress_secs();
     const OWNERS: usize = 4;
     // Word 0 of a page: its stamp (0: discarded or never written); every 61st word after it:
     // the stamp xor the word's index.
@@ -229,17 +229,9 @@ fn discards_racing_with_reclaim_lose_nothing_else() {
         })
     }
     for folio in [4096usize, 64 << 10] {
-        let size = 16 << 20;
-        let r = Region::new(
-            size,
-            RegionConfig::new(4 << 20)
-                .folio_size(folio)
-                .max_pool_percent(5)
-                .fault_threads(3),
-        )
-        .unwrap();
+        let r = stress_region(folio);
         let words = r.as_atomic_words();
-        let pages = size / 4096;
+        let pages = STRESS_SIZE / 4096;
         let deadline = Instant::now() + Duration::from_secs(secs);
         let stamps: Vec<Vec<u64>> = std::thread::scope(|s| {
             let owners: Vec<_> = (0..OWNERS)
