@@ -71,3 +71,40 @@ fn copy_with_wp_mode_installs_a_protected_page() {
     assert_eq!(buf, [4, 5, 4]);
     assert_eq!(h.finish().len(), 1);
 }
+
+/// A kernel fact the region relies on: `UFFDIO_MOVE` does not carry write protection. A
+/// protected page moved out into staging and back comes back writable, so a write to it
+/// raises no write-protect fault (the region drops a clean folio's disk copies before putting
+/// it back for this reason).
+#[test]
+fn a_page_moved_out_and_back_comes_back_unprotected() {
+    let region = Arc::new(RawRegion::new(page()).unwrap());
+    let u = common::uffd();
+    u.register(&region, 0, region.len(), RegisterMode::MISSING_WP)
+        .unwrap();
+    let mode = uffd::CopyMode {
+        dont_wake: false,
+        write_protect: true,
+    };
+    let _ = u.copy(region.addr(), &vec![4u8; page()], mode).unwrap();
+    let staging = uffd::Staging::new(1, page(), 1).unwrap();
+    let mut staged = staging.stage(region.addr(), page()).unwrap();
+    assert_eq!(
+        staged.move_back(&u, region.addr()).unwrap(),
+        uffd::Filled::All
+    );
+    let h = spawn_handler(u.clone(), |u, e| {
+        if let Event::Pagefault { addr, .. } = e {
+            u.write_unprotect(addr & !(page() - 1), page(), false)
+                .unwrap();
+        }
+    });
+    let r2 = region.clone();
+    thread::spawn(move || r2.write(1, &[5]).unwrap())
+        .join()
+        .unwrap();
+    let mut buf = [0u8; 3];
+    region.read(0, &mut buf).unwrap();
+    assert_eq!(buf, [4, 5, 4]);
+    assert_eq!(h.finish().len(), 0, "the write met write protection");
+}
