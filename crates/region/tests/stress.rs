@@ -309,3 +309,91 @@ fn discards_racing_with_reclaim_lose_nothing_else() {
         assert!(s.folios_evicted > 0 && s.discarded_pages > 0, "{s:?}");
     }
 }
+
+/// The kernel reading and writing the region on the program's behalf under constant reclaim:
+/// each thread owns a quarter of the area and rewrites its pages with `read(2)` from a pipe
+/// (the kernel writes into the region, faulting on evicted pages) and checks them with
+/// `write(2)` into a pipe (the kernel reads the region), or reads them itself. Every page is
+/// checked against its owner's record at every step and at the end.
+#[test]
+fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
+    use std::io::{Read, Write};
+    let secs = stress_secs();
+    const OWNERS: usize = 4;
+    for folio in [4096usize, 64 << 10] {
+        let mut r = stress_region(folio);
+        if !r.kernel_faults_served() {
+            eprintln!("skipped: this process may not take kernel-mode faults");
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let page_of = |stamp: u64| -> Vec<u8> {
+            (0..4096 / 8)
+                .flat_map(|w| (stamp ^ (w as u64).wrapping_mul(0x9E37)).to_ne_bytes())
+                .collect()
+        };
+        let part = STRESS_SIZE / OWNERS;
+        std::thread::scope(|s| {
+            for (t, mem) in r.as_mut_slice().chunks_mut(part).enumerate() {
+                s.spawn(move || {
+                    let (mut rx, mut tx) = std::io::pipe().unwrap();
+                    let mut stamps = vec![0u64; part / 4096];
+                    let mut x = (t as u64 + 7).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let mut n = 0u64;
+                    let mut buf = vec![0u8; 4096];
+                    while Instant::now() < deadline {
+                        for _ in 0..64 {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            let i = (x >> 8) as usize % stamps.len();
+                            let page = &mut mem[i * 4096..(i + 1) * 4096];
+                            let want = if stamps[i] == 0 {
+                                vec![0u8; 4096]
+                            } else {
+                                page_of(stamps[i])
+                            };
+                            match x % 3 {
+                                0 => {
+                                    // The kernel writes the page (copy_to_user).
+                                    n += 1;
+                                    stamps[i] = (t as u64 + 1) << 40 | n;
+                                    tx.write_all(&page_of(stamps[i])).unwrap();
+                                    rx.read_exact(page).unwrap();
+                                }
+                                1 => {
+                                    // The kernel reads the page (copy_from_user).
+                                    tx.write_all(page).unwrap();
+                                    rx.read_exact(&mut buf).unwrap();
+                                    assert!(buf == want, "page {i} of part {t} read wrong");
+                                }
+                                _ => assert!(*page == want[..], "page {i} of part {t} wrong"),
+                            }
+                        }
+                    }
+                    for (i, &stamp) in stamps.iter().enumerate() {
+                        let want = if stamp == 0 {
+                            vec![0u8; 4096]
+                        } else {
+                            page_of(stamp)
+                        };
+                        assert!(mem[i * 4096..(i + 1) * 4096] == want[..], "page {i} lost");
+                    }
+                });
+            }
+        });
+        let s = r.stats();
+        eprintln!(
+            "folio {folio}: faults {}, evicted {}, clean installs {}, write-protect faults {}, \
+             read ahead {}, lost track {}",
+            s.faults,
+            s.folios_evicted,
+            s.clean_installs,
+            s.wp_faults,
+            s.readahead_folios,
+            s.lost_track
+        );
+        assert_eq!(s.lost_track, 0, "{s:?}");
+        assert!(s.folios_evicted > 0 && s.faults > 0, "{s:?}");
+    }
+}
