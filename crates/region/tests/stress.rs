@@ -25,14 +25,15 @@ fn stress_secs() -> u64 {
 
 const STRESS_SIZE: usize = 16 << 20;
 
-/// 16 MiB under a 4 MiB limit with a pool of 5% of it (constant reclaim, the shrinker and
-/// writeback), three fault threads.
-fn stress_region(folio: usize) -> Region {
+/// 16 MiB under a 4 MiB limit, three fault threads: constant reclaim; with a small pool
+/// (5% of the limit), the shrinker and writeback all the time, most swap-ins from disk; with
+/// a large one (50%), most from the pool.
+fn stress_region(folio: usize, pool_percent: u32) -> Region {
     Region::new(
         STRESS_SIZE,
         RegionConfig::new(4 << 20)
             .folio_size(folio)
-            .max_pool_percent(5)
+            .max_pool_percent(pool_percent)
             .fault_threads(3),
     )
     .unwrap()
@@ -86,7 +87,7 @@ fn check_pages(
 fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
     let secs = stress_secs();
     // The default folio size: 64 KiB.
-    let r = stress_region(RegionConfig::new(4 << 20).folio_size);
+    let r = stress_region(RegionConfig::new(4 << 20).folio_size, 5);
     let words = r.as_atomic_words();
     let pages = STRESS_SIZE / 4096;
     // Word 0 of a page: its lock; word 1: its counter; the rest: a pattern that must survive.
@@ -153,7 +154,7 @@ fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
 fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
     let secs = stress_secs();
     for folio in [4096usize, 64 << 10] {
-        let r = stress_region(folio);
+        let r = stress_region(folio, 5);
         let words = r.as_atomic_words();
         let pages = STRESS_SIZE / 4096;
         let record: Vec<AtomicU64> = (0..pages).map(|_| AtomicU64::new(0)).collect();
@@ -213,11 +214,26 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
 /// Discards racing with reclaim: each thread owns every fourth page, and at random checks one
 /// of its pages and rewrites it, or discards it (`MADV_DONTNEED`: it must read zero after),
 /// while a scanner reads the whole area in order (readahead, drop-behind, clean folios) and
-/// reclaim runs all the time. A discard that lands while reclaim is moving the page's folio
-/// out makes that move fail part way, the path where a lost page would show. Every page is
-/// checked against its owner's record at every step and at the end.
+/// reclaim runs all the time, most swap-ins from disk (a pool of 5% of the limit). A discard
+/// that lands while reclaim is moving the page's folio out makes that move fail part way, the
+/// path where a lost page would show. Every page is checked against its owner's record at
+/// every step and at the end.
 #[test]
 fn discards_racing_with_reclaim_lose_nothing_else() {
+    discards_racing_with_reclaim(5);
+}
+
+/// The same with a pool of 50% of the limit, so most swap-ins come from the pool: OPEN BUG.
+/// In runs of 30-60 s (`UZSWAP_REGION_STRESS_SECS`) about one in three finds a page reading
+/// zero where its owner's last write was (found 2026-11-22; the cause is not found yet). Run
+/// with `--ignored`.
+#[test]
+#[ignore = "open bug: a write lost under discards with a large pool (see the comment)"]
+fn discards_racing_with_reclaim_from_the_pool_lose_nothing_else() {
+    discards_racing_with_reclaim(50);
+}
+
+fn discards_racing_with_reclaim(pool_percent: u32) {
     let secs = stress_secs();
     const OWNERS: usize = 4;
     // Word 0 of a page: its stamp (0: discarded or never written); every 61st word after it:
@@ -229,7 +245,7 @@ fn discards_racing_with_reclaim_lose_nothing_else() {
         })
     }
     for folio in [4096usize, 64 << 10] {
-        let r = stress_region(folio);
+        let r = stress_region(folio, pool_percent);
         let words = r.as_atomic_words();
         let pages = STRESS_SIZE / 4096;
         let deadline = Instant::now() + Duration::from_secs(secs);
@@ -250,8 +266,11 @@ fn discards_racing_with_reclaim_lose_nothing_else() {
                                 let p = i * OWNERS + t;
                                 assert!(
                                     holds(words, p, stamps[i]),
-                                    "page {p} does not hold stamp {:#x}",
-                                    stamps[i]
+                                    "folio {folio}: page {p} does not hold stamp {:#x}: word 0 \
+                                     {:#x}, word 61 {:#x}",
+                                    stamps[i],
+                                    words[p * PAGE_WORDS].load(Relaxed),
+                                    words[p * PAGE_WORDS + 61].load(Relaxed)
                                 );
                                 if x.is_multiple_of(8) {
                                     r.discard(p * 4096, 4096).unwrap();
@@ -310,8 +329,8 @@ fn discards_racing_with_reclaim_lose_nothing_else() {
     }
 }
 
-/// The kernel reading and writing the region on the program's behalf under constant reclaim:
-/// each thread owns a quarter of the area and rewrites its pages with `read(2)` from a pipe
+/// The kernel reading and writing the region on the program's behalf under constant reclaim,
+/// most swap-ins from the pool: each thread owns a quarter of the area and rewrites its pages with `read(2)` from a pipe
 /// (the kernel writes into the region, faulting on evicted pages) and checks them with
 /// `write(2)` into a pipe (the kernel reads the region), or reads them itself. Every page is
 /// checked against its owner's record at every step and at the end.
@@ -321,7 +340,8 @@ fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
     let secs = stress_secs();
     const OWNERS: usize = 4;
     for folio in [4096usize, 64 << 10] {
-        let mut r = stress_region(folio);
+        // A large pool: pages come back from it, and scanned folios keep their pool copies.
+        let mut r = stress_region(folio, 50);
         if !r.kernel_faults_served() {
             eprintln!("skipped: this process may not take kernel-mode faults");
             return;
@@ -329,7 +349,9 @@ fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
         let deadline = Instant::now() + Duration::from_secs(secs);
         let page_of = |stamp: u64| -> Vec<u8> {
             (0..4096 / 8)
-                .flat_map(|w| (stamp ^ (w as u64).wrapping_mul(0x9E37)).to_ne_bytes())
+                // Compressible (the pool keeps it small), and every 16th word tells the
+                // page's place apart.
+                .flat_map(|w| (if w % 16 == 0 { stamp ^ w as u64 } else { stamp }).to_ne_bytes())
                 .collect()
         };
         let part = STRESS_SIZE / OWNERS;
@@ -383,11 +405,14 @@ fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
             }
         });
         let s = r.stats();
+        let z = r.zswap().stats();
         eprintln!(
-            "folio {folio}: faults {}, evicted {}, clean installs {}, write-protect faults {}, \
-             read ahead {}, lost track {}",
+            "folio {folio}: faults {}, evicted {}, swapped in from the pool {} / disk {}, \
+             clean installs {}, write-protect faults {}, read ahead {}, lost track {}",
             s.faults,
             s.folios_evicted,
+            z.get("zswpin"),
+            z.get("pswpin"),
             s.clean_installs,
             s.wp_faults,
             s.readahead_folios,
