@@ -4,12 +4,19 @@
 //! The kernel zaps a discarded range as soon as a handler has *read* the REMOVE event, not
 //! when the handler is done with it. So a discard is recorded as pending at the moment it is
 //! read, under an exclusive gate; every install into the region (a fault's copy, a staged
-//! folio's move back) holds the gate shared and never puts data into a pending page. An
-//! install therefore either completes before the event is read (and the zap then clears it)
-//! or sees the discard and installs a zero page instead: after `madvise` returns, the program
-//! reads zeros, as the kernel promises. The pending range is then processed: what the engine
-//! holds for those pages is freed, and a staged copy of their folio is dropped (never moved
-//! back: the engine holds a stored copy of every staged folio).
+//! folio's move back) holds the gate shared and never puts data into a pending page: an
+//! install either completes before the event is read (and the zap then clears it), or finds
+//! the page pending and waits (the faulting thread retries) until the discard is processed.
+//!
+//! Processing waits for the zap: each page of the range still mapped is waited for until the
+//! kernel has cleared it. Only then is the range processed: what the engine holds for those
+//! pages is freed, a staged copy of their folio is dropped (never moved back: the engine
+//! holds a stored copy of every staged folio), and the pages count as missing. So nothing the
+//! program writes after its `madvise` returns can be processed away with the discard, and
+//! after `madvise` returns the program reads zeros, as the kernel promises. (Serving a pending
+//! page with zeros before processing, as this once did, let a write made after `madvise`
+//! returned be evicted and then freed by the late processing: the discard stress test with a
+//! large pool found it.)
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -69,6 +76,11 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
     let mut fstart = first & !(fp - 1);
     while fstart < last {
         let folio = inner.group.lock_folio(fstart, inner.folio_order);
+        for p in folio.offsets().filter(|p| (first..last).contains(p)) {
+            if inner.is_resident(p) {
+                wait_for_zap(inner, p);
+            }
+        }
         // Never moved back: that could land after the kernel's zap. The engine has it all.
         drop(inner.swapcache.take(fstart));
         for p in folio.offsets().filter(|p| (first..last).contains(p)) {
@@ -81,6 +93,19 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
     let mut pending = inner.pending.lock();
     if let Some(i) = pending.iter().position(|&r| r == (first, last)) {
         pending.swap_remove(i);
+    }
+}
+
+/// Wait until the kernel has zapped the discarded page `p` (it zaps right after the event is
+/// read, in the discarding thread). Nothing maps a pending page meanwhile, and its folio lock
+/// keeps reclaim from moving it out, so a page still mapped has not been zapped yet. Bounded:
+/// a `madvise` that failed after its event zaps nothing, and then the page keeps its data
+/// (counted missing while it is mapped, until an install over it finds it present).
+fn wait_for_zap(inner: &Inner, p: u32) {
+    let addr = inner.base() + p as usize * PAGE_SIZE;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+    while uffd::page_mapped(addr).unwrap_or(false) && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
     }
 }
 

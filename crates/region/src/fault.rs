@@ -7,8 +7,9 @@
 //! 2. every page of it is held by the engine: load the whole folio and install it with one
 //!    `UFFDIO_COPY`, one wake-up;
 //! 3. otherwise its pages are in different places: each missing page comes back from where
-//!    it is (zero-filled if nothing holds it), installed in runs. A page with a discard
-//!    pending gets a zero page: that is what it reads once the discard lands.
+//!    it is (zero-filled if nothing holds it), installed in runs. A missing page with a
+//!    discard pending is not served until the discard is processed (events.rs): the faulting
+//!    thread is woken to retry.
 //!
 //! The engine's copy of a page is freed only once the page is installed (invariant 2). A page
 //! that cannot be read back is poisoned: the program gets SIGBUS on it, never zeros
@@ -279,7 +280,7 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
 }
 
 /// Bring the folio's missing pages back from the engine. `pending`: pages with a discard
-/// pending, which get zero pages.
+/// pending; if any of them is missing, nothing is installed yet.
 fn from_engine(
     inner: &Inner,
     folio: &FolioLock,
@@ -301,6 +302,16 @@ fn from_engine(
         lost_track(inner, folio, page);
         missing.push(page);
     }
+    if missing.iter().any(|&p| is_pending(p)) {
+        // A discard of some of these pages is read but not processed yet. Installed now, a
+        // page could land before the kernel's zap (and be zapped while counted resident) or
+        // after it, and then be processed away with the discard: a write the program made
+        // after its madvise returned would be lost. Wait for the processing (events.rs),
+        // which waits for the zap; the faulting thread retries meanwhile.
+        inner.stats.redundant.fetch_add(1, Relaxed);
+        let _ = inner.uffd.wake(addr_of(inner, page), PAGE_SIZE);
+        return Ok(0);
+    }
     let whole = pending.is_none()
         && missing.len() == nr
         && folio.offsets().all(|p| folio.state(p).kind != Kind::Empty);
@@ -319,13 +330,6 @@ fn from_engine(
         for &p in &missing {
             let i = (p - folio.start()) as usize;
             let out = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
-            if is_pending(p) {
-                // Discarded: it reads zero from now on.
-                inner.group.invalidate_page(folio, p);
-                out.fill(0);
-                ready[i] = true;
-                continue;
-            }
             match inner.group.read_page(folio, p, out) {
                 Ok(Kind::Empty) => {
                     out.fill(0);
@@ -349,9 +353,7 @@ fn from_engine(
             let zero_run = (i..j).all(|k| {
                 let p = folio.start() + k as u32;
                 let st = folio.state(p);
-                is_pending(p)
-                    || st.kind == Kind::Empty
-                    || (st.kind == Kind::Zero && st.payload == 0)
+                st.kind == Kind::Empty || (st.kind == Kind::Zero && st.payload == 0)
             });
             let r = install(
                 inner,
