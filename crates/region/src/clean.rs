@@ -1,15 +1,19 @@
 //! Clean pages: a folio read back whole from the swap file keeps its slots, so reclaiming it
 //! again before it is written costs neither a compression nor a write (the kernel's clean
-//! swap cache pages do the same).
+//! swap cache pages do the same). A folio a sequential scan brings back from the pool keeps
+//! its pool objects the same way: the scan drops it behind soon (readahead.rs), and it then
+//! leaves with no compression. (Elsewhere a pool copy is not kept: it would stay charged to
+//! the limit beside the resident folio for as long as the folio stays.)
 //!
 //! Such a folio is installed write-protected (`UFFDIO_COPY` with `MODE_WP`; the region is
 //! registered for write-protect faults as well as missing ones). While its pages are
-//! resident and its engine entries are still on disk, it is clean by construction: nothing
+//! resident and the engine still holds a copy of each, it is clean by construction: nothing
 //! could have written it. The first write raises a write-protect fault: under the folio lock
-//! the disk copies are freed (invariant 2 is kept: the page in the mapping is the newer copy)
-//! and only then is the protection lifted and the writer woken. Reclaim that finds every
-//! page of a folio resident with an on-disk entry drops the pages after moving them out,
-//! with no store.
+//! the engine's copies are freed (invariant 2 is kept: the page in the mapping is the newer
+//! copy) and only then is the protection lifted and the writer woken. Reclaim that finds
+//! every page of a folio resident with an engine copy drops the pages after moving them out,
+//! with no store. A resident page has an engine copy only while it is clean: every path that
+//! makes it writable otherwise (a move back into the region) drops the copy first.
 //!
 //! A write fault installs without protection (the copy would be dropped at once), and when
 //! most clean folios are written soon after they come in (read-modify-write, as in a random
@@ -72,10 +76,16 @@ impl CleanTracking {
     }
 }
 
-/// Every page of the locked folio is resident (the caller checked) and still has its copy on
-/// disk: it has not been written since it came in.
+/// Whether the engine holds a readable copy of the page: in the pool, on disk or as a zero
+/// mark. For a resident page, that it is clean.
+pub(crate) fn held(kind: Kind) -> bool {
+    matches!(kind, Kind::Stored | Kind::OnDisk | Kind::Zero)
+}
+
+/// Every page of the locked folio is resident (the caller checked) and the engine still has
+/// a copy of it: it has not been written since it came in.
 pub(crate) fn is_clean(folio: &FolioLock) -> bool {
-    folio.offsets().all(|p| folio.state(p).kind == Kind::OnDisk)
+    folio.offsets().all(|p| held(folio.state(p).kind))
 }
 
 /// A write hit a write-protected page of the region at `addr`.
@@ -85,11 +95,11 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) {
     };
     let folio = inner.group.lock_folio(start, inner.folio_order);
     inner.stats.wp_faults.fetch_add(1, Relaxed);
-    // The folio's pages are one unit: the disk copies of all of them go, so reclaim stores
-    // the folio whole next time.
+    // The folio's pages are one unit: the engine's copies of all of them go, so reclaim
+    // stores the folio whole next time.
     let mut dropped = false;
     for p in folio.offsets() {
-        if inner.is_resident(p) && folio.state(p).kind == Kind::OnDisk {
+        if inner.is_resident(p) && held(folio.state(p).kind) {
             inner.group.invalidate_page(&folio, p);
             dropped = true;
         }

@@ -393,8 +393,11 @@ pub(crate) fn load_whole(
         return Ok(false);
     };
     let from_disk = loaded.disk == nr as u32;
-    // All of it from disk and only read so far: keep the disk copy (clean.rs).
-    let clean = from_disk && !write && inner.clean.keep();
+    // Only read so far, and all of it from disk, or part of a scan that drops it behind
+    // soon: keep the engine's copy (clean.rs).
+    let clean = !write
+        && (from_disk || crate::readahead::dropped_behind_soon(inner, folio.start()))
+        && inner.clean.keep();
     let result = install(inner, folio.start(), buf, write, false, clean);
     if clean {
         installed_clean(inner, folio, result)?;

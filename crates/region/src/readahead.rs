@@ -46,18 +46,28 @@ pub(crate) struct Readahead {
     streams: Mutex<[u32; STREAMS]>,
 }
 
+/// The stream (index in `streams`) whose last swap-in lies at most a window (plus one)
+/// before `start`: the folios between were read ahead, or were resident.
+fn stream_before(inner: &Inner, streams: &[u32; STREAMS], start: u32) -> Option<usize> {
+    let reach = (window_folios(inner) + 1) * inner.folio_pages;
+    streams
+        .iter()
+        .position(|&s| s != 0 && s - 1 < start && start - (s - 1) <= reach)
+}
+
+/// Whether swapping in the folio at `start` would continue a sequential scan, which drops it
+/// behind soon after (with drop-behind on): such a folio keeps its pool copy (clean.rs).
+pub(crate) fn dropped_behind_soon(inner: &Inner, start: u32) -> bool {
+    inner.drop_behind && stream_before(inner, &inner.readahead.streams.lock(), start).is_some()
+}
+
 /// A fault swapped in the whole folio at `start`.
 pub(crate) fn after_swapin(inner: &Inner, start: u32) {
     let fp = inner.folio_pages;
     let window = window_folios(inner);
     let previous = {
         let mut streams = inner.readahead.streams.lock();
-        // A stream whose last swap-in lies at most a window (plus one) before this one: the
-        // folios between were read ahead, or were resident.
-        let reach = (window + 1) * fp;
-        let found = streams
-            .iter()
-            .position(|&s| s != 0 && s - 1 < start && start - (s - 1) <= reach);
+        let found = stream_before(inner, &streams, start);
         let slot = found.unwrap_or_else(|| {
             // A new stream replaces the oldest (entries move up as they are used).
             streams.rotate_right(1);

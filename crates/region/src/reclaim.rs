@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use uffd::{StageError, UffdError};
-use zswap::swap::{FolioLock, Kind};
+use zswap::swap::FolioLock;
 use zswap::PAGE_SIZE;
 
 use crate::events::pending_mask;
@@ -227,13 +227,14 @@ enum PutBack {
 /// again; pending ones stay clear.
 fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, how: PutBack) {
     let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
-    // A clean folio (clean.rs) is resident with its disk copies kept, kept honest by write
-    // protection. Pages moved back come back writable (`UFFDIO_MOVE` does not carry the
+    // A clean folio (clean.rs) is resident with the engine's copies kept, kept honest by
+    // write protection. Pages moved back come back writable (`UFFDIO_MOVE` does not carry the
     // protection), so a write would land unseen and a later clean eviction would bring the
-    // old disk copy back: drop the copies first. We hold the folio lock, so nothing takes the
-    // folio for clean in between; the folio is simply stored on its next eviction.
+    // old copy back: drop the copies first. We hold the folio lock, so nothing takes the
+    // folio for clean in between; the folio is simply stored on its next eviction. (After a
+    // failed store, `PutBack::All`, the store has left no entry already.)
     for p in folio.offsets() {
-        if folio.state(p).kind == Kind::OnDisk {
+        if crate::clean::held(folio.state(p).kind) {
             inner.group.invalidate_page(folio, p);
         }
     }

@@ -321,3 +321,50 @@ fn a_sequential_scan_drops_behind_itself() {
         "oldest-first reclaim kept the second half as well ({without} faults against {with})"
     );
 }
+
+/// A sequential scan brings folios back from the pool with their pool copies kept (clean):
+/// dropped behind unwritten, they leave with no compression, so scanning again stores (almost)
+/// nothing; and a write to such a folio drops the pool copy before it lands, so it is never
+/// lost (invariant 1).
+#[test]
+fn folios_a_scan_brings_from_the_pool_stay_clean_until_written() {
+    let limit = 8 << 20;
+    // A pool of 60% of the limit holds most of what is evicted: the scans read from it.
+    let cfg = RegionConfig::new(limit).max_pool_percent(60);
+    let mut r = Region::new(16 << 20, cfg).unwrap();
+    fill(r.as_mut_slice(), 9);
+    check(r.as_mut_slice(), 9);
+    check(r.as_mut_slice(), 9);
+    let z = r.zswap().stats();
+    let (stored, zswpin) = (z.get("zswpout") + z.get("pswpout"), z.get("zswpin"));
+    check(r.as_mut_slice(), 9);
+    let z = r.zswap().stats();
+    let restored = z.get("zswpout") + z.get("pswpout") - stored;
+    let from_pool = z.get("zswpin") - zswpin;
+    eprintln!("a scan: {from_pool} pages from the pool, {restored} stored again");
+    assert!(
+        from_pool > 1024,
+        "the scan did not read from the pool: {from_pool}"
+    );
+    assert!(
+        restored < from_pool / 8,
+        "{restored} pages stored again on a read-only scan that read {from_pool} from the pool"
+    );
+    // Every page read (its folio comes back clean) and at once written; then all checked
+    // twice, which evicts the written folios on the way.
+    let mem = r.as_mut_slice();
+    for (i, page) in mem.chunks_mut(PAGE).enumerate() {
+        assert!(
+            page == &page_data(i, 9)[..],
+            "page {i} wrong before its write"
+        );
+        page.copy_from_slice(&page_data(i, 4));
+    }
+    check(r.as_mut_slice(), 4);
+    check(r.as_mut_slice(), 4);
+    assert!(
+        r.stats().wp_faults > 0,
+        "no write met a clean folio: {:?}",
+        r.stats()
+    );
+}
