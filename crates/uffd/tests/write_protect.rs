@@ -44,8 +44,9 @@ fn write_to_protected_page_faults_with_wp_and_resumes() {
     );
 }
 
-#[test]
-fn copy_with_wp_mode_installs_a_protected_page() {
+/// A one-page region registered for missing and write-protect faults, its page installed
+/// write-protected (`UFFDIO_COPY` with `MODE_WP`) holding 4s.
+fn protected_page_of_fours() -> (Arc<RawRegion>, Arc<uffd::Uffd>) {
     let region = Arc::new(RawRegion::new(page()).unwrap());
     let u = common::uffd();
     u.register(&region, 0, region.len(), RegisterMode::MISSING_WP)
@@ -55,6 +56,12 @@ fn copy_with_wp_mode_installs_a_protected_page() {
         write_protect: true,
     };
     let _ = u.copy(region.addr(), &vec![4u8; page()], mode).unwrap();
+    (region, u)
+}
+
+#[test]
+fn copy_with_wp_mode_installs_a_protected_page() {
+    let (region, u) = protected_page_of_fours();
     let h = spawn_handler(u.clone(), |u, e| {
         if let Event::Pagefault { addr, flags, .. } = e {
             assert!(flags.wp);
@@ -78,15 +85,7 @@ fn copy_with_wp_mode_installs_a_protected_page() {
 /// it back for this reason).
 #[test]
 fn a_page_moved_out_and_back_comes_back_unprotected() {
-    let region = Arc::new(RawRegion::new(page()).unwrap());
-    let u = common::uffd();
-    u.register(&region, 0, region.len(), RegisterMode::MISSING_WP)
-        .unwrap();
-    let mode = uffd::CopyMode {
-        dont_wake: false,
-        write_protect: true,
-    };
-    let _ = u.copy(region.addr(), &vec![4u8; page()], mode).unwrap();
+    let (region, u) = protected_page_of_fours();
     let staging = uffd::Staging::new(1, page(), 1).unwrap();
     let mut staged = staging.stage(region.addr(), page()).unwrap();
     assert_eq!(
