@@ -165,6 +165,10 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     drop(staged);
     inner.stats.pages_in.fetch_add(installed, Relaxed);
     drop(folio);
+    // The faulting threads are woken only now, with the folio lock and the event gate given
+    // up: the scheduler often runs a woken thread on the waker's CPU at once, and a handler
+    // preempted while holding them would stall every other fault and the event reader.
+    let _ = inner.uffd.wake(addr_of(inner, start), inner.folio_bytes());
     if first_touch && installed > 0 {
         fault_around(inner, start + inner.folio_pages, write);
     }
@@ -273,7 +277,6 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
         inner.set_resident(p, true);
     }
     inner.group.invalidate(folio);
-    let _ = inner.uffd.wake(dst, folio.nr_pages() as usize * PAGE_SIZE);
     inner.stats.faults_swapcache.fetch_add(1, Relaxed);
     crate::readahead::after_swapin(inner, folio.start());
     Ok(u64::from(folio.nr_pages()))
@@ -444,9 +447,6 @@ fn installed_run(
         inner.set_resident(p, true);
         inner.group.invalidate_page(folio, p);
     }
-    if done > 0 {
-        let _ = inner.uffd.wake(addr_of(inner, first), done * PAGE_SIZE);
-    }
     match stop {
         None => Ok(()),
         Some(s) => Err(s),
@@ -472,9 +472,6 @@ fn installed_clean(
     if done > 0 {
         inner.stats.clean_installs.fetch_add(1, Relaxed);
         inner.clean.installed();
-        let _ = inner
-            .uffd
-            .wake(addr_of(inner, folio.start()), done * PAGE_SIZE);
     }
     match stop {
         None => Ok(()),
@@ -497,8 +494,8 @@ fn install(
     while done < data.len() {
         let dst = addr_of(inner, first) + done;
         // Installed without waking: the faulting thread resumes only once the page's
-        // bookkeeping is done (installed_run wakes it), so what it does next (another fault,
-        // a reclaim) never sees a present page counted as missing.
+        // bookkeeping is done and the folio unlocked (the caller wakes it), so what it does
+        // next (another fault, a reclaim) never sees a present page counted as missing.
         let r = if zero_run && !write {
             inner.uffd.zeropage(dst, data.len() - done, true)
         } else {

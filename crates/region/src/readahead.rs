@@ -139,8 +139,15 @@ fn read_ahead(inner: &Inner, start: u32) {
         crate::fault::load_whole(inner, &folio, false, buf)
     });
     drop(gate);
+    drop(folio);
     // On a stop (events pending, range gone) what went in is settled; the rest stays out.
     if let Ok(true) = done {
         inner.stats.readahead_folios.fetch_add(1, Relaxed);
     }
+    // Threads that faulted on the folio before it went in resume now, rather than when a
+    // handler reads their fault and finds the folio present.
+    let _ = inner.uffd.wake(
+        inner.base() + start as usize * PAGE_SIZE,
+        inner.folio_bytes(),
+    );
 }
