@@ -48,6 +48,10 @@ pub struct RegionConfig {
     /// kernel's `swapon --discard`). Off by default, as in the kernel: punching holes made
     /// every later write into them allocate blocks again.
     pub swap_discard: bool,
+    /// Leave folios whose last store found them incompressible resident while compressible
+    /// ones can go (incompressible.rs): with the pool charged to the limit, evicting them
+    /// frees nothing. On by default.
+    pub keep_incompressible: bool,
 }
 
 impl RegionConfig {
@@ -68,6 +72,7 @@ impl RegionConfig {
             keep_clean: true,
             drop_behind: true,
             swap_discard: false,
+            keep_incompressible: true,
         }
     }
 
@@ -88,6 +93,11 @@ impl RegionConfig {
 
     pub fn swap_discard(mut self, on: bool) -> Self {
         self.swap_discard = on;
+        self
+    }
+
+    pub fn keep_incompressible(mut self, on: bool) -> Self {
+        self.keep_incompressible = on;
         self
     }
 

@@ -2,7 +2,8 @@
 //! holds its cold pages. A region joins a userfaultfd (the `uffd` crate, where all unsafe
 //! code lives) to a zswap group (the `zswap` crate): fault handling (fault.rs), reclaim to a
 //! memory limit (reclaim.rs), the region's swap cache of staged folios (swapcache.rs), clean
-//! folios that keep their disk copy (clean.rs), readahead and drop-behind for sequential
+//! folios that keep their disk copy (clean.rs), incompressible folios left resident
+//! (incompressible.rs), readahead and drop-behind for sequential
 //! scans (readahead.rs) and the discard and move events (events.rs).
 #![forbid(unsafe_code)]
 
@@ -10,6 +11,7 @@ mod clean;
 mod config;
 mod events;
 mod fault;
+mod incompressible;
 mod readahead;
 mod reclaim;
 mod region;

@@ -5,8 +5,9 @@
 //! its own folio lock, so it never holds one folio while waiting for another.
 //!
 //! The coldest folio is the one that came in longest ago (FIFO), except that folios a
-//! sequential scan has passed go first (drop-behind, readahead.rs); the swap cache gives a
-//! folio faulted again soon after eviction its second chance. Evicting a folio:
+//! sequential scan has passed go first (drop-behind, readahead.rs), and folios found
+//! incompressible that came back in are passed over (incompressible.rs); the swap cache gives
+//! a folio faulted again soon after eviction its second chance. Evicting a folio:
 //! 1. lock it in the engine's swap cache (waiting for a fault that owns it);
 //! 2. move its pages out of the mapping with one `UFFDIO_MOVE` into staging: from here a
 //!    program access faults and waits for the lock, so no write can be lost;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 use uffd::{StageError, UffdError};
 use zswap::swap::FolioLock;
+use zswap::zswap::{StoreError, SwapOutResult};
 use zswap::PAGE_SIZE;
 
 use crate::events::pending_mask;
@@ -95,16 +97,34 @@ fn reclaim_one(inner: &Inner) -> bool {
     // (folios that left since): skip them here, so a caller's count of attempts means work.
     let (folio, present, behind) = loop {
         let behind = inner.inactive.lock().pop_front();
-        let Some(start) = behind.or_else(|| inner.lru.lock().pop_front()) else {
+        let (start, queued) = match behind {
+            Some(start) => (Some(start), 0),
+            None => {
+                let mut lru = inner.lru.lock();
+                (lru.pop_front(), lru.len())
+            }
+        };
+        let Some(start) = start else {
             return drop_swapcache(inner);
         };
         // Checked under the folio's lock: a fault queues its folio before installing it, and
         // an unlocked look could take it for stale mid-install and lose it from the queue.
         let folio = inner.group.lock_folio(start, inner.folio_order);
         let present = folio.offsets().filter(|&p| inner.is_resident(p)).count() as u32;
-        if present > 0 {
-            break (folio, present, behind.is_some());
+        if present == 0 {
+            continue;
         }
+        if behind.is_none()
+            && keep_resident(inner, &folio, present)
+            && inner.incompressible.pass_over(queued)
+        {
+            drop(folio);
+            inner.lru.lock().push_back(start);
+            inner.stats.incompressible_skipped.fetch_add(1, Relaxed);
+            continue;
+        }
+        inner.incompressible.evicting(&folio);
+        break (folio, present, behind.is_some());
     };
     if behind {
         inner.stats.dropped_behind.fetch_add(1, Relaxed);
@@ -120,6 +140,14 @@ fn reclaim_one(inner: &Inner) -> bool {
         }
     }
     any
+}
+
+/// An incompressible folio that came back in (incompressible.rs) stays, unless it is clean:
+/// then evicting it costs no store and frees it.
+fn keep_resident(inner: &Inner, folio: &FolioLock, present: u32) -> bool {
+    inner.keep_incompressible
+        && inner.incompressible.is_marked(folio.start())
+        && !(present == folio.nr_pages() && crate::clean::is_clean(folio))
 }
 
 /// Most folios queued for drop-behind at once: 16 MiB of 64 KiB folios. Past it the oldest
@@ -176,11 +204,24 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
     }
     if clean {
         inner.stats.clean_evictions.fetch_add(1, Relaxed);
-    } else if inner.group.swap_out(folio, staged.bytes()).is_err() {
-        // Neither the pool nor the swap file took it (writeback off and the pool full): it
-        // stays resident.
-        put_back(inner, folio, &mut staged, PutBack::All);
-        return give_up(inner, folio);
+    } else {
+        match inner.group.swap_out(folio, staged.bytes()) {
+            Ok(SwapOutResult::Stored) if keep_staged => {
+                let length = inner.group.stored_length(folio);
+                let poor = crate::incompressible::poor(length, folio.nr_pages());
+                inner.incompressible.set(folio.start(), poor);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                // Neither the pool nor the swap file took it (writeback off, and the pool
+                // full or the folio incompressible): it stays resident.
+                if keep_staged && matches!(e, StoreError::CompressPoor(_)) {
+                    inner.incompressible.set(folio.start(), true);
+                }
+                put_back(inner, folio, &mut staged, PutBack::All);
+                return give_up(inner, folio);
+            }
+        }
     }
     inner.stats.folios_evicted.fetch_add(1, Relaxed);
     if keep_staged {

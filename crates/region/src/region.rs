@@ -79,6 +79,9 @@ pub(crate) struct Inner {
     /// readahead.rs). Entries may be stale, as in `lru`.
     pub inactive: Mutex<std::collections::VecDeque<u32>>,
     pub drop_behind: bool,
+    /// Folios whose last store found them incompressible (incompressible.rs).
+    pub incompressible: crate::incompressible::IncompressibleFolios,
+    pub keep_incompressible: bool,
     pub swapcache: SwapCacheMap,
     pub kswapd_wake: (Mutex<bool>, Condvar),
     pub stop: AtomicBool,
@@ -290,6 +293,8 @@ impl Region {
             (config.fault_threads + config.kswapd_threads + READAHEAD_THREADS + 1) as u64;
         let io_buffers = io_threads * (fs as u64 + (64 << 10));
 
+        let incompressible =
+            crate::incompressible::IncompressibleFolios::new(nr_pages, folio_pages);
         let inner = Arc::new(Inner {
             base: AtomicUsize::new(mem.addr()),
             len,
@@ -298,11 +303,12 @@ impl Region {
             zswap,
             group,
             limit: config.memory_limit,
-            // Resident bits, and folios in flight in staging.
+            // Resident bits, folios in flight in staging, buffers, the queues and marks.
             fixed_metadata: u64::from(nr_pages).div_ceil(8)
                 + staging_reserve
                 + io_buffers
-                + crate::reclaim::INACTIVE_MAX as u64 * 4,
+                + crate::reclaim::INACTIVE_MAX as u64 * 4
+                + incompressible.bytes(),
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,
             resident: (0..nr_pages.div_ceil(64))
@@ -314,6 +320,8 @@ impl Region {
                 crate::reclaim::INACTIVE_MAX,
             )),
             drop_behind: config.drop_behind,
+            incompressible,
+            keep_incompressible: config.keep_incompressible,
             swapcache: SwapCacheMap::new(swapcache_budget),
             kswapd_wake: (Mutex::new(false), Condvar::new()),
             stop: AtomicBool::new(false),

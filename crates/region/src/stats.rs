@@ -41,6 +41,9 @@ pub(crate) struct RegionStats {
     pub dropped_behind: AtomicU64,
     /// Untouched folios mapped to the zero page after a first touch next to them.
     pub fault_around: AtomicU64,
+    /// Folios reclaim passed over because their last store found them incompressible
+    /// (incompressible.rs).
+    pub incompressible_skipped: AtomicU64,
     /// Faults on pages marked resident that were not mapped (a bookkeeping bug, recovered).
     pub lost_track: AtomicU64,
     /// Pages found in a staging slot that should have been empty (left there and discarded).
@@ -71,6 +74,7 @@ impl Default for RegionStats {
             readahead_folios: AtomicU64::new(0),
             dropped_behind: AtomicU64::new(0),
             fault_around: AtomicU64::new(0),
+            incompressible_skipped: AtomicU64::new(0),
             lost_track: AtomicU64::new(0),
             stray_staged_pages: AtomicU64::new(0),
             latency_ns: Mutex::new(
@@ -116,6 +120,7 @@ impl RegionStats {
             readahead_folios: self.readahead_folios.load(Relaxed),
             dropped_behind: self.dropped_behind.load(Relaxed),
             fault_around: self.fault_around.load(Relaxed),
+            incompressible_skipped: self.incompressible_skipped.load(Relaxed),
             lost_track: self.lost_track.load(Relaxed),
             stray_staged_pages: self.stray_staged_pages.load(Relaxed),
             fault_latency_p50: q(0.5),
@@ -149,6 +154,7 @@ pub struct RegionStatsSnapshot {
     pub readahead_folios: u64,
     pub dropped_behind: u64,
     pub fault_around: u64,
+    pub incompressible_skipped: u64,
     pub lost_track: u64,
     pub stray_staged_pages: u64,
     pub fault_latency_p50: Duration,

@@ -368,3 +368,125 @@ fn folios_a_scan_brings_from_the_pool_stay_clean_until_written() {
         r.stats()
     );
 }
+
+/// Random accesses over compressible pages and random ones. The pool is charged to the limit,
+/// so a random page stored as-is frees nothing: one that comes back in after such a store
+/// stays resident from then on (incompressible.rs), and reclaim evicts compressible pages
+/// instead. Without that, reclaim keeps storing random pages as-is.
+#[test]
+fn incompressible_folios_that_come_back_stay_resident() {
+    const RANDOM: usize = 640;
+    const PAGES: usize = 4 * RANDOM;
+    let random_page = |i: usize| {
+        let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut p = vec![0u8; PAGE];
+        for w in p.chunks_exact_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.copy_from_slice(&x.to_ne_bytes());
+        }
+        p
+    };
+    // Pages [0, RANDOM) random, the rest from the corpus.
+    let expected = |i: usize| {
+        if i < RANDOM {
+            random_page(i)
+        } else {
+            page_data(i, 3)
+        }
+    };
+    let run = |keep: bool| {
+        // A pool of half the limit holds what the compressible pages need without writeback.
+        let cfg = RegionConfig::new(8 << 20)
+            .folio_size(PAGE)
+            .max_pool_percent(50)
+            .keep_incompressible(keep);
+        let mut r = Region::new(PAGES * PAGE, cfg).unwrap();
+        let mem = r.as_mut_slice();
+        for (i, p) in mem.chunks_mut(PAGE).enumerate() {
+            p.copy_from_slice(&expected(i));
+        }
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut sum = 0u64;
+        for _ in 0..16 * PAGES {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let page = (x % PAGES as u64) as usize;
+            sum = sum.wrapping_add(mem[page * PAGE + (x >> 52) as usize] as u64);
+        }
+        std::hint::black_box(sum);
+        let as_is = r.zswap().stats().get("stored_incompressible_pages");
+        let skipped = r.stats().incompressible_skipped;
+        let mem = r.as_mut_slice();
+        for (i, p) in mem.chunks(PAGE).enumerate() {
+            assert!(p == &expected(i)[..], "page {i} read back wrong");
+        }
+        (as_is, skipped)
+    };
+    let (with, skipped) = run(true);
+    let (without, _) = run(false);
+    eprintln!(
+        "random pages stored as-is after the accesses: {with} of {RANDOM} kept resident \
+         ({skipped} passed over by reclaim), {without} without"
+    );
+    assert!(
+        skipped > 0,
+        "reclaim never passed over an incompressible folio"
+    );
+    assert!(
+        with < RANDOM as u64 / 20,
+        "{with} of {RANDOM} random pages sit in the pool as-is"
+    );
+    assert!(
+        without > 4 * with.max(8),
+        "reclaim stored random pages as-is without the policy too ({without} against {with})"
+    );
+}
+
+/// Nothing but incompressible data, twice the limit, read back twice: every folio that comes
+/// back in is marked to stay resident, yet reclaim must still evict them (after passing over
+/// a queue's length of them) and keep the limit.
+#[test]
+fn a_region_of_incompressible_data_still_keeps_its_limit() {
+    let limit = 8 << 20;
+    // Clean folios and drop-behind would let the scans evict unmarked: off, so every
+    // eviction after the first scan meets a marked folio.
+    let cfg = RegionConfig::new(limit)
+        .folio_size(PAGE)
+        .keep_clean(false)
+        .drop_behind(false);
+    let mut r = Region::new(16 << 20, cfg).unwrap();
+    let page = |i: usize| {
+        let mut x = (i as u64 + 7).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut p = vec![0u8; PAGE];
+        for w in p.chunks_exact_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.copy_from_slice(&x.to_ne_bytes());
+        }
+        p
+    };
+    for (i, p) in r.as_mut_slice().chunks_mut(PAGE).enumerate() {
+        p.copy_from_slice(&page(i));
+    }
+    for _ in 0..2 {
+        for (i, p) in r.as_mut_slice().chunks(PAGE).enumerate() {
+            assert!(p == &page(i)[..], "page {i} read back wrong");
+        }
+    }
+    let s = r.stats();
+    let u = r.usage();
+    eprintln!(
+        "{} folios evicted, {} passed over; {u:?}",
+        s.folios_evicted, s.incompressible_skipped
+    );
+    assert!(s.incompressible_skipped > 0, "no folio came back marked");
+    assert!(u.total() <= limit + 8 * PAGE as u64, "{u:?} over {limit}");
+    assert!(
+        r.zswap().stats().get("pswpout") > 0,
+        "nothing went to the swap file"
+    );
+}

@@ -183,6 +183,10 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         ("wp_faults".into(), rs.wp_faults as i64),
         ("readahead_folios".into(), rs.readahead_folios as i64),
         ("dropped_behind".into(), rs.dropped_behind as i64),
+        (
+            "incompressible_skipped".into(),
+            rs.incompressible_skipped as i64,
+        ),
         ("fault_around".into(), rs.fault_around as i64),
         ("lost_track".into(), rs.lost_track as i64),
         ("stray_staged_pages".into(), rs.stray_staged_pages as i64),

@@ -306,6 +306,21 @@ impl ZswapGroup {
         self.zswapped.load(Relaxed) * crate::PAGE_SIZE as u64
     }
 
+    /// Bytes the pool holds for the locked folio's pages: each stored page's object length
+    /// (`PAGE_SIZE` for a page stored as-is), 0 for zero marks and pages held elsewhere.
+    pub fn stored_length(&self, folio: &FolioLock) -> u64 {
+        self.check(folio);
+        folio
+            .offsets()
+            .map(|o| folio.state(o))
+            .filter(|st| st.kind == crate::swap::Kind::Stored)
+            .map(|st| {
+                let handle = crate::zsmalloc::Handle::from_raw(st.payload);
+                self.shared.pool.obj_len(handle) as u64
+            })
+            .sum()
+    }
+
     /// Pages evicted from this group so far (the clock shadows are read against).
     pub fn evictions(&self) -> u32 {
         self.evictions.load(Relaxed)

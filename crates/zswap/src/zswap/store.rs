@@ -276,7 +276,39 @@ impl ZswapGroup {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::same_filled;
+    use crate::swap::MemoryDevice;
+    use crate::{Zswap, ZswapConfig, PAGE_SIZE};
+
+    #[test]
+    fn stored_length_counts_each_stored_object() {
+        let zswap =
+            Zswap::new(ZswapConfig::new(64 << 20).device(Arc::new(MemoryDevice::new(64)), 64));
+        let group = zswap.new_group(16);
+        // Page 0 zero, page 1 compressible text, pages 2-3 random (stored as-is).
+        let mut data = vec![0u8; 4 * PAGE_SIZE];
+        for (i, b) in data[PAGE_SIZE..2 * PAGE_SIZE].iter_mut().enumerate() {
+            *b = b"the swap cache "[i % 15];
+        }
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for b in &mut data[2 * PAGE_SIZE..] {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        let folio = group.lock_folio(0, 2);
+        group.store(&folio, &data).unwrap();
+        let len = group.stored_length(&folio);
+        assert!(
+            len > 2 * PAGE_SIZE as u64 && len < 3 * PAGE_SIZE as u64,
+            "{len}"
+        );
+        let page = group.lock_folio(8, 0);
+        assert_eq!(group.stored_length(&page), 0, "nothing stored there");
+    }
 
     #[test]
     fn same_filled_finds_repeated_words_only() {
