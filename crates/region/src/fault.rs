@@ -416,8 +416,11 @@ pub(crate) fn load_whole(
 /// forever. If the engine holds the page, it is served from there; if nothing does, its data
 /// is gone, and the process is stopped rather than handed zeros (invariant 7).
 fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
-    inner.stats.lost_track.fetch_add(1, Relaxed);
     let held = folio.state(page).kind != Kind::Empty;
+    if !held && crate::events::zapped_late(inner, page) {
+        return; // served as the zero page it now is
+    }
+    inner.stats.lost_track.fetch_add(1, Relaxed);
     eprintln!(
         "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it",
         if held { "holds" } else { "does not hold" }

@@ -178,7 +178,20 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
     let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
     let bytes = folio.nr_pages() as usize * PAGE_SIZE;
     let staged = loop {
-        match inner.staging.stage(addr, bytes) {
+        // Held from the pending check through the move: a discard read after the check waits
+        // for the move, and then finds the pages out of the mapping (a fault on them waits
+        // for its processing, events.rs).
+        let gate = inner.event_gate.read();
+        if pending_mask(inner, folio.start(), folio.end()).is_some() {
+            // A discard of these pages is read but not processed. `MADV_FREE` leaves them
+            // mapped, so the program may have written them since its `madvise` returned;
+            // moved out now, that write would be freed with the discard.
+            drop(gate);
+            return give_up(inner, folio);
+        }
+        let staged = inner.staging.stage(addr, bytes);
+        drop(gate);
+        match staged {
             Ok(s) => break s,
             Err(StageError::NoSlot) => {
                 if !drop_swapcache(inner) {
@@ -192,6 +205,15 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
                 // the mapping changing: put back what moved and leave this folio for now.
                 // Its resident bits were never cleared.
                 put_back(inner, folio, &mut partial, PutBack::WhatMoved);
+                // A page the kernel unmapped after its discard was processed is not there to
+                // move: it reads zero now (events.rs).
+                for p in folio.offsets() {
+                    if inner.is_resident(p)
+                        && !uffd::page_mapped(inner.base() + p as usize * PAGE_SIZE).unwrap_or(true)
+                    {
+                        crate::events::zapped_late(inner, p);
+                    }
+                }
                 return give_up(inner, folio);
             }
         }
@@ -201,6 +223,8 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
     let clean = keep_staged && crate::clean::is_clean(folio);
     for p in folio.offsets() {
         inner.set_resident(p, false);
+        // Out of the mapping: no late zap can touch it now.
+        inner.set_discarded(p, false);
     }
     if clean {
         inner.stats.clean_evictions.fetch_add(1, Relaxed);

@@ -72,6 +72,9 @@ pub(crate) struct Inner {
     /// One bit a page: present in the mapping. Changed under the page's folio lock.
     pub resident: Box<[AtomicU64]>,
     pub nr_resident: AtomicU64,
+    /// One bit a page: covered by a discard since the page last left for the engine, so the
+    /// kernel may unmap it behind our back (events.rs). Changed under the page's folio lock.
+    pub discarded: Box<[AtomicU64]>,
     /// Folios in the order they came in: reclaim takes the oldest (FIFO with the swap cache
     /// as second chance). Entries may be stale; reclaim checks under the folio lock.
     pub lru: Mutex<std::collections::VecDeque<u32>>,
@@ -144,6 +147,21 @@ impl Inner {
                 self.nr_resident.fetch_sub(1, Relaxed);
             }
             _ => {}
+        }
+    }
+
+    pub fn is_discarded(&self, page: u32) -> bool {
+        self.discarded[page as usize / 64].load(Relaxed) & (1 << (page % 64)) != 0
+    }
+
+    /// Mark a page covered by a discard, or not; the caller holds its folio lock.
+    pub fn set_discarded(&self, page: u32, on: bool) {
+        let bit = 1u64 << (page % 64);
+        let word = &self.discarded[page as usize / 64];
+        if on {
+            word.fetch_or(bit, Relaxed);
+        } else {
+            word.fetch_and(!bit, Relaxed);
         }
     }
 
@@ -304,7 +322,7 @@ impl Region {
             group,
             limit: config.memory_limit,
             // Resident bits, folios in flight in staging, buffers, the queues and marks.
-            fixed_metadata: u64::from(nr_pages).div_ceil(8)
+            fixed_metadata: 2 * u64::from(nr_pages).div_ceil(8)
                 + staging_reserve
                 + io_buffers
                 + crate::reclaim::INACTIVE_MAX as u64 * 4
@@ -315,6 +333,9 @@ impl Region {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             nr_resident: AtomicU64::new(0),
+            discarded: (0..nr_pages.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             lru: Mutex::new(std::collections::VecDeque::new()),
             inactive: Mutex::new(std::collections::VecDeque::with_capacity(
                 crate::reclaim::INACTIVE_MAX,
@@ -423,6 +444,14 @@ impl Region {
     /// handler has seen the discard.
     pub fn discard(&self, offset: usize, len: usize) -> Result<(), uffd::RegionError> {
         self.mem.discard(offset, len)
+    }
+
+    /// `madvise(MADV_FREE)` on `len` bytes at `offset`, as an allocator's lazy purge does:
+    /// the pages read either as they were or as zeros. For tests: a test has no other way to
+    /// call it on the region without unsafe code.
+    #[doc(hidden)]
+    pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), uffd::RegionError> {
+        self.mem.free_lazily(offset, len)
     }
 
     /// Reclaim until the region holds at most `target` bytes (or nothing more can go).

@@ -46,6 +46,12 @@ pub(crate) struct RegionStats {
     pub incompressible_skipped: AtomicU64,
     /// Faults on pages marked resident that were not mapped (a bookkeeping bug, recovered).
     pub lost_track: AtomicU64,
+    /// Pages still mapped when their discard was processed (`MADV_FREE`, or a zap later than
+    /// the wait): left mapped, and uncounted until they fault again.
+    pub discards_not_zapped: AtomicU64,
+    /// Pages the kernel unmapped after their discard was processed (a zap that came late, or
+    /// `MADV_FREE`'s lazy free), found by a fault or by reclaim: they read zero.
+    pub late_zaps: AtomicU64,
     /// Pages found in a staging slot that should have been empty (left there and discarded).
     pub stray_staged_pages: AtomicU64,
     latency_ns: Mutex<Histogram<u64>>,
@@ -76,6 +82,8 @@ impl Default for RegionStats {
             fault_around: AtomicU64::new(0),
             incompressible_skipped: AtomicU64::new(0),
             lost_track: AtomicU64::new(0),
+            discards_not_zapped: AtomicU64::new(0),
+            late_zaps: AtomicU64::new(0),
             stray_staged_pages: AtomicU64::new(0),
             latency_ns: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
@@ -122,6 +130,8 @@ impl RegionStats {
             fault_around: self.fault_around.load(Relaxed),
             incompressible_skipped: self.incompressible_skipped.load(Relaxed),
             lost_track: self.lost_track.load(Relaxed),
+            discards_not_zapped: self.discards_not_zapped.load(Relaxed),
+            late_zaps: self.late_zaps.load(Relaxed),
             stray_staged_pages: self.stray_staged_pages.load(Relaxed),
             fault_latency_p50: q(0.5),
             fault_latency_p99: q(0.99),
@@ -156,6 +166,8 @@ pub struct RegionStatsSnapshot {
     pub fault_around: u64,
     pub incompressible_skipped: u64,
     pub lost_track: u64,
+    pub discards_not_zapped: u64,
+    pub late_zaps: u64,
     pub stray_staged_pages: u64,
     pub fault_latency_p50: Duration,
     pub fault_latency_p99: Duration,

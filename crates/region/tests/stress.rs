@@ -212,7 +212,8 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
 }
 
 /// Discards racing with reclaim: each thread owns every fourth page, and at random checks one
-/// of its pages and rewrites it, or discards it (`MADV_DONTNEED`: it must read zero after),
+/// of its pages and rewrites it (one time in seven after an `MADV_FREE` of it), or discards it
+/// (`MADV_DONTNEED`: it must read zero after),
 /// while a scanner reads the whole area in order (readahead, drop-behind, clean folios) and
 /// reclaim runs all the time, most swap-ins from disk (a pool of 5% of the limit). A discard
 /// that lands while reclaim is moving the page's folio out makes that move fail part way, the
@@ -275,6 +276,11 @@ fn discards_racing_with_reclaim(pool_percent: u32) {
                                     r.discard(p * 4096, 4096).unwrap();
                                     stamps[i] = 0;
                                 } else {
+                                    if x % 8 == 4 {
+                                        // Lazily freed (the page stays mapped), then
+                                        // rewritten at once: the new stamp must stick.
+                                        r.free_lazily(p * 4096, 4096).unwrap();
+                                    }
                                     n += 1;
                                     let stamp = (t as u64 + 1) << 40 | n;
                                     for w in (61..PAGE_WORDS).step_by(61) {
@@ -309,12 +315,15 @@ fn discards_racing_with_reclaim(pool_percent: u32) {
         }
         let s = r.stats();
         eprintln!(
-            "folio {folio}: faults {}, evicted {}, evictions given up {}, discarded {}, \
-             clean installs {}, dropped behind {}, read ahead {}, stray {}, lost track {}",
+            "folio {folio}: faults {}, evicted {}, evictions given up {}, discarded {} \
+             ({} still mapped when processed, {} zapped late), clean installs {}, \
+             dropped behind {}, read ahead {}, stray {}, lost track {}",
             s.faults,
             s.folios_evicted,
             s.evict_failed,
             s.discarded_pages,
+            s.discards_not_zapped,
+            s.late_zaps,
             s.clean_installs,
             s.dropped_behind,
             s.readahead_folios,

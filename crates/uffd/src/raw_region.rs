@@ -144,6 +144,16 @@ impl RawRegion {
         unsafe { madvise(addr, len, Advice::DontNeed) }
     }
 
+    /// `MADV_FREE` on `len` bytes at `offset`: the pages keep their contents until the kernel
+    /// takes them (then they read zero). It raises the same `Remove` event as `discard`, and
+    /// blocks the same way until it is read.
+    pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), RegionError> {
+        let addr = self.page_range(offset, len)?;
+        // SAFETY: as for `discard`: no Rust reference points into the region, so contents
+        // that may become zero invalidate nothing Rust relies on.
+        unsafe { madvise(addr, len, Advice::Free) }
+    }
+
     /// `MADV_DONTFORK` on the whole region: a child process does not inherit it (it gets SIGSEGV
     /// instead of silently reading zeros where evicted pages were), and `UFFDIO_MOVE` sources
     /// stay exclusive across a fork (else MOVE fails with `EBUSY`).
@@ -242,6 +252,9 @@ impl Drop for RawRegion {
 pub enum Advice {
     /// Free the pages; anonymous private memory reads as zero afterwards.
     DontNeed,
+    /// Free the pages lazily: until the kernel needs the memory (and as soon as a page is
+    /// written again) they keep their contents; a page it takes reads as zero.
+    Free,
     /// Do not inherit the range across fork.
     DontFork,
     /// Undo `DontFork`.
@@ -254,6 +267,7 @@ impl Advice {
     fn raw(self) -> (libc::c_int, &'static str) {
         match self {
             Self::DontNeed => (libc::MADV_DONTNEED, "MADV_DONTNEED"),
+            Self::Free => (libc::MADV_FREE, "MADV_FREE"),
             Self::DontFork => (libc::MADV_DONTFORK, "MADV_DONTFORK"),
             Self::DoFork => (libc::MADV_DOFORK, "MADV_DOFORK"),
             Self::NoHugePage => (libc::MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE"),
@@ -264,7 +278,7 @@ impl Advice {
 /// `madvise(addr, len, advice)` on any range.
 ///
 /// # Safety
-/// For [`Advice::DontNeed`], no Rust reference may point into `addr..addr+len` (its contents
+/// For [`Advice::DontNeed`] and [`Advice::Free`], no Rust reference may point into `addr..addr+len` (its contents
 /// become zero, or missing), and the range must not hold anything Rust code relies on (stack,
 /// heap, statics). The fork advices have no such requirement. Prefer [`RawRegion::discard`].
 pub unsafe fn madvise(addr: usize, len: usize, advice: Advice) -> Result<(), RegionError> {
