@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use region::{Region, RegionConfig};
 
 mod common;
-use common::{check, check_from, fill, page_data, PAGE};
+use common::{check, check_from, fill, page_data, random_page, PAGE};
 
 #[test]
 fn data_survives_reclaim_to_a_quarter_of_its_size() {
@@ -377,21 +377,10 @@ fn folios_a_scan_brings_from_the_pool_stay_clean_until_written() {
 fn incompressible_folios_that_come_back_stay_resident() {
     const RANDOM: usize = 640;
     const PAGES: usize = 4 * RANDOM;
-    let random_page = |i: usize| {
-        let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut p = vec![0u8; PAGE];
-        for w in p.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_ne_bytes());
-        }
-        p
-    };
     // Pages [0, RANDOM) random, the rest from the corpus.
     let expected = |i: usize| {
         if i < RANDOM {
-            random_page(i)
+            random_page(i, 1)
         } else {
             page_data(i, 3)
         }
@@ -458,17 +447,7 @@ fn a_region_of_incompressible_data_still_keeps_its_limit() {
         .keep_clean(false)
         .drop_behind(false);
     let mut r = Region::new(16 << 20, cfg).unwrap();
-    let page = |i: usize| {
-        let mut x = (i as u64 + 7).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut p = vec![0u8; PAGE];
-        for w in p.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_ne_bytes());
-        }
-        p
-    };
+    let page = |i: usize| random_page(i, 7);
     for (i, p) in r.as_mut_slice().chunks_mut(PAGE).enumerate() {
         p.copy_from_slice(&page(i));
     }
