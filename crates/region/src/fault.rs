@@ -383,7 +383,7 @@ fn from_engine(
 }
 
 /// Load the whole held folio, every page of which the engine holds, and install it with one
-/// copy. False when the load failed (the caller falls back to page by page, which finds and
+/// copy (the caller has queued it for reclaim). False when the load failed (the caller falls back to page by page, which finds and
 /// poisons the bad page).
 pub(crate) fn load_whole(
     inner: &Inner,
@@ -407,7 +407,6 @@ pub(crate) fn load_whole(
     } else {
         installed_run(inner, folio, folio.start(), nr, result)?;
     }
-    inner.lru.lock().push_back(folio.start());
     Ok(true)
 }
 
