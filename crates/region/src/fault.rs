@@ -358,6 +358,7 @@ fn from_engine(
                 let st = folio.state(p);
                 st.kind == Kind::Empty || (st.kind == Kind::Zero && st.payload == 0)
             });
+            let mut present = Vec::new();
             let r = install(
                 inner,
                 first,
@@ -365,8 +366,9 @@ fn from_engine(
                 write,
                 zero_run,
                 false,
+                &mut present,
             );
-            installed_run(inner, folio, first, j - i, r)?;
+            installed_run(inner, folio, first, j - i, r, &present)?;
             i = j;
         }
         for &p in &poisoned {
@@ -401,11 +403,12 @@ pub(crate) fn load_whole(
     let clean = !write
         && (from_disk || crate::readahead::dropped_behind_soon(inner, folio.start()))
         && inner.clean.keep();
-    let result = install(inner, folio.start(), buf, write, false, clean);
+    let mut present = Vec::new();
+    let result = install(inner, folio.start(), buf, write, false, clean, &mut present);
     if clean {
-        installed_clean(inner, folio, result)?;
+        installed_clean(inner, folio, result, &present)?;
     } else {
-        installed_run(inner, folio, folio.start(), nr, result)?;
+        installed_run(inner, folio, folio.start(), nr, result, &present)?;
     }
     Ok(true)
 }
@@ -440,12 +443,16 @@ fn installed_run(
     first: u32,
     n: usize,
     result: Result<(), (usize, Stop)>,
+    present: &[u32],
 ) -> Result<(), Stop> {
     let (done, stop) = match result {
         Ok(()) => (n, None),
         Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
     };
     for p in first..first + done as u32 {
+        if left_mapped(inner, p, present) {
+            continue;
+        }
         inner.set_resident(p, true);
         inner.group.invalidate_page(folio, p);
     }
@@ -462,6 +469,7 @@ fn installed_clean(
     inner: &Inner,
     folio: &FolioLock,
     result: Result<(), (usize, Stop)>,
+    present: &[u32],
 ) -> Result<(), Stop> {
     let nr = folio.nr_pages() as usize;
     let (done, stop) = match result {
@@ -469,7 +477,9 @@ fn installed_clean(
         Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
     };
     for p in folio.start()..folio.start() + done as u32 {
-        inner.set_resident(p, true);
+        if !left_mapped(inner, p, present) {
+            inner.set_resident(p, true);
+        }
     }
     if done > 0 {
         inner.stats.clean_installs.fetch_add(1, Relaxed);
@@ -481,9 +491,17 @@ fn installed_clean(
     }
 }
 
+/// A page an install found present that a discard left mapped (events.rs: `MADV_FREE`, or a
+/// zap later than the wait) stays uncounted: counted resident, reclaim could move it out
+/// ahead of a late zap and bring its old data back after the program's `madvise` returned.
+fn left_mapped(inner: &Inner, p: u32, present: &[u32]) -> bool {
+    present.contains(&p) && inner.is_discarded(p)
+}
+
 /// Install `data` at page `first` of the region: one `UFFDIO_COPY` (or zero pages, for an
-/// all-zero run read by a read fault), skipping pages that turn out present; write-protected
-/// with `protect`. On a stop, says how many bytes went in before it.
+/// all-zero run read by a read fault), skipping pages that turn out present (added to
+/// `present`); write-protected with `protect`. On a stop, says how many bytes went in before
+/// it.
 fn install(
     inner: &Inner,
     first: u32,
@@ -491,6 +509,7 @@ fn install(
     write: bool,
     zero_run: bool,
     protect: bool,
+    present: &mut Vec<u32>,
 ) -> Result<(), (usize, Stop)> {
     let mut done = 0usize;
     while done < data.len() {
@@ -518,6 +537,7 @@ fn install(
                 inner.stats.redundant.fetch_add(1, Relaxed);
                 let _ = inner.uffd.wake(dst + d, PAGE_SIZE);
                 done += d + PAGE_SIZE;
+                present.push(first + (done / PAGE_SIZE) as u32 - 1);
             }
             Err(UffdError::MappingChanging { done: d, .. }) => return Err((done + d, Stop::Again)),
             Err(UffdError::RangeGone { .. }) | Err(UffdError::ProcessGone { .. }) => {

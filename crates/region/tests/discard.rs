@@ -103,3 +103,43 @@ fn madv_free_is_quick_and_loses_no_later_write() {
         );
     }
 }
+
+/// A page `MADV_FREE` left mapped is not counted resident (a late zap could still take it), and
+/// a fault that installs the rest of its folio around it must not count it either: counted,
+/// reclaim could move it out with its old data ahead of such a zap. Its neighbours come back
+/// intact, and it reads as it was or as zero.
+#[test]
+fn a_fault_around_a_page_left_mapped_does_not_count_it() {
+    let folio = 64 << 10;
+    let n = 64 * folio / PAGE;
+    let mut r = Region::new(n * PAGE, RegionConfig::new(64 << 20)).unwrap();
+    for (i, p) in r.as_mut_slice().chunks_mut(PAGE).enumerate() {
+        p.fill(i as u8 | 1);
+    }
+    // The second page of every folio.
+    for f in 0..n * PAGE / folio {
+        r.free_lazily(f * folio + PAGE, PAGE).unwrap();
+    }
+    let folios = (n * PAGE / folio) as u64;
+    while r.stats().discarded_pages < folios {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // The rest of each folio goes out page by page, and comes back with a fault that finds
+    // the freed page still there.
+    r.reclaim_to(0);
+    let mem = r.as_mut_slice();
+    for (i, p) in mem.chunks(PAGE).enumerate() {
+        let want = i as u8 | 1;
+        if i % (folio / PAGE) == 1 {
+            assert!(p[0] == want || p[0] == 0, "page {i} reads {:#x}", p[0]);
+        } else {
+            assert!(p.iter().all(|&b| b == want), "page {i} read back wrong");
+        }
+    }
+    let counted = r.usage().resident / PAGE as u64;
+    assert_eq!(
+        counted,
+        n as u64 - folios,
+        "{counted} pages counted resident; the {folios} freed ones must not be"
+    );
+}
