@@ -2,7 +2,8 @@
 //!
 //! Cold order is a CLOCK over each group's pages (the second-chance algorithm): a store sets
 //! the page's referenced bit, the hand's first visit clears it, the second writes the folio
-//! back. Because loads are exclusive, a page in the pool is never accessed while it is there,
+//! back. A page stored as-is gets no referenced bit (store.rs): it saves no memory by staying,
+//! and writing it back frees a whole page of pool with no decompression. Because loads are exclusive, a page in the pool is never accessed while it is there,
 //! so store order is LRU order and the clock gives every page between one and two turns of
 //! the hand, with no list links to keep per page and no global LRU lock.
 //!

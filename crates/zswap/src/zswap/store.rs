@@ -238,11 +238,16 @@ impl ZswapGroup {
                     (Kind::Stored, 0, h.to_raw())
                 }
             };
+            // A page stored as-is takes as much pool as it took memory: it is in the pool
+            // only to keep its place in line for writeback. It gets no second chance from
+            // the shrinker's clock, so it goes to disk a turn before compressed pages: each
+            // one written frees a whole page of pool and costs no decompression.
+            let raw_page = matches!(entry, NewEntry::Raw(_));
             folio.set_state(
                 offset,
                 PageState {
                     kind,
-                    referenced: true,
+                    referenced: !raw_page,
                     codec,
                     order: folio.order(),
                     shadow: first_shadow.wrapping_add(i as u32),
@@ -281,6 +286,46 @@ mod tests {
     use super::same_filled;
     use crate::swap::MemoryDevice;
     use crate::{Zswap, ZswapConfig, PAGE_SIZE};
+
+    fn text_page() -> Vec<u8> {
+        (0..PAGE_SIZE).map(|i| b"the swap cache "[i % 15]).collect()
+    }
+
+    fn random_page(seed: u64) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..PAGE_SIZE)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// A page stored as-is frees no pool by staying: the shrinker's clock gives it no second
+    /// chance, so it is written back before a compressed page that the hand met first.
+    #[test]
+    fn pages_stored_as_is_are_written_back_first() {
+        let zswap =
+            Zswap::new(ZswapConfig::new(64 << 20).device(Arc::new(MemoryDevice::new(64)), 64));
+        let group = zswap.new_group(16);
+        for (offset, page) in [(0, text_page()), (1, random_page(1)), (2, text_page())] {
+            let folio = group.lock_folio(offset, 0);
+            group.store(&folio, &page).unwrap();
+        }
+        assert_eq!(group.shrink(1).written, 1);
+        let kind = |o| group.peek(o).kind;
+        assert_eq!(
+            kind(1),
+            crate::swap::Kind::OnDisk,
+            "the raw page was not written first"
+        );
+        assert_eq!(
+            (kind(0), kind(2)),
+            (crate::swap::Kind::Stored, crate::swap::Kind::Stored)
+        );
+    }
 
     #[test]
     fn stored_length_counts_each_stored_object() {
