@@ -131,7 +131,8 @@ const ZAP_WAIT: Duration = Duration::from_millis(20);
 /// it is not mapped. Nothing maps a pending page meanwhile, and its folio lock keeps reclaim
 /// from moving it out, so a page still mapped has not been zapped yet. A page that stays
 /// mapped (`MADV_FREE`, a `madvise` that failed after its event, a zap still to come) keeps
-/// its data, uncounted, until an install over it finds it present.
+/// its data, uncounted even when an install around it finds it present (fault.rs,
+/// `left_mapped`), until it is unmapped and faults again.
 fn zapped(inner: &Inner, p: u32, deadline: Instant) -> bool {
     let addr = inner.base() + p as usize * PAGE_SIZE;
     loop {
