@@ -23,7 +23,7 @@ mod pages;
 mod pool;
 mod span;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use parking_lot::RwLock;
 

@@ -13,8 +13,9 @@ use super::handle::Location;
 use super::*;
 use crate::PAGE_SIZE;
 
-/// `len` bytes that depend on `seed` and position, so a misplaced or torn copy shows.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
+/// `len` bytes that depend on `seed` and position, so a misplaced or torn copy shows (and,
+/// for the engine's tests, a page that does not compress).
+pub(crate) fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {

@@ -292,15 +292,7 @@ mod tests {
     }
 
     fn random_page(seed: u64) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..PAGE_SIZE)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        crate::zsmalloc::tests::pattern(seed, PAGE_SIZE)
     }
 
     /// A page stored as-is frees no pool by staying: the shrinker's clock gives it no second
@@ -333,17 +325,13 @@ mod tests {
             Zswap::new(ZswapConfig::new(64 << 20).device(Arc::new(MemoryDevice::new(64)), 64));
         let group = zswap.new_group(16);
         // Page 0 zero, page 1 compressible text, pages 2-3 random (stored as-is).
-        let mut data = vec![0u8; 4 * PAGE_SIZE];
-        for (i, b) in data[PAGE_SIZE..2 * PAGE_SIZE].iter_mut().enumerate() {
-            *b = b"the swap cache "[i % 15];
-        }
-        let mut x = 0x1234_5678_9abc_def0u64;
-        for b in &mut data[2 * PAGE_SIZE..] {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
+        let data = [
+            vec![0u8; PAGE_SIZE],
+            text_page(),
+            random_page(2),
+            random_page(3),
+        ]
+        .concat();
         let folio = group.lock_folio(0, 2);
         group.store(&folio, &data).unwrap();
         let len = group.stored_length(&folio);
