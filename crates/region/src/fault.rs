@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use uffd::{CopyMode, Event, Filled, StagedFolio, UffdError};
 use zswap::swap::{FolioLock, Kind};
+use zswap::zswap::LoadErrorKind;
 use zswap::PAGE_SIZE;
 
 use crate::events::pending_mask;
@@ -329,6 +330,7 @@ fn from_engine(
         }
         // Page by page: each missing page from wherever it is; runs installed together.
         let mut poisoned = Vec::new();
+        let mut unread = 0;
         let mut ready = vec![false; nr];
         for &p in &missing {
             let i = (p - folio.start()) as usize;
@@ -338,8 +340,24 @@ fn from_engine(
                     out.fill(0);
                     ready[i] = true;
                 }
-                Ok(_) => ready[i] = true,
-                Err(_) => poisoned.push(p),
+                Ok(_) => {
+                    ready[i] = true;
+                    inner.read_failed.lock().remove(&p);
+                }
+                Err(e)
+                    if e.kind == LoadErrorKind::ReadError && inner.read_failed.lock().insert(p) =>
+                {
+                    // The first time the device fails this page, it is left missing rather
+                    // than poisoned: a fault event can be stale (its thread was woken by an
+                    // install since, and the page evicted again), and poisoning destroys what
+                    // a transient error had only hidden. A thread still waiting is woken
+                    // with the rest and faults again; then the page is poisoned.
+                    unread += 1;
+                }
+                Err(_) => {
+                    inner.read_failed.lock().remove(&p);
+                    poisoned.push(p);
+                }
             }
         }
         let mut i = 0;
@@ -380,7 +398,7 @@ fn from_engine(
             &inner.stats.faults_pages
         };
         counter.fetch_add(1, Relaxed);
-        Ok((missing.len() - poisoned.len()) as u64)
+        Ok((missing.len() - poisoned.len() - unread) as u64)
     })
 }
 

@@ -99,6 +99,9 @@ pub(crate) struct Inner {
     /// Folios read from disk kept clean (clean.rs).
     pub clean: crate::clean::CleanTracking,
     pub readahead: crate::readahead::Readahead,
+    /// Pages a fault could not read from the device once, left missing: poisoned if they
+    /// fail again (fault.rs).
+    pub read_failed: Mutex<std::collections::HashSet<u32>>,
 }
 
 impl Inner {
@@ -352,6 +355,7 @@ impl Region {
             pending: Mutex::new(Vec::new()),
             clean: crate::clean::CleanTracking::new(wp && config.keep_clean),
             readahead: Default::default(),
+            read_failed: Mutex::new(std::collections::HashSet::new()),
         });
 
         let mut threads = Vec::new();
