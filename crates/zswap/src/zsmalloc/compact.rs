@@ -16,13 +16,20 @@ use super::class::{class_of, geometry, NR_CLASSES};
 use super::handle::{HandleEntry, Location, NIL};
 use super::pool::PoolState;
 use super::span::SpanKind;
-use super::{AllocError, CompactStats};
+use super::AllocError;
 use crate::PAGE_SIZE;
 
+/// Objects one compaction step moves at most. The pool is locked for a step (1-2 ms at this
+/// size): moving a whole 200 MB pool at once held every load and store off for 125 ms.
+pub(crate) const STEP_BUDGET: u64 = 1024;
+
 impl PoolState {
-    pub(crate) fn compact(&mut self) -> CompactStats {
-        let pages_before = self.arena.nr_used();
-        let mut moved = 0;
+    /// One step of compaction: at most `budget` objects moved. True when the pool is fully
+    /// compacted (the step stopped short of its budget). Every step starts from the pool as it
+    /// is, so steps may be interleaved with mallocs and frees; a step stopped part way leaves
+    /// no empty span behind (a new class span is made only for an object about to move in).
+    pub(crate) fn compact_step(&mut self, budget: u64) -> (u64, bool) {
+        let mut left = budget;
         // An open packed span left empty holds a page for nothing.
         if self.open_packed != NIL && self.spans[self.open_packed].live == 0 {
             self.free_span(self.open_packed);
@@ -49,24 +56,28 @@ impl PoolState {
         }
         let mut keeper = Vec::new();
         for class in 0..NR_CLASSES {
-            moved += self.compact_class(class, &order[start[class]..start[class + 1]], &mut keeper);
+            if left == 0 {
+                break;
+            }
+            let hs = &order[start[class]..start[class + 1]];
+            self.compact_class(class, hs, &mut keeper, &mut left);
         }
-        moved += self.clean_packed();
+        if left > 0 {
+            self.clean_packed(&mut left);
+        }
 
         self.handles.tidy();
         self.spans.tidy();
         self.arena.trim();
-        CompactStats {
-            objects_moved: moved,
-            pages_freed: pages_before.saturating_sub(self.arena.nr_used()),
-        }
+        (budget - left, left > 0)
     }
 
-    /// Compact one class whose live span-held objects are `hs`. `keeper` is scratch space
-    /// (indexed by span, all false on entry and on return).
-    fn compact_class(&mut self, class: usize, hs: &[u32], keeper: &mut Vec<bool>) -> u64 {
+    /// Compact one class whose live span-held objects are `hs`, moving at most `left` objects
+    /// (decremented per move). `keeper` is scratch space (indexed by span, all false on entry
+    /// and on return).
+    fn compact_class(&mut self, class: usize, hs: &[u32], keeper: &mut Vec<bool>, left: &mut u64) {
         if hs.is_empty() {
-            return 0;
+            return;
         }
         let objs = geometry(class).objs as usize;
         let target = hs.len() / objs;
@@ -90,72 +101,81 @@ impl PoolState {
             .sum();
         let settled = class_spans.len() == target && (free_in_keepers == 0 || in_packed == 0);
         if settled {
-            return 0;
+            return;
         }
-        let mut keepers = class_spans;
-        keepers.truncate(nkeep);
-        while keepers.len() < target {
-            // Over the page cap: keep what we have; the class is compacted less, not wrongly.
-            match self.new_class_span(class) {
-                Ok(s) => keepers.push(s),
-                Err(_) => break,
-            }
-        }
-        for &s in &keepers {
-            if keeper.len() <= s as usize {
-                keeper.resize(s as usize + 1, false);
-            }
-            keeper[s as usize] = true;
+        let mut keepers = Keepers {
+            class,
+            target,
+            spans: class_spans,
+            cursor: 0,
+        };
+        keepers.spans.truncate(nkeep);
+        for &s in &keepers.spans {
+            mark(keeper, s, true);
         }
         let is_keeper = |keeper: &[bool], s: u32| keeper.get(s as usize).copied().unwrap_or(false);
 
-        let mut moved = 0;
-        let mut cursor = 0;
         // 1. Empty the other class spans: into the keepers while they have room, then packed.
         for &h in hs {
+            if *left == 0 {
+                break;
+            }
             let Location::Span { span, .. } = self.handles.get(h).location() else {
                 continue;
             };
             if self.spans[span].kind != SpanKind::Class || is_keeper(keeper, span) {
                 continue;
             }
-            if let Some(dst) = self.take_keeper_slot(&keepers, &mut cursor) {
+            if let Some(dst) = self.take_keeper_slot(&mut keepers, keeper) {
                 self.move_to_slot(h, dst);
             } else if self.move_to_packed(h).is_err() {
                 break;
             }
-            moved += 1;
+            *left -= 1;
         }
         // 2. Fill the keepers' remaining slots from packed spans.
         for &h in hs {
+            if *left == 0 {
+                break;
+            }
             let Location::Span { span, .. } = self.handles.get(h).location() else {
                 continue;
             };
             if self.spans[span].kind != SpanKind::Packed {
                 continue;
             }
-            match self.take_keeper_slot(&keepers, &mut cursor) {
+            match self.take_keeper_slot(&mut keepers, keeper) {
                 Some(dst) => self.move_to_slot(h, dst),
                 None => break,
             }
-            moved += 1;
+            *left -= 1;
         }
-        for &s in &keepers {
-            keeper[s as usize] = false;
+        for &s in &keepers.spans {
+            mark(keeper, s, false);
         }
-        moved
     }
 
-    /// A free slot in the first keeper (from `cursor` on) that has one.
-    fn take_keeper_slot(&mut self, keepers: &[u32], cursor: &mut usize) -> Option<(u32, u16)> {
-        while let Some(&s) = keepers.get(*cursor) {
-            let objs = geometry(self.spans[s].class as usize).objs;
-            if self.spans[s].live < objs {
-                return Some((s, self.class_slot_alloc(s)));
+    /// A free slot in the first keeper (from the cursor on) that has one; a new class span
+    /// when all are full and the class is owed more (made only now, so a step that stops
+    /// leaves no empty span behind).
+    fn take_keeper_slot(&mut self, k: &mut Keepers, keeper: &mut Vec<bool>) -> Option<(u32, u16)> {
+        loop {
+            if let Some(&s) = k.spans.get(k.cursor) {
+                let objs = geometry(self.spans[s].class as usize).objs;
+                if self.spans[s].live < objs {
+                    return Some((s, self.class_slot_alloc(s)));
+                }
+                k.cursor += 1;
+                continue;
             }
-            *cursor += 1;
+            if k.spans.len() >= k.target {
+                return None;
+            }
+            // Over the page cap: keep what we have; the class is compacted less, not wrongly.
+            let s = self.new_class_span(k.class).ok()?;
+            mark(keeper, s, true);
+            k.spans.push(s);
         }
-        None
     }
 
     /// Move the object of `h` into the (already taken) slot `dst`.
@@ -185,7 +205,7 @@ impl PoolState {
     }
 
     /// Evacuate the packed spans with more than 1/16 dead bytes into the open packed span.
-    fn clean_packed(&mut self) -> u64 {
+    fn clean_packed(&mut self, left: &mut u64) {
         let victims: Vec<u32> = self
             .spans
             .iter_used()
@@ -193,7 +213,7 @@ impl PoolState {
             .map(|(i, _)| i)
             .collect();
         if victims.is_empty() {
-            return 0;
+            return;
         }
         // Appending to a span being evacuated would keep it alive: start a fresh one.
         if victims.contains(&self.open_packed) {
@@ -216,13 +236,28 @@ impl PoolState {
             })
             .collect();
         objs.sort_unstable();
-        let mut moved = 0;
         for (_, _, h) in objs {
-            if self.move_to_packed(h).is_err() {
+            if *left == 0 || self.move_to_packed(h).is_err() {
                 break;
             }
-            moved += 1;
+            *left -= 1;
         }
-        moved
     }
+}
+
+/// The class spans one class is being compacted into.
+struct Keepers {
+    class: usize,
+    /// How many full spans the class's objects fill.
+    target: usize,
+    spans: Vec<u32>,
+    /// The first of `spans` that may have a free slot.
+    cursor: usize,
+}
+
+fn mark(keeper: &mut Vec<bool>, span: u32, on: bool) {
+    if keeper.len() <= span as usize {
+        keeper.resize(span as usize + 1, false);
+    }
+    keeper[span as usize] = on;
 }

@@ -12,8 +12,9 @@
 //! wastes most of a span per class on small pools (density 0.30-0.43 on a 2048-page corpus
 //! file); appending to a shared span and compacting into full class spans later gives ~0.99.
 //!
-//! Locking: one mutex over the whole state; every method takes it once. `read` copies the object
-//! out under it, so no caller ever holds a reference into pool memory that compaction could move.
+//! Locking: one reader-writer lock over the whole state; every method takes it once, except
+//! compaction, which takes it for one bounded step at a time. `read` copies the object out
+//! under it, so no caller ever holds a reference into pool memory that compaction could move.
 
 mod class;
 mod compact;
@@ -25,7 +26,7 @@ mod span;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 
 use pool::PoolState;
 
@@ -109,8 +110,30 @@ impl ZsPool {
     pub fn free(&self, handle: Handle) -> usize {
         self.state.write().free(handle.0)
     }
+    /// Compact the pool, in steps of a bounded number of moves with the lock given up in
+    /// between (handed to any waiting load or store), as the kernel's zs_compact gives up its
+    /// lock between zspages.
     pub fn compact(&self) -> CompactStats {
-        self.state.write().compact()
+        let mut state = self.state.write();
+        let pages_before = state.arena.nr_used();
+        // Under churn there is always more to do (every free may leave its class a span too
+        // many): stop after about as many moves as the pool holds objects, what one pass over
+        // a still pool moves at most.
+        let max_steps = state.nr_objects / compact::STEP_BUDGET + 2;
+        let mut objects_moved = 0;
+        for _ in 0..max_steps {
+            let (moved, done) = state.compact_step(compact::STEP_BUDGET);
+            objects_moved += moved;
+            if done {
+                break;
+            }
+            RwLockWriteGuard::unlock_fair(state);
+            state = self.state.write();
+        }
+        CompactStats {
+            objects_moved,
+            pages_freed: pages_before.saturating_sub(state.arena.nr_used()),
+        }
     }
     /// Bytes of memory the pool holds (pages in spans × 4096): the kernel's pool_total_size.
     pub fn total_size(&self) -> u64 {

@@ -184,6 +184,92 @@ fn handles_survive_compaction() {
     pool.check_consistency().unwrap();
 }
 
+/// A pool of 12,000 objects of many classes with every other one freed: compaction has far
+/// more than one step's budget of moves to make.
+fn fragmented_pool(seed: u64) -> (ZsPool, Vec<(Handle, Vec<u8>)>) {
+    let pool = ZsPool::new();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut live: Vec<(Handle, Vec<u8>)> = (0..12_000u64)
+        .map(|i| {
+            let data = pattern(i, rng.gen_range(200..=3000));
+            (pool.malloc(&data).unwrap(), data)
+        })
+        .collect();
+    live.shuffle(&mut rng);
+    for (h, _) in live.drain(..6000) {
+        pool.free(h);
+    }
+    (pool, live)
+}
+
+#[test]
+fn compaction_steps_are_bounded_and_end_where_one_pass_does() {
+    let (stepped, live) = fragmented_pool(11);
+    let (whole, _) = fragmented_pool(11);
+
+    // A step moves at most its budget, and says whether it is done.
+    let (moved, done) = stepped.state.write().compact_step(compact::STEP_BUDGET);
+    assert_eq!(moved, compact::STEP_BUDGET);
+    assert!(
+        !done,
+        "12,000 objects' worth of compaction takes more than one step"
+    );
+    stepped.check_consistency().unwrap();
+
+    // The rest in steps (the lock given up between them) ends with the pool as one
+    // unbounded pass leaves it.
+    let rest = stepped.compact();
+    let (moved_whole, done_whole) = whole.state.write().compact_step(u64::MAX);
+    assert!(done_whole);
+    assert!(rest.objects_moved > compact::STEP_BUDGET);
+    assert!(moved + rest.objects_moved >= moved_whole);
+    assert_eq!(stepped.total_size(), whole.total_size());
+    assert!(
+        (stepped.total_size() as f64) < stepped.stored_bytes() as f64 * 1.05,
+        "compacted: {} bytes of pages for {} stored",
+        stepped.total_size(),
+        stepped.stored_bytes()
+    );
+    // Nothing left to do.
+    assert_eq!(stepped.compact().objects_moved, 0);
+    for (h, data) in &live {
+        assert_eq!(&read_vec(&stepped, *h), data);
+    }
+    stepped.check_consistency().unwrap();
+}
+
+#[test]
+fn compaction_steps_interleave_with_frees_and_mallocs() {
+    let (pool, mut live) = fragmented_pool(12);
+    let mut rng = SmallRng::seed_from_u64(13);
+    // Under steady churn compaction always has more to do (every free may leave a class
+    // one span too many): the work is bounded per step, not in total.
+    for _ in 0..40 {
+        let (moved, _) = pool.state.write().compact_step(compact::STEP_BUDGET / 4);
+        assert!(moved <= compact::STEP_BUDGET / 4);
+        pool.check_consistency().unwrap();
+        // What a load (exclusive: the object is freed) and a store do between two steps.
+        for _ in 0..50 {
+            let i = rng.gen_range(0..live.len());
+            let (h, data) = live.swap_remove(i);
+            assert_eq!(read_vec(&pool, h), data);
+            pool.free(h);
+            let data = pattern(rng.gen(), rng.gen_range(200..=3000));
+            live.push((pool.malloc(&data).unwrap(), data));
+        }
+    }
+    // Once the churn stops, the steps finish.
+    let mut steps = 0;
+    while !pool.state.write().compact_step(compact::STEP_BUDGET / 4).1 {
+        steps += 1;
+        assert!(steps < 1000, "compaction in steps does not converge");
+    }
+    pool.check_consistency().unwrap();
+    for (h, data) in &live {
+        assert_eq!(&read_vec(&pool, *h), data);
+    }
+}
+
 #[test]
 fn freed_pages_go_back() {
     let pool = ZsPool::new();
