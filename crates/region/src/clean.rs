@@ -107,21 +107,22 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) {
     if dropped {
         inner.clean.dirtied();
     }
-    let folio_addr = inner.base() + start as usize * PAGE_SIZE;
     let len = folio.nr_pages() as usize * PAGE_SIZE;
-    loop {
+    let folio_addr = loop {
         let gate = inner.event_gate.read();
+        // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
+        let folio_addr = inner.base() + start as usize * PAGE_SIZE;
         // Lifts the protection of whatever is present and wakes the writers; a page moved out
         // meanwhile faults again as missing.
         match inner.uffd.write_unprotect(folio_addr, len, false) {
-            Ok(()) => break,
+            Ok(()) => break folio_addr,
             Err(e) if e.is_retry() => {
                 drop(gate);
                 read_pending_events(inner);
             }
-            Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => break,
+            Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => break folio_addr,
             Err(e) => panic!("lifting write protection failed: {e}"),
         }
-    }
+    };
     let _ = inner.uffd.wake(folio_addr, len);
 }

@@ -41,17 +41,46 @@ use zswap::PAGE_SIZE;
 
 use crate::region::Inner;
 
-/// Read events under the exclusive gate, recording discards as pending before anyone can
-/// act on the state they change.
+/// A discard read but not processed yet: its addresses as the event gave them, and the
+/// region pages `[first, last)` they covered when it was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PendingDiscard {
+    start: usize,
+    end: usize,
+    first: u32,
+    last: u32,
+    /// A handler is processing it.
+    claimed: bool,
+}
+
+/// Read events under the exclusive gate, recording discards as pending and applying moves
+/// before anyone can act on the state they change.
+///
+/// A move (`mremap` of the whole region) is applied here, not when a handler gets to it: the
+/// addresses of every event read after it are in the new place, and every install computes
+/// its address under the gate, so none can use the old base once the kernel has moved the
+/// pages (until the event is read, any `UFFDIO_*` on the region fails with EAGAIN and its
+/// caller comes here). A discard's pages are taken with the base of the moment it is read,
+/// and processed as those pages, whatever moves come between.
 pub(crate) fn read_events(inner: &Inner, out: &mut Vec<Event>) -> Result<usize, UffdError> {
     let _gate = inner.event_gate.write();
     let n = inner.uffd.read_events(out)?;
     let mut pending = inner.pending.lock();
     for ev in out.iter() {
-        if let Event::Remove { start, end } | Event::Unmap { start, end } = *ev {
-            if let Some(range) = page_range(inner, start, end) {
-                pending.push(range);
+        match *ev {
+            Event::Remove { start, end } | Event::Unmap { start, end } => {
+                if let Some((first, last)) = page_range(inner, start, end) {
+                    pending.push(PendingDiscard {
+                        start,
+                        end,
+                        first,
+                        last,
+                        claimed: false,
+                    });
+                }
             }
+            Event::Remap { from, to, len } => remap(inner, from, to, len),
+            _ => {}
         }
     }
     Ok(n)
@@ -73,21 +102,33 @@ fn page_range(inner: &Inner, start: usize, end: usize) -> Option<(u32, u32)> {
 /// the event gate held shared.
 pub(crate) fn pending_mask(inner: &Inner, first: u32, last: u32) -> Option<Vec<bool>> {
     let pending = inner.pending.lock();
-    if !pending.iter().any(|&(a, b)| a < last && first < b) {
+    if !pending.iter().any(|d| d.first < last && first < d.last) {
         return None;
     }
     Some(
         (first..last)
-            .map(|p| pending.iter().any(|&(a, b)| (a..b).contains(&p)))
+            .map(|p| pending.iter().any(|d| (d.first..d.last).contains(&p)))
             .collect(),
     )
 }
 
-/// Free what uzswap holds for the discarded pages `[start, end)`.
+/// Free what uzswap holds for the pages the discard of `[start, end)` covered when it was
+/// read (nothing if it missed the region).
 pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
-    let Some((first, last)) = page_range(inner, start, end) else {
+    let claimed = {
+        let mut pending = inner.pending.lock();
+        pending
+            .iter_mut()
+            .find(|d| !d.claimed && (d.start, d.end) == (start, end))
+            .map(|d| {
+                d.claimed = true;
+                *d
+            })
+    };
+    let Some(claimed) = claimed else {
         return;
     };
+    let (first, last) = (claimed.first, claimed.last);
     let fp = inner.folio_pages;
     let mut fstart = first & !(fp - 1);
     let mut deadline = Instant::now() + ZAP_WAIT;
@@ -95,6 +136,7 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
         let folio = inner.group.lock_folio(fstart, inner.folio_order);
         // Never moved back: that could land after the kernel's zap. The engine has it all.
         drop(inner.swapcache.take(fstart));
+        crate::fault::forget_read_failures(inner, &folio);
         for p in folio.offsets().filter(|p| (first..last).contains(p)) {
             let mapped = inner.is_resident(p) && {
                 let gone = zapped(inner, p, deadline);
@@ -115,7 +157,7 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
         fstart += fp;
     }
     let mut pending = inner.pending.lock();
-    if let Some(i) = pending.iter().position(|&r| r == (first, last)) {
+    if let Some(i) = pending.iter().position(|d| *d == claimed) {
         pending.swap_remove(i);
     }
 }
@@ -159,7 +201,8 @@ pub(crate) fn zapped_late(inner: &Inner, p: u32) -> bool {
     true
 }
 
-pub(crate) fn remap(inner: &Inner, from: usize, to: usize, len: usize) {
+/// Apply a move of the region (under the exclusive gate, as it is read).
+fn remap(inner: &Inner, from: usize, to: usize, len: usize) {
     if from == inner.base() && len == inner.len {
         inner.base.store(to, Relaxed);
         inner.stats.remaps.fetch_add(1, Relaxed);

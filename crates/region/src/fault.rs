@@ -90,7 +90,7 @@ fn handle_event(inner: &Inner, ev: Event) {
         Event::Remove { start, end } | Event::Unmap { start, end } => {
             crate::events::discard(inner, start, end)
         }
-        Event::Remap { from, to, len } => crate::events::remap(inner, from, to, len),
+        // Moves are applied as they are read (events.rs).
         _ => {}
     }
 }
@@ -137,6 +137,9 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
         && folio
             .offsets()
             .all(|p| !inner.is_resident(p) && folio.state(p).kind == Kind::Empty);
+    // Pages this fault found unreadable once: its own retries do not count as a second
+    // failure (from_engine).
+    let mut unread_here = Vec::new();
     let installed = loop {
         let gate = inner.event_gate.read();
         let pending = pending_mask(inner, folio.start(), folio.end());
@@ -146,7 +149,14 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
                 // A discard touches this folio: its staged copy must not come back (the
                 // engine holds every page of it anyway).
                 staged = None;
-                from_engine(inner, &folio, page, write, pending.as_deref())
+                from_engine(
+                    inner,
+                    &folio,
+                    page,
+                    write,
+                    pending.as_deref(),
+                    &mut unread_here,
+                )
             }
         };
         match r {
@@ -270,7 +280,17 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
             // would lose data. Stop (the process is stopped with us).
             panic!("page {done} bytes into a staged folio is already present");
         }
-        Err(e) if e.is_retry() => return Err(Stop::Again),
+        Err(UffdError::MappingChanging { done, .. }) => {
+            // The pages moved before the stop are in the region, writable: settle them as
+            // an install does. Left uncounted, with the engine's copies kept, they would stay
+            // outside the limit, and a later install would count copies they have outgrown.
+            // (The retry moves the rest: the moved pages are holes in the slot now.)
+            for p in folio.start()..folio.start() + (done / PAGE_SIZE) as u32 {
+                inner.set_resident(p, true);
+                inner.group.invalidate_page(folio, p);
+            }
+            return Err(Stop::Again);
+        }
         Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),
         Err(e) => panic!("moving a staged folio back failed: {e}"),
     }
@@ -291,6 +311,7 @@ fn from_engine(
     page: u32,
     write: bool,
     pending: Option<&[bool]>,
+    unread_here: &mut Vec<u32>,
 ) -> Result<u64, Stop> {
     let nr = folio.nr_pages() as usize;
     let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
@@ -345,13 +366,18 @@ fn from_engine(
                     inner.read_failed.lock().remove(&p);
                 }
                 Err(e)
-                    if e.kind == LoadErrorKind::ReadError && inner.read_failed.lock().insert(p) =>
+                    if e.kind == LoadErrorKind::ReadError
+                        && (unread_here.contains(&p) || inner.read_failed.lock().insert(p)) =>
                 {
                     // The first time the device fails this page, it is left missing rather
                     // than poisoned: a fault event can be stale (its thread was woken by an
                     // install since, and the page evicted again), and poisoning destroys what
                     // a transient error had only hidden. A thread still waiting is woken
-                    // with the rest and faults again; then the page is poisoned.
+                    // with the rest and faults again; then the page is poisoned. (This
+                    // fault starting over, after events, is not a second fault.)
+                    if !unread_here.contains(&p) {
+                        unread_here.push(p);
+                    }
                     unread += 1;
                 }
                 Err(_) => {
@@ -415,6 +441,7 @@ pub(crate) fn load_whole(
     let Ok(loaded) = inner.group.load(folio, buf) else {
         return Ok(false);
     };
+    forget_read_failures(inner, folio);
     let from_disk = loaded.disk == nr as u32;
     // Only read so far, and all of it from disk, or part of a scan that drops it behind
     // soon: keep the engine's copy (clean.rs).
@@ -429,6 +456,17 @@ pub(crate) fn load_whole(
         installed_run(inner, folio, folio.start(), nr, result, &present)?;
     }
     Ok(true)
+}
+
+/// The folio's pages were read (or discarded): an earlier device read error on one of them
+/// no longer counts toward poisoning it.
+pub(crate) fn forget_read_failures(inner: &Inner, folio: &FolioLock) {
+    let mut failed = inner.read_failed.lock();
+    if !failed.is_empty() {
+        for p in folio.offsets() {
+            failed.remove(&p);
+        }
+    }
 }
 
 /// The page faulted as missing, is not mapped, and yet is marked resident: our bookkeeping

@@ -175,7 +175,6 @@ fn drop_swapcache(inner: &Inner) -> bool {
 
 /// Move the locked, fully present pages of `folio` out and store them.
 fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
-    let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
     let bytes = folio.nr_pages() as usize * PAGE_SIZE;
     let staged = loop {
         // Held from the pending check through the move: a discard read after the check waits
@@ -189,6 +188,8 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
             drop(gate);
             return give_up(inner, folio);
         }
+        // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
+        let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
         let staged = inner.staging.stage(addr, bytes);
         drop(gate);
         match staged {
@@ -291,7 +292,6 @@ enum PutBack {
 /// every install does (events.rs). After `PutBack::All` the pages' resident bits are set
 /// again; pending ones stay clear.
 fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, how: PutBack) {
-    let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
     // A clean folio (clean.rs) is resident with the engine's copies kept, kept honest by
     // write protection. Pages moved back come back writable (`UFFDIO_MOVE` does not carry the
     // protection), so a write would land unseen and a later clean eviction would bring the
@@ -305,6 +305,8 @@ fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, ho
     }
     loop {
         let gate = inner.event_gate.read();
+        // Under the gate, each time: an `mremap` read meanwhile moved the region (events.rs).
+        let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
         let pending = pending_mask(inner, folio.start(), folio.end());
         let result = match (&pending, how) {
             (None, PutBack::All) => staged.move_back(&inner.uffd, addr).map(all_moved),

@@ -95,7 +95,7 @@ pub(crate) struct Inner {
     /// events.rs for why.
     pub event_gate: parking_lot::RwLock<()>,
     /// Discarded page ranges read but not yet processed.
-    pub pending: Mutex<Vec<(u32, u32)>>,
+    pub pending: Mutex<Vec<crate::events::PendingDiscard>>,
     /// Folios read from disk kept clean (clean.rs).
     pub clean: crate::clean::CleanTracking,
     pub readahead: crate::readahead::Readahead,

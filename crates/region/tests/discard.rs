@@ -143,3 +143,74 @@ fn a_fault_around_a_page_left_mapped_does_not_count_it() {
         "{counted} pages counted resident; the {folios} freed ones must not be"
     );
 }
+
+/// Discards read just before the region moves (`mremap`) are processed as the pages they
+/// covered when read. Two lazy frees keep the handlers busy (each waits for a zap that never
+/// comes) while a third discard and the move queue behind them: a handler that processed a
+/// discard after applying the move once took its addresses against the new place, missed
+/// the region, and left the discard pending forever (every fault on its pages then retried
+/// for good).
+#[test]
+fn discards_read_before_the_region_moves_are_processed_where_they_were_read() {
+    let n = 256;
+    let mut r = Region::new(n * PAGE, RegionConfig::new(64 << 20).folio_size(PAGE)).unwrap();
+    let fill = |r: &mut Region, round: u8| {
+        for (i, p) in r.as_mut_slice().chunks_mut(PAGE).enumerate() {
+            p.fill(i as u8 ^ round | 1);
+        }
+    };
+    for round in 0..12u8 {
+        fill(&mut r, round);
+        let start = std::sync::Barrier::new(3);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                start.wait();
+                r.free_lazily(0, 64 * PAGE).unwrap();
+            });
+            s.spawn(|| {
+                start.wait();
+                r.free_lazily(64 * PAGE, 64 * PAGE).unwrap();
+            });
+            start.wait();
+            r.discard(128 * PAGE, 64 * PAGE).unwrap();
+        });
+        r.relocate().unwrap();
+        // Read from another thread, so a fault that retries forever fails the test.
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            let words = r.as_atomic_words();
+            s.spawn(move || {
+                let word =
+                    |i: usize| words[i * PAGE / 8].load(std::sync::atomic::Ordering::Relaxed);
+                let pages: Vec<u64> = (0..n).map(word).collect();
+                let _ = done.send(pages);
+            });
+            let Ok(pages) = wait.recv_timeout(std::time::Duration::from_secs(20)) else {
+                // A panic would wait for the hung reader (the scope joins it): stop instead.
+                eprintln!("round {round}: a read of the region hung");
+                std::process::abort();
+            };
+            for (i, &w) in pages.iter().enumerate() {
+                let want = u64::from_ne_bytes([i as u8 ^ round | 1; 8]);
+                match i {
+                    0..128 => assert!(w == want || w == 0, "round {round}: page {i}: {w:#x}"),
+                    128..192 => assert_eq!(w, 0, "round {round}: discarded page {i}"),
+                    _ => assert_eq!(w, want, "round {round}: page {i}"),
+                }
+            }
+        });
+        // What was written after the discards survives eviction at the new place.
+        fill(&mut r, round ^ 0x40);
+        r.reclaim_to(0);
+        for (i, p) in r.as_mut_slice().chunks(PAGE).enumerate() {
+            let want = i as u8 ^ round ^ 0x40 | 1;
+            assert!(
+                p.iter().all(|&b| b == want),
+                "round {round}: page {i} lost its write"
+            );
+        }
+    }
+    let s = r.stats();
+    assert_eq!(s.remaps, 12, "{s:?}");
+    assert_eq!(s.lost_track, 0, "{s:?}");
+}
