@@ -11,6 +11,10 @@
 //!    discard pending is not served until the discard is processed (events.rs): the faulting
 //!    thread is woken to retry.
 //!
+//! The engine's reads (a decompression, a disk read) are done with the gate given up and the
+//! folio lock kept: every handler that reads events waits for the gate alone, so it must not
+//! wait for a disk. A discard read meanwhile makes the install start over.
+//!
 //! The engine's copy of a page is freed only once the page is installed (invariant 2). A page
 //! that cannot be read back is poisoned: the program gets SIGBUS on it, never zeros
 //! (invariant 7). An operation that finds events pending (EAGAIN) gives up the gate, reads
@@ -141,7 +145,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     // failure (from_engine).
     let mut unread_here = Vec::new();
     let installed = loop {
-        let gate = inner.event_gate.read();
+        let mut gate = inner.event_gate.read();
         let pending = pending_mask(inner, folio.start(), folio.end());
         let r = match staged.as_mut() {
             Some(s) if pending.is_none() => from_swapcache(inner, &folio, s),
@@ -154,7 +158,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
                     &folio,
                     page,
                     write,
-                    pending.as_deref(),
+                    (&mut gate, pending.as_deref()),
                     &mut unread_here,
                 )
             }
@@ -304,13 +308,13 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
 }
 
 /// Bring the folio's missing pages back from the engine. `pending`: pages with a discard
-/// pending; if any of them is missing, nothing is installed yet.
+/// pending, read under `gate`; if any of them is missing, nothing is installed yet.
 fn from_engine(
     inner: &Inner,
     folio: &FolioLock,
     page: u32,
     write: bool,
-    pending: Option<&[bool]>,
+    (gate, pending): (&mut Gate, Option<&[bool]>),
     unread_here: &mut Vec<u32>,
 ) -> Result<u64, Stop> {
     let nr = folio.nr_pages() as usize;
@@ -344,7 +348,7 @@ fn from_engine(
     FOLIO_BUF.with(|buf| {
         let buf = &mut *buf.borrow_mut();
         buf.resize(nr * PAGE_SIZE, 0);
-        if whole && load_whole(inner, folio, write, buf)? {
+        if whole && load_whole(inner, folio, write, buf, gate)? {
             inner.stats.faults_folio.fetch_add(1, Relaxed);
             crate::readahead::after_swapin(inner, folio.start());
             return Ok(nr as u64);
@@ -353,39 +357,43 @@ fn from_engine(
         let mut poisoned = Vec::new();
         let mut unread = 0;
         let mut ready = vec![false; nr];
-        for &p in &missing {
-            let i = (p - folio.start()) as usize;
-            let out = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
-            match inner.group.read_page(folio, p, out) {
-                Ok(Kind::Empty) => {
-                    out.fill(0);
-                    ready[i] = true;
-                }
-                Ok(_) => {
-                    ready[i] = true;
-                    inner.read_failed.lock().remove(&p);
-                }
-                Err(e)
-                    if e.kind == LoadErrorKind::ReadError
-                        && (unread_here.contains(&p) || inner.read_failed.lock().insert(p)) =>
-                {
-                    // The first time the device fails this page, it is left missing rather
-                    // than poisoned: a fault event can be stale (its thread was woken by an
-                    // install since, and the page evicted again), and poisoning destroys what
-                    // a transient error had only hidden. A thread still waiting is woken
-                    // with the rest and faults again; then the page is poisoned. (This
-                    // fault starting over, after events, is not a second fault.)
-                    if !unread_here.contains(&p) {
-                        unread_here.push(p);
+        let mut reads = || {
+            for &p in &missing {
+                let i = (p - folio.start()) as usize;
+                let out = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
+                match inner.group.read_page(folio, p, out) {
+                    Ok(Kind::Empty) => {
+                        out.fill(0);
+                        ready[i] = true;
                     }
-                    unread += 1;
-                }
-                Err(_) => {
-                    inner.read_failed.lock().remove(&p);
-                    poisoned.push(p);
+                    Ok(_) => {
+                        ready[i] = true;
+                        inner.read_failed.lock().remove(&p);
+                    }
+                    Err(e)
+                        if e.kind == LoadErrorKind::ReadError
+                            && (unread_here.contains(&p) || inner.read_failed.lock().insert(p)) =>
+                    {
+                        // The first time the device fails this page, it is left missing rather
+                        // than poisoned: a fault event can be stale (its thread was woken by an
+                        // install since, and the page evicted again), and poisoning destroys what
+                        // a transient error had only hidden. A thread still waiting is woken
+                        // with the rest and faults again; then the page is poisoned. (This
+                        // fault starting over, after events, is not a second fault.)
+                        if !unread_here.contains(&p) {
+                            unread_here.push(p);
+                        }
+                        unread += 1;
+                    }
+                    Err(_) => {
+                        inner.read_failed.lock().remove(&p);
+                        poisoned.push(p);
+                    }
                 }
             }
-        }
+        };
+        Gate::unlocked(gate, &mut reads);
+        discard_read_meanwhile(inner, folio, missing.iter().copied())?;
         let mut i = 0;
         while i < nr {
             if !ready[i] {
@@ -436,9 +444,12 @@ pub(crate) fn load_whole(
     folio: &FolioLock,
     write: bool,
     buf: &mut [u8],
+    gate: &mut Gate,
 ) -> Result<bool, Stop> {
     let nr = folio.nr_pages() as usize;
-    let Ok(loaded) = inner.group.load(folio, buf) else {
+    let loaded = Gate::unlocked(gate, || inner.group.load(folio, buf));
+    discard_read_meanwhile(inner, folio, folio.offsets())?;
+    let Ok(loaded) = loaded else {
         return Ok(false);
     };
     forget_read_failures(inner, folio);
@@ -456,6 +467,26 @@ pub(crate) fn load_whole(
         installed_run(inner, folio, folio.start(), nr, result, &present)?;
     }
     Ok(true)
+}
+
+/// The event gate held shared, for an install.
+pub(crate) type Gate<'a> = parking_lot::RwLockReadGuard<'a, ()>;
+
+/// The engine reads a folio's pages with the gate given up (`Gate::unlocked`): a read from
+/// disk can take milliseconds, and every handler that reads events waits for the gate
+/// alone, so held across reads it made every fault wait for the disk. The folio lock, held
+/// throughout, keeps reclaim, other faults and a discard's processing away from the folio;
+/// a discard *read* meanwhile is seen here, once the gate is held again, and the install
+/// starts over (it then waits for the processing, as any install does).
+fn discard_read_meanwhile(
+    inner: &Inner,
+    folio: &FolioLock,
+    mut to_install: impl Iterator<Item = u32>,
+) -> Result<(), Stop> {
+    match pending_mask(inner, folio.start(), folio.end()) {
+        Some(m) if to_install.any(|p| m[(p - folio.start()) as usize]) => Err(Stop::Again),
+        _ => Ok(()),
+    }
 }
 
 /// The folio's pages were read (or discarded): an earlier device read error on one of them

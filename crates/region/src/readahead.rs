@@ -130,13 +130,13 @@ fn read_ahead(inner: &Inner, start: u32) {
     if !out_on_disk || inner.swapcache.contains(start) {
         return;
     }
-    let gate = inner.event_gate.read();
+    let mut gate = inner.event_gate.read();
     if pending_mask(inner, folio.start(), folio.end()).is_some() {
         return; // a discard is on its way: leave the folio to it
     }
     inner.lru.lock().push_back(start);
     let done = crate::fault::with_folio_buf(folio.nr_pages() as usize, |buf| {
-        crate::fault::load_whole(inner, &folio, false, buf)
+        crate::fault::load_whole(inner, &folio, false, buf, &mut gate)
     });
     drop(gate);
     drop(folio);

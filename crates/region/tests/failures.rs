@@ -149,6 +149,71 @@ fn evicted_to_device(dev: &Arc<FaultyDevice>) -> Region {
     r
 }
 
+/// A device whose reads take 300 ms while `slow` is set.
+#[derive(Debug)]
+struct SlowReads {
+    inner: MemoryDevice,
+    slow: AtomicBool,
+}
+
+impl BackingDevice for SlowReads {
+    fn write(&self, slot: SwapSlot, data: &[u8]) -> Result<(), DeviceError> {
+        self.inner.write(slot, data)
+    }
+    fn read(&self, slot: SwapSlot, out: &mut [u8]) -> Result<(), DeviceError> {
+        if self.slow.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        self.inner.read(slot, out)
+    }
+    fn discard(&self, slot: SwapSlot, nr_pages: u32) -> Result<(), DeviceError> {
+        self.inner.discard(slot, nr_pages)
+    }
+}
+
+/// A handler waiting for the disk does not hold up the others: a `madvise` on another page
+/// returns once a handler has read its event, and reading events waits for every install
+/// in flight (events.rs). The engine's reads are done with that gate given up; held across
+/// them, this discard waited for the whole 300 ms read.
+#[test]
+fn a_slow_disk_read_does_not_hold_up_other_events() {
+    let size = 1 << 20;
+    let dev = Arc::new(SlowReads {
+        inner: MemoryDevice::new(256),
+        slow: AtomicBool::new(false),
+    });
+    let mut r = Region::new(
+        size,
+        RegionConfig::new(4 << 20)
+            .folio_size(PAGE)
+            .device(dev.clone()),
+    )
+    .unwrap();
+    r.zswap().params().set_enabled(false);
+    fill(r.as_mut_slice(), 3);
+    wait_pages_in(&r, (size / PAGE) as u64);
+    r.reclaim_to(0);
+    dev.slow.store(true, Ordering::Relaxed);
+    let took = std::thread::scope(|s| {
+        let words = r.as_atomic_words();
+        s.spawn(move || words[0].load(Ordering::Relaxed));
+        // Long enough for a handler to be in the read of page 0.
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        r.discard(100 * PAGE, PAGE).unwrap();
+        t.elapsed()
+    });
+    dev.slow.store(false, Ordering::Relaxed);
+    assert!(
+        took < Duration::from_millis(150),
+        "the discard's event was read only after {took:?}"
+    );
+    let mem = r.as_mut_slice();
+    check_from(&mem[..100 * PAGE], 0, 3);
+    assert!(mem[100 * PAGE..101 * PAGE].iter().all(|&b| b == 0));
+    check_from(&mem[101 * PAGE..], 101, 3);
+}
+
 fn faulty_device() -> Arc<FaultyDevice> {
     Arc::new(FaultyDevice::new(Arc::new(MemoryDevice::new(256))))
 }
