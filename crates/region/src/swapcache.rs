@@ -36,21 +36,28 @@ impl SwapCacheMap {
     /// Keep the staged copy of the folio at `start` (its stored copy is in the engine).
     /// Returns how many older entries were dropped to stay in budget.
     pub fn insert(&self, start: u32, folio: StagedFolio) -> u64 {
+        // Dropped once the lock is given up: dropping a staged folio may discard a batch of
+        // staging slots (a `madvise`), which every fault's `take` would otherwise wait for.
+        let mut gone = Vec::new();
         let mut g = self.inner.lock();
         self.pages
             .fetch_add((folio.len() / PAGE_SIZE) as u64, Relaxed);
         if let Some(old) = g.0.insert(start, folio) {
             self.pages
                 .fetch_sub((old.len() / PAGE_SIZE) as u64, Relaxed);
+            gone.push(old);
         }
         g.1.push_back(start);
         let mut dropped = 0;
         while self.pages() > self.budget_pages {
-            if !Self::pop_oldest(&mut g, &self.pages) {
+            let Some(f) = Self::pop_oldest(&mut g, &self.pages) else {
                 break;
-            }
+            };
+            gone.push(f);
             dropped += 1;
         }
+        drop(g);
+        drop(gone);
         dropped
     }
 
@@ -70,25 +77,32 @@ impl SwapCacheMap {
 
     /// Drop the oldest entry; false when empty.
     pub fn drop_oldest(&self) -> bool {
-        let mut g = self.inner.lock();
-        Self::pop_oldest(&mut g, &self.pages)
+        // Dropped after the lock is given up (see `insert`).
+        let oldest = Self::pop_oldest(&mut self.inner.lock(), &self.pages);
+        oldest.is_some()
     }
 
-    fn pop_oldest(g: &mut (HashMap<u32, StagedFolio>, VecDeque<u32>), pages: &AtomicU64) -> bool {
+    fn pop_oldest(
+        g: &mut (HashMap<u32, StagedFolio>, VecDeque<u32>),
+        pages: &AtomicU64,
+    ) -> Option<StagedFolio> {
         while let Some(start) = g.1.pop_front() {
             // The queue may name folios taken since; skip those.
             if let Some(f) = g.0.remove(&start) {
                 pages.fetch_sub((f.len() / PAGE_SIZE) as u64, Relaxed);
-                return true;
+                return Some(f);
             }
         }
-        false
+        None
     }
 
     pub fn clear(&self) {
-        let mut g = self.inner.lock();
-        g.0.clear();
-        g.1.clear();
-        self.pages.store(0, Relaxed);
+        let all = {
+            let mut g = self.inner.lock();
+            g.1.clear();
+            self.pages.store(0, Relaxed);
+            std::mem::take(&mut g.0)
+        };
+        drop(all);
     }
 }

@@ -66,10 +66,14 @@ impl PoolState {
             self.clean_packed(&mut left);
         }
 
-        self.handles.tidy();
-        self.spans.tidy();
+        let done = left > 0;
+        if done {
+            // O(table) each: once, at the end, not every step.
+            self.handles.tidy();
+            self.spans.tidy();
+        }
         self.arena.trim();
-        (budget - left, left > 0)
+        (budget - left, done)
     }
 
     /// Compact one class whose live span-held objects are `hs`, moving at most `left` objects
