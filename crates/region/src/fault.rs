@@ -65,10 +65,10 @@ pub(crate) fn handler_loop(inner: &Inner) {
         for ev in deferred {
             handle_event(inner, ev);
         }
-        match inner
-            .uffd
-            .wait_readable(Some(std::time::Duration::from_millis(100)))
-        {
+        match inner.uffd.wait_readable_or_rung(
+            &inner.deferred_bell,
+            Some(std::time::Duration::from_millis(100)),
+        ) {
             Ok(true) => {}
             Ok(false) => continue,
             Err(e) => panic!("waiting on the userfaultfd failed: {e}"),
@@ -109,6 +109,9 @@ pub(crate) fn read_pending_events(inner: &Inner) {
         return;
     }
     inner.deferred.lock().extend(evs);
+    // Read by reclaim, a fault starting over or readahead: a handler serves them, now
+    // rather than after its poll times out.
+    inner.deferred_bell.ring();
 }
 
 /// The page a faulting `addr` falls in and the start of its folio. None for an address that

@@ -11,6 +11,7 @@
 //!   outcome, not an error.
 
 pub mod builder;
+pub mod doorbell;
 pub mod error;
 pub mod event;
 pub mod features;
@@ -23,6 +24,7 @@ pub mod sys;
 pub mod userfaultfd;
 
 pub use builder::{UffdBuilder, USER_MODE_ONLY_WARNING};
+pub use doorbell::Doorbell;
 pub use error::{RegionError, UffdError, PERMISSION_HINT};
 pub use event::{Event, PagefaultFlags};
 pub use features::{Features, Ioctls, RegisterMode};

@@ -574,6 +574,45 @@ impl Uffd {
         }
     }
 
+    /// As `wait_readable`, but also woken when `bell` is rung (true then too, and the bell
+    /// is cleared): for a handler that also serves events other threads read.
+    pub fn wait_readable_or_rung(
+        &self,
+        bell: &crate::Doorbell,
+        timeout: Option<Duration>,
+    ) -> Result<bool, UffdError> {
+        let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+        let mut pfds = [
+            libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: bell.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        loop {
+            // SAFETY: two live, writable pollfds, count 2.
+            let rc = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
+            if rc >= 0 {
+                if pfds[1].revents != 0 {
+                    bell.clear();
+                }
+                return Ok(rc > 0);
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
+                return Err(UffdError::Os {
+                    op: "poll",
+                    source: err,
+                });
+            }
+        }
+    }
+
     /// The userfaultfd of a forked child: the kernel gives it the parent's features and flags.
     fn child(&self, fd: RawFd) -> Uffd {
         Uffd {

@@ -127,3 +127,35 @@ fn fork_hands_over_a_uffd_for_the_child() {
     let child = child.expect("a Fork event");
     assert!(child.features().contains(uffd::Features::EVENT_FORK));
 }
+
+/// A handler asleep on its userfaultfd is woken by a ring of the doorbell, not only by an
+/// event: events another thread read and left for the handlers must not wait for its poll's
+/// timeout. Unrung, the wait times out.
+#[test]
+fn a_doorbell_wakes_a_handler_waiting_for_events() {
+    let uffd = common::uffd();
+    let bell = std::sync::Arc::new(uffd::Doorbell::new().unwrap());
+    let long = std::time::Duration::from_secs(20);
+    assert!(!uffd
+        .wait_readable_or_rung(&bell, Some(std::time::Duration::from_millis(20)))
+        .unwrap());
+    let ringer = {
+        let bell = bell.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            bell.ring();
+        })
+    };
+    let t = std::time::Instant::now();
+    assert!(uffd.wait_readable_or_rung(&bell, Some(long)).unwrap());
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        t.elapsed()
+    );
+    ringer.join().unwrap();
+    // The wake cleared it: quiet again.
+    assert!(!uffd
+        .wait_readable_or_rung(&bell, Some(std::time::Duration::from_millis(20)))
+        .unwrap());
+}
