@@ -373,6 +373,48 @@ fn folios_a_scan_brings_from_the_pool_stay_clean_until_written() {
 /// so a random page stored as-is frees nothing: one that comes back in after such a store
 /// stays resident from then on (incompressible.rs), and reclaim evicts compressible pages
 /// instead. Without that, reclaim keeps storing random pages as-is.
+/// A discarded folio forgets that it was incompressible: the data the program puts there
+/// next is judged on its own store, and reclaim does not pass it over meanwhile.
+#[test]
+fn a_discard_clears_the_incompressible_mark() {
+    const PAGES: usize = 64;
+    let mut r = Region::new(PAGES * PAGE, RegionConfig::new(8 << 20).folio_size(PAGE)).unwrap();
+    for (i, p) in r.as_mut_slice().chunks_mut(PAGE).enumerate() {
+        p.copy_from_slice(&random_page(i, 7));
+    }
+    // Stored (as-is) and marked; written back in out of order (not clean, not a scan):
+    // marked folios resident, which reclaim passes over.
+    r.reclaim_to(0);
+    let mem = r.as_mut_slice();
+    for k in 0..PAGES {
+        let i = k * 7 % PAGES;
+        mem[i * PAGE..(i + 1) * PAGE].copy_from_slice(&random_page(i, 7));
+    }
+    r.reclaim_to(0);
+    let passed_over = r.stats().incompressible_skipped;
+    assert!(passed_over > 0, "{:?}", r.stats());
+    // Discarded, refilled with compressible data: nothing to pass over.
+    for (i, p) in r.as_mut_slice().chunks(PAGE).enumerate() {
+        assert!(p == &random_page(i, 7)[..], "page {i} read back wrong");
+    }
+    r.discard(0, PAGES * PAGE).unwrap();
+    while r.stats().discarded_pages < PAGES as u64 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    for (i, p) in r.as_mut_slice().chunks_mut(PAGE).enumerate() {
+        p.copy_from_slice(&page_data(i, 8));
+    }
+    r.reclaim_to(0);
+    assert_eq!(
+        r.stats().incompressible_skipped,
+        passed_over,
+        "refilled folios were passed over as incompressible"
+    );
+    for (i, p) in r.as_mut_slice().chunks(PAGE).enumerate() {
+        assert!(p == &page_data(i, 8)[..], "page {i} read back wrong");
+    }
+}
+
 #[test]
 fn incompressible_folios_that_come_back_stay_resident() {
     const RANDOM: usize = 640;
