@@ -62,11 +62,10 @@ impl PoolState {
             let hs = &order[start[class]..start[class + 1]];
             self.compact_class(class, hs, &mut keeper, &mut left);
         }
-        if left > 0 {
-            self.clean_packed(&mut left);
-        }
-
-        let done = left > 0;
+        // Done when the classes left budget over, and the packed spans were all cleaned
+        // with budget still left (a step that used it all up may have more to do).
+        let classes_done = left > 0;
+        let done = classes_done && self.clean_packed(&mut left) && left > 0;
         if done {
             // O(table) each: once, at the end, not every step.
             self.handles.tidy();
@@ -209,7 +208,8 @@ impl PoolState {
     }
 
     /// Evacuate the packed spans with more than 1/16 dead bytes into the open packed span.
-    fn clean_packed(&mut self, left: &mut u64) {
+    /// True when every victim was taken in this step.
+    fn clean_packed(&mut self, left: &mut u64) -> bool {
         let victims: Vec<u32> = self
             .spans
             .iter_used()
@@ -217,7 +217,7 @@ impl PoolState {
             .map(|(i, _)| i)
             .collect();
         if victims.is_empty() {
-            return;
+            return true;
         }
         // Appending to a span being evacuated would keep it alive: start a fresh one.
         if victims.contains(&self.open_packed) {
@@ -226,8 +226,17 @@ impl PoolState {
         if victims.contains(&self.tail_packed) {
             self.tail_packed = NIL;
         }
+        // As many victims as this step's budget evacuates (at least one): gathering and
+        // sorting every victim's objects each step made a step of a large pool take ~10 ms.
         let mut is_victim = vec![false; self.spans.len()];
+        let mut taken = 0u64;
+        let mut all = true;
         for &v in &victims {
+            if taken > 0 && taken + u64::from(self.spans[v].live) > *left {
+                all = false;
+                break;
+            }
+            taken += u64::from(self.spans[v].live);
             is_victim[v as usize] = true;
         }
         // Objects of the victims in span order, so their new home keeps the old neighbourhood.
@@ -242,10 +251,11 @@ impl PoolState {
         objs.sort_unstable();
         for (_, _, h) in objs {
             if *left == 0 || self.move_to_packed(h).is_err() {
-                break;
+                return false;
             }
             *left -= 1;
         }
+        all
     }
 }
 
