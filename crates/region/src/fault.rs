@@ -130,6 +130,7 @@ pub(crate) fn faulting_folio(inner: &Inner, addr: usize) -> Option<(u32, u32)> {
 /// Bring back the folio holding `addr`.
 pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     let t0 = Instant::now();
+    let base_at_fault = inner.base();
     let Some((page, start)) = faulting_folio(inner, addr) else {
         return;
     };
@@ -187,6 +188,11 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     // up: the scheduler often runs a woken thread on the waker's CPU at once, and a handler
     // preempted while holding them would stall every other fault and the event reader.
     let _ = inner.uffd.wake(addr_of(inner, start), inner.folio_bytes());
+    if inner.base() != base_at_fault {
+        // The region moved (mremap) since this thread faulted at its old place: it waits on
+        // that address, and only a wake there releases it (to fault again where it is now).
+        let _ = inner.uffd.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
+    }
     if first_touch && installed > 0 {
         fault_around(inner, start + inner.folio_pages, write);
     }
