@@ -1,14 +1,24 @@
 //! Compaction (the kernel's zs_compact), with packed spans in the picture. For each class:
 //! N = its live objects (in class spans and in packed spans), K = N / objs_per_span. The K
-//! fullest class spans are kept (new ones are made if fewer exist) and filled, first from the
-//! class's other class spans, then from packed spans; what is left in the other class spans is
-//! appended to the open packed span, and they are freed. Then every packed span whose dead
-//! bytes exceed 1/16 of what it holds is evacuated (its live objects re-appended) and freed.
+//! fullest class spans are kept (new ones are made as they are needed) and filled, first from
+//! the class's other class spans, each emptied whole in turn (what does not fit is appended to
+//! a packed span); then the packed spans are drained in turn: a packed span most of whose
+//! objects have a keeper with room, or whose dead bytes exceed 1/16 of what it holds, moves
+//! them into the keepers and re-appends the rest to a fresh packed span, and is freed.
+//!
+//! Source spans are emptied one at a time, each before the next is touched, so the pool never
+//! holds much more than it did: the new spans an object moves into are paid for by the span it
+//! leaves, one span behind. (Moving class by class instead left every packed span alive until
+//! the last class was done: the pool grew by what was moved, 20 MiB on a 240 MiB pool, and
+//! took its region that far over its limit.)
+//!
+//! Compaction runs in steps of a bounded number of moves (`STEP_BUDGET`); the pool's lock is
+//! given up between steps, and each step starts from the pool as it is then.
 //!
 //! Nothing keeps a back-reference from a slot to its handle (that would cost metadata on every
 //! object all the time); the reverse map is built here, by one scan of the handle table. Every
 //! move rewrites the handle's entry only, so handles stay valid, and every move re-reads the
-//! entry, so spans freed and descriptors reused during the pass cannot mislead it.
+//! entry, so objects moved or freed since the scan cannot mislead it.
 
 use std::cmp::Reverse;
 
@@ -19,53 +29,44 @@ use super::span::SpanKind;
 use super::AllocError;
 use crate::PAGE_SIZE;
 
-/// Objects one compaction step moves at most. The pool is locked for a step (1-2 ms at this
+/// Objects one compaction step moves at most. The pool is locked for a step (1-4 ms at this
 /// size): moving a whole 200 MB pool at once held every load and store off for 125 ms.
 pub(crate) const STEP_BUDGET: u64 = 1024;
 
+/// The handles of the span-held objects, grouped by span (a counting sort by span index).
+struct BySpan {
+    start: Vec<usize>,
+    handles: Vec<u32>,
+}
+
+impl BySpan {
+    fn of(&self, span: u32) -> &[u32] {
+        let s = span as usize;
+        &self.handles[self.start[s]..self.start[s + 1]]
+    }
+}
+
+/// Why a compaction step stopped.
+#[derive(PartialEq, Eq)]
+enum Stop {
+    /// Its budget of moves is spent.
+    Budget,
+    /// The pool is at its page cap: nothing can be appended.
+    Full,
+}
+
 impl PoolState {
     /// One step of compaction: at most `budget` objects moved. True when the pool is fully
-    /// compacted (the step stopped short of its budget). Every step starts from the pool as it
-    /// is, so steps may be interleaved with mallocs and frees; a step stopped part way leaves
-    /// no empty span behind (a new class span is made only for an object about to move in).
+    /// compacted (the step finished with budget to spare). Steps may be interleaved with
+    /// mallocs and frees.
     pub(crate) fn compact_step(&mut self, budget: u64) -> (u64, bool) {
         let mut left = budget;
         // An open packed span left empty holds a page for nothing.
         if self.open_packed != NIL && self.spans[self.open_packed].live == 0 {
             self.free_span(self.open_packed);
         }
-
-        // Reverse map: the handles of span-held objects, grouped by class (a counting sort).
-        let mut start = vec![0usize; NR_CLASSES + 1];
-        for (_, e) in self.handles.iter_live() {
-            if let Location::Span { .. } = e.location() {
-                start[class_of(e.len()) + 1] += 1;
-            }
-        }
-        for c in 0..NR_CLASSES {
-            start[c + 1] += start[c];
-        }
-        let mut order = vec![0u32; start[NR_CLASSES]];
-        let mut fill = start.clone();
-        for (h, e) in self.handles.iter_live() {
-            if let Location::Span { .. } = e.location() {
-                let c = class_of(e.len());
-                order[fill[c]] = h;
-                fill[c] += 1;
-            }
-        }
-        let mut keeper = Vec::new();
-        for class in 0..NR_CLASSES {
-            if left == 0 {
-                break;
-            }
-            let hs = &order[start[class]..start[class + 1]];
-            self.compact_class(class, hs, &mut keeper, &mut left);
-        }
-        // Done when the classes left budget over, and the packed spans were all cleaned
-        // with budget still left (a step that used it all up may have more to do).
-        let classes_done = left > 0;
-        let done = classes_done && self.clean_packed(&mut left) && left > 0;
+        let by_span = self.objects_by_span();
+        let done = self.compact_with(&by_span, &mut left).is_ok() && left > 0;
         if done {
             // O(table) each: once, at the end, not every step.
             self.handles.tidy();
@@ -75,93 +76,145 @@ impl PoolState {
         (budget - left, done)
     }
 
-    /// Compact one class whose live span-held objects are `hs`, moving at most `left` objects
-    /// (decremented per move). `keeper` is scratch space (indexed by span, all false on entry
-    /// and on return).
-    fn compact_class(&mut self, class: usize, hs: &[u32], keeper: &mut Vec<bool>, left: &mut u64) {
-        if hs.is_empty() {
-            return;
+    fn objects_by_span(&self) -> BySpan {
+        let mut start = vec![0usize; self.spans.len() + 1];
+        for (_, e) in self.handles.iter_live() {
+            if let Location::Span { span, .. } = e.location() {
+                start[span as usize + 1] += 1;
+            }
         }
-        let objs = geometry(class).objs as usize;
-        let target = hs.len() / objs;
-        let mut class_spans = Vec::new();
-        let mut in_packed = 0;
-        for &h in hs {
-            if let Location::Span { span, .. } = self.handles.get(h).location() {
-                match self.spans[span].kind {
-                    SpanKind::Class => class_spans.push(span),
-                    _ => in_packed += 1,
+        for s in 0..self.spans.len() {
+            start[s + 1] += start[s];
+        }
+        let mut handles = vec![0u32; start[self.spans.len()]];
+        let mut fill = start.clone();
+        for (h, e) in self.handles.iter_live() {
+            if let Location::Span { span, .. } = e.location() {
+                handles[fill[span as usize]] = h;
+                fill[span as usize] += 1;
+            }
+        }
+        BySpan { start, handles }
+    }
+
+    fn compact_with(&mut self, by_span: &BySpan, left: &mut u64) -> Result<(), Stop> {
+        // Per class: its live span-held objects, and its class spans.
+        let mut n_class = [0usize; NR_CLASSES];
+        let mut class_spans: Vec<Vec<u32>> = vec![Vec::new(); NR_CLASSES];
+        let mut packed = Vec::new();
+        for (i, s) in self.spans.iter_used() {
+            match s.kind {
+                SpanKind::Class => {
+                    n_class[s.class as usize] += s.live as usize;
+                    class_spans[s.class as usize].push(i);
+                }
+                SpanKind::Packed => packed.push(i),
+                SpanKind::Free => {}
+            }
+        }
+        for &s in &packed {
+            for &h in by_span.of(s) {
+                n_class[class_of(self.handles.get(h).len())] += 1;
+            }
+        }
+
+        // 1. Each class: choose its keepers, and empty its other class spans into them.
+        let mut keepers: Vec<Option<Keepers>> = (0..NR_CLASSES).map(|_| None).collect();
+        for class in 0..NR_CLASSES {
+            let n = n_class[class];
+            if n == 0 {
+                continue;
+            }
+            let objs = geometry(class).objs as usize;
+            let target = n / objs;
+            let mut spans = std::mem::take(&mut class_spans[class]);
+            spans.sort_by_key(|&s| (Reverse(self.spans[s].live), s));
+            let nkeep = target.min(spans.len());
+            let in_class_spans: usize = spans.iter().map(|&s| self.spans[s].live as usize).sum();
+            let free_in_keepers: usize = spans[..nkeep]
+                .iter()
+                .map(|&s| objs - self.spans[s].live as usize)
+                .sum();
+            let in_packed = n - in_class_spans;
+            if spans.len() == target && (free_in_keepers == 0 || in_packed == 0) {
+                continue; // settled
+            }
+            let others = spans.split_off(nkeep);
+            let mut k = Keepers {
+                class,
+                target,
+                spans,
+                cursor: 0,
+            };
+            // Emptiest first: the spans that cost the fewest moves to free.
+            for &s in others.iter().rev() {
+                for &h in by_span.of(s) {
+                    if !self.still_in(h, s) {
+                        continue;
+                    }
+                    spend(left)?;
+                    match self.take_keeper_slot(&mut k) {
+                        Some(dst) => self.move_to_slot(h, dst),
+                        None => self.move_to_packed(h).map_err(|_| Stop::Full)?,
+                    }
+                }
+            }
+            keepers[class] = Some(k);
+        }
+
+        // 2. The packed spans, each drained whole in turn when worth it: most of its objects
+        // have a keeper, or much of it is dead.
+        let drain: Vec<u32> = packed
+            .into_iter()
+            .filter(|&s| {
+                let objects = by_span.of(s);
+                let movable = objects
+                    .iter()
+                    .filter(|&&h| keepers[class_of(self.handles.get(h).len())].is_some())
+                    .count();
+                let span = &self.spans[s];
+                let dead = (span.bump - span.live_bytes) * 16 > span.bump;
+                dead || movable * 2 >= span.live as usize
+            })
+            .collect();
+        // Objects that stay packed go to a span not drained: appended to one being drained,
+        // they would keep it alive, holes and all.
+        if drain.contains(&self.open_packed) {
+            self.open_packed = NIL;
+        }
+        if drain.contains(&self.tail_packed) {
+            self.tail_packed = NIL;
+        }
+        for &s in &drain {
+            for &h in by_span.of(s) {
+                if !self.still_in(h, s) {
+                    continue;
+                }
+                spend(left)?;
+                let class = class_of(self.handles.get(h).len());
+                let slot = keepers[class]
+                    .as_mut()
+                    .and_then(|k| self.take_keeper_slot(k));
+                match slot {
+                    Some(dst) => self.move_to_slot(h, dst),
+                    None => self.move_to_packed(h).map_err(|_| Stop::Full)?,
                 }
             }
         }
-        class_spans.sort_unstable();
-        class_spans.dedup();
-        class_spans.sort_by_key(|&s| (Reverse(self.spans[s].live), s));
-        let nkeep = target.min(class_spans.len());
-        let free_in_keepers: usize = class_spans[..nkeep]
-            .iter()
-            .map(|&s| objs - self.spans[s].live as usize)
-            .sum();
-        let settled = class_spans.len() == target && (free_in_keepers == 0 || in_packed == 0);
-        if settled {
-            return;
-        }
-        let mut keepers = Keepers {
-            class,
-            target,
-            spans: class_spans,
-            cursor: 0,
-        };
-        keepers.spans.truncate(nkeep);
-        for &s in &keepers.spans {
-            mark(keeper, s, true);
-        }
-        let is_keeper = |keeper: &[bool], s: u32| keeper.get(s as usize).copied().unwrap_or(false);
+        Ok(())
+    }
 
-        // 1. Empty the other class spans: into the keepers while they have room, then packed.
-        for &h in hs {
-            if *left == 0 {
-                break;
-            }
-            let Location::Span { span, .. } = self.handles.get(h).location() else {
-                continue;
-            };
-            if self.spans[span].kind != SpanKind::Class || is_keeper(keeper, span) {
-                continue;
-            }
-            if let Some(dst) = self.take_keeper_slot(&mut keepers, keeper) {
-                self.move_to_slot(h, dst);
-            } else if self.move_to_packed(h).is_err() {
-                break;
-            }
-            *left -= 1;
-        }
-        // 2. Fill the keepers' remaining slots from packed spans.
-        for &h in hs {
-            if *left == 0 {
-                break;
-            }
-            let Location::Span { span, .. } = self.handles.get(h).location() else {
-                continue;
-            };
-            if self.spans[span].kind != SpanKind::Packed {
-                continue;
-            }
-            match self.take_keeper_slot(&mut keepers, keeper) {
-                Some(dst) => self.move_to_slot(h, dst),
-                None => break,
-            }
-            *left -= 1;
-        }
-        for &s in &keepers.spans {
-            mark(keeper, s, false);
-        }
+    /// Whether the object of `h` is still in span `s` (it may have moved or gone since the
+    /// reverse map was built, and the handle been reused).
+    fn still_in(&self, h: u32, s: u32) -> bool {
+        let e = self.handles.get(h);
+        !e.is_free() && matches!(e.location(), Location::Span { span, .. } if span == s)
     }
 
     /// A free slot in the first keeper (from the cursor on) that has one; a new class span
-    /// when all are full and the class is owed more (made only now, so a step that stops
-    /// leaves no empty span behind).
-    fn take_keeper_slot(&mut self, k: &mut Keepers, keeper: &mut Vec<bool>) -> Option<(u32, u16)> {
+    /// when all are full and the class is owed more (made only now, for an object about to
+    /// move in, so a step that stops leaves no empty span behind).
+    fn take_keeper_slot(&mut self, k: &mut Keepers) -> Option<(u32, u16)> {
         loop {
             if let Some(&s) = k.spans.get(k.cursor) {
                 let objs = geometry(self.spans[s].class as usize).objs;
@@ -176,7 +229,6 @@ impl PoolState {
             }
             // Over the page cap: keep what we have; the class is compacted less, not wrongly.
             let s = self.new_class_span(k.class).ok()?;
-            mark(keeper, s, true);
             k.spans.push(s);
         }
     }
@@ -206,57 +258,15 @@ impl PoolState {
         self.handles.set(h, HandleEntry::new(loc, e.len()));
         Ok(())
     }
+}
 
-    /// Evacuate the packed spans with more than 1/16 dead bytes into the open packed span.
-    /// True when every victim was taken in this step.
-    fn clean_packed(&mut self, left: &mut u64) -> bool {
-        let victims: Vec<u32> = self
-            .spans
-            .iter_used()
-            .filter(|(_, s)| s.kind == SpanKind::Packed && (s.bump - s.live_bytes) * 16 > s.bump)
-            .map(|(i, _)| i)
-            .collect();
-        if victims.is_empty() {
-            return true;
-        }
-        // Appending to a span being evacuated would keep it alive: start a fresh one.
-        if victims.contains(&self.open_packed) {
-            self.open_packed = NIL;
-        }
-        if victims.contains(&self.tail_packed) {
-            self.tail_packed = NIL;
-        }
-        // As many victims as this step's budget evacuates (at least one): gathering and
-        // sorting every victim's objects each step made a step of a large pool take ~10 ms.
-        let mut is_victim = vec![false; self.spans.len()];
-        let mut taken = 0u64;
-        let mut all = true;
-        for &v in &victims {
-            if taken > 0 && taken + u64::from(self.spans[v].live) > *left {
-                all = false;
-                break;
-            }
-            taken += u64::from(self.spans[v].live);
-            is_victim[v as usize] = true;
-        }
-        // Objects of the victims in span order, so their new home keeps the old neighbourhood.
-        let mut objs: Vec<(u32, u16, u32)> = self
-            .handles
-            .iter_live()
-            .filter_map(|(h, e)| match e.location() {
-                Location::Span { span, off } if is_victim[span as usize] => Some((span, off, h)),
-                _ => None,
-            })
-            .collect();
-        objs.sort_unstable();
-        for (_, _, h) in objs {
-            if *left == 0 || self.move_to_packed(h).is_err() {
-                return false;
-            }
-            *left -= 1;
-        }
-        all
+/// One move of the step's budget.
+fn spend(left: &mut u64) -> Result<(), Stop> {
+    if *left == 0 {
+        return Err(Stop::Budget);
     }
+    *left -= 1;
+    Ok(())
 }
 
 /// The class spans one class is being compacted into.
@@ -267,11 +277,4 @@ struct Keepers {
     spans: Vec<u32>,
     /// The first of `spans` that may have a free slot.
     cursor: usize,
-}
-
-fn mark(keeper: &mut Vec<bool>, span: u32, on: bool) {
-    if keeper.len() <= span as usize {
-        keeper.resize(span as usize + 1, false);
-    }
-    keeper[span as usize] = on;
 }
