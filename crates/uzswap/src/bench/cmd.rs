@@ -377,18 +377,34 @@ fn print_table(
     }
 }
 
-/// Run every system `runs` times, alternating; the results by system, in system order.
+/// The runs of every system, by system, in system order: what each run gave, and why the
+/// runs left out failed.
+type Runs = (Vec<Vec<WorkloadResult>>, Vec<Vec<String>>);
+
+/// Run every system `runs` times, alternating. A kernel peer's run whose worker the OOM
+/// killer took is left out, and said so: its page-out controller can lag the workload (the
+/// cgroup's hard limit is 64 MiB over), and the runs that did finish stand. Any other failure
+/// (a setup refused, a check of the data that failed) stops the benchmark.
 fn alternate(
     runner: &mut Runner,
     systems: &[System],
     spec: &WorkloadSpec,
     runs: usize,
     json: bool,
-) -> Result<Vec<Vec<WorkloadResult>>> {
+) -> Result<Runs> {
     let mut out: Vec<Vec<WorkloadResult>> = vec![Vec::new(); systems.len()];
+    let mut failed: Vec<Vec<String>> = vec![Vec::new(); systems.len()];
     for run in 0..runs {
         for (i, s) in systems.iter().enumerate() {
-            let r = runner.run(s, spec)?;
+            let r = match runner.run(s, spec) {
+                Ok(r) => r,
+                Err(e) if e.chain().any(|c| c.is::<super::peer::OomKilled>()) => {
+                    eprintln!("run {}/{runs} {s}: failed, left out: {e:#}", run + 1);
+                    failed[i].push(format!("{e:#}"));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if !json {
                 let main = r
                     .output
@@ -407,7 +423,7 @@ fn alternate(
             out[i].push(r);
         }
     }
-    Ok(out)
+    Ok((out, failed))
 }
 
 fn side_by_side(
@@ -418,25 +434,35 @@ fn side_by_side(
     spec: WorkloadSpec,
 ) -> Result<()> {
     let mut runner = Runner::new(c, systems, spec.area_bytes())?;
-    let results = alternate(&mut runner, systems, &spec, c.runs, c.json)?;
+    let (results, failed) = alternate(&mut runner, systems, &spec, c.runs, c.json)?;
     let settings = runner.settings();
     drop(runner); // restore the machine before printing
+    let any_failed = failed.iter().any(|f| !f.is_empty());
     let cols: Vec<(String, Vec<(String, f64)>)> = systems
         .iter()
         .zip(&results)
-        .map(|(s, r)| (s.to_string(), median_figures(r)))
+        .zip(&failed)
+        .map(|((s, r), f)| {
+            let mut figures = median_figures(r);
+            if any_failed {
+                figures.insert(0, ("runs left out (failed)".into(), f.len() as f64));
+            }
+            (s.to_string(), figures)
+        })
         .collect();
     if c.json {
         let sys: Vec<_> = systems
             .iter()
             .zip(&results)
             .zip(&cols)
-            .map(|((s, r), (_, m))| {
+            .zip(&failed)
+            .map(|(((s, r), (_, m)), f)| {
                 json!({
                     "system": s.to_string(),
                     "config": s,
                     "median": m.iter().cloned().collect::<BTreeMap<_, _>>(),
                     "runs": r,
+                    "failed_runs": f,
                 })
             })
             .collect();
@@ -530,7 +556,7 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
                 seconds: a.seconds,
             },
         );
-        let results = alternate(&mut runner, &systems, &spec, c.runs, c.json)?;
+        let (results, failed) = alternate(&mut runner, &systems, &spec, c.runs, c.json)?;
         let row: Vec<f64> = results
             .iter()
             .map(|rs| median(rs.iter().filter_map(|r| r.output.accesses_per_s).collect()))
@@ -542,6 +568,8 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
                 .map(|(s, v)| (s.to_string(), *v)).collect::<BTreeMap<_, _>>(),
             "runs": systems.iter().zip(&results)
                 .map(|(s, r)| (s.to_string(), r)).collect::<BTreeMap<_, _>>(),
+            "failed_runs": systems.iter().zip(&failed)
+                .map(|(s, f)| (s.to_string(), f)).collect::<BTreeMap<_, _>>(),
         }));
         cells.push(row);
     }
