@@ -149,20 +149,42 @@ fn evicted_to_device(dev: &Arc<FaultyDevice>) -> Region {
     r
 }
 
-/// A device whose reads take 300 ms while `slow` is set.
-#[derive(Debug)]
-struct SlowReads {
+/// A memory device that, once armed, runs `on_read` before every read: a slow disk, or one
+/// whose read panics.
+struct ArmedReads {
     inner: MemoryDevice,
-    slow: AtomicBool,
+    armed: AtomicBool,
+    on_read: fn(SwapSlot),
 }
 
-impl BackingDevice for SlowReads {
+impl ArmedReads {
+    fn new(on_read: fn(SwapSlot)) -> Arc<Self> {
+        Arc::new(ArmedReads {
+            inner: MemoryDevice::new(256),
+            armed: AtomicBool::new(false),
+            on_read,
+        })
+    }
+    fn arm(&self, on: bool) {
+        self.armed.store(on, Ordering::SeqCst);
+    }
+}
+
+impl std::fmt::Debug for ArmedReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArmedReads")
+            .field("armed", &self.armed)
+            .finish()
+    }
+}
+
+impl BackingDevice for ArmedReads {
     fn write(&self, slot: SwapSlot, data: &[u8]) -> Result<(), DeviceError> {
         self.inner.write(slot, data)
     }
     fn read(&self, slot: SwapSlot, out: &mut [u8]) -> Result<(), DeviceError> {
-        if self.slow.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(300));
+        if self.armed.load(Ordering::SeqCst) {
+            (self.on_read)(slot);
         }
         self.inner.read(slot, out)
     }
@@ -178,10 +200,8 @@ impl BackingDevice for SlowReads {
 #[test]
 fn a_slow_disk_read_does_not_hold_up_other_events() {
     let size = 1 << 20;
-    let dev = Arc::new(SlowReads {
-        inner: MemoryDevice::new(256),
-        slow: AtomicBool::new(false),
-    });
+    // Reads take 300 ms once armed.
+    let dev = ArmedReads::new(|_| std::thread::sleep(Duration::from_millis(300)));
     let mut r = Region::new(
         size,
         RegionConfig::new(4 << 20)
@@ -193,7 +213,7 @@ fn a_slow_disk_read_does_not_hold_up_other_events() {
     fill(r.as_mut_slice(), 3);
     wait_pages_in(&r, (size / PAGE) as u64);
     r.reclaim_to(0);
-    dev.slow.store(true, Ordering::Relaxed);
+    dev.arm(true);
     let took = std::thread::scope(|s| {
         let words = r.as_atomic_words();
         s.spawn(move || words[0].load(Ordering::Relaxed));
@@ -203,7 +223,7 @@ fn a_slow_disk_read_does_not_hold_up_other_events() {
         r.discard(100 * PAGE, PAGE).unwrap();
         t.elapsed()
     });
-    dev.slow.store(false, Ordering::Relaxed);
+    dev.arm(false);
     assert!(
         took < Duration::from_millis(150),
         "the discard's event was read only after {took:?}"
@@ -332,37 +352,15 @@ fn only_the_unreadable_page_is_lost_and_a_discard_makes_it_usable_again() {
 // ---------------------------------------------------------------------------------------
 // Invariant 9: a dead fault handler stops the process.
 
-/// A device whose reads panic once armed: the only way, from outside the crate, to make a
-/// fault handler thread panic deterministically (it reads the device itself).
-#[derive(Debug)]
-struct PanicOnRead {
-    inner: MemoryDevice,
-    armed: AtomicBool,
-}
-
-impl BackingDevice for PanicOnRead {
-    fn write(&self, slot: SwapSlot, data: &[u8]) -> Result<(), DeviceError> {
-        self.inner.write(slot, data)
-    }
-    fn read(&self, slot: SwapSlot, out: &mut [u8]) -> Result<(), DeviceError> {
-        if self.armed.load(Ordering::SeqCst) {
-            panic!("injected: the swap device read of slot {} panicked", slot.0);
-        }
-        self.inner.read(slot, out)
-    }
-    fn discard(&self, slot: SwapSlot, nr_pages: u32) -> Result<(), DeviceError> {
-        self.inner.discard(slot, nr_pages)
-    }
-}
-
 const HANDLER_DIES: &str = "a_fault_handler_that_dies_stops_the_process";
 
 #[test]
 fn a_fault_handler_that_dies_stops_the_process() {
     if in_child(HANDLER_DIES) {
-        let dev = Arc::new(PanicOnRead {
-            inner: MemoryDevice::new(256),
-            armed: AtomicBool::new(false),
+        // A device whose reads panic once armed: the only way, from outside the crate, to
+        // make a fault handler thread panic deterministically (it reads the device itself).
+        let dev = ArmedReads::new(|slot| {
+            panic!("injected: the swap device read of slot {} panicked", slot.0)
         });
         // Two handlers: the survivor must not let the program carry on either (the fault
         // the dead one took is gone with it; without the abort the reader would hang, or
@@ -380,7 +378,7 @@ fn a_fault_handler_that_dies_stops_the_process() {
         wait_pages_in(&r, 256);
         r.reclaim_to(0);
         assert_eq!(r.usage().resident, 0);
-        dev.armed.store(true, Ordering::SeqCst);
+        dev.arm(true);
         eprintln!("CHILD: reading an evicted page with the device read panicking");
         let b = touch(r.as_mut_slice(), 5 * PAGE);
         eprintln!("CHILD: SURVIVED, read {b:#x}");

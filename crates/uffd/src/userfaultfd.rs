@@ -552,26 +552,8 @@ impl Uffd {
     /// Wait until an event is pending (`true`) or `timeout` passes (`false`; `None` waits
     /// forever). For a non-blocking userfaultfd in a loop that also does other work.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> Result<bool, UffdError> {
-        let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        loop {
-            // SAFETY: one live, writable pollfd, count 1.
-            let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if rc >= 0 {
-                return Ok(rc > 0);
-            }
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EINTR) {
-                return Err(UffdError::Os {
-                    op: "poll",
-                    source: err,
-                });
-            }
-        }
+        let mut pfd = [pollin(self.fd.as_raw_fd())];
+        poll(&mut pfd, timeout)
     }
 
     /// As `wait_readable`, but also woken when `bell` is rung (true then too, and the bell
@@ -581,36 +563,12 @@ impl Uffd {
         bell: &crate::Doorbell,
         timeout: Option<Duration>,
     ) -> Result<bool, UffdError> {
-        let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-        let mut pfds = [
-            libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: bell.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        loop {
-            // SAFETY: two live, writable pollfds, count 2.
-            let rc = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
-            if rc >= 0 {
-                if pfds[1].revents != 0 {
-                    bell.clear();
-                }
-                return Ok(rc > 0);
-            }
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EINTR) {
-                return Err(UffdError::Os {
-                    op: "poll",
-                    source: err,
-                });
-            }
+        let mut pfds = [pollin(self.fd.as_raw_fd()), pollin(bell.raw_fd())];
+        let ready = poll(&mut pfds, timeout)?;
+        if pfds[1].revents != 0 {
+            bell.clear();
         }
+        Ok(ready)
     }
 
     /// The userfaultfd of a forked child: the kernel gives it the parent's features and flags.
@@ -648,6 +606,34 @@ fn range(start: usize, len: usize) -> sys::uffdio_range {
 
 fn region_err(op: &'static str) -> impl Fn(RegionError) -> UffdError {
     move |_| UffdError::InvalidArgument { op }
+}
+
+fn pollin(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// `poll(2)` until one of `pfds` is ready (true) or `timeout` passes (false; `None` waits
+/// forever), retrying on EINTR.
+fn poll(pfds: &mut [libc::pollfd], timeout: Option<Duration>) -> Result<bool, UffdError> {
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    loop {
+        // SAFETY: `pfds` is a live, writable slice of pollfds and its length is the count.
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+        if rc >= 0 {
+            return Ok(rc > 0);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(UffdError::Os {
+                op: "poll",
+                source: err,
+            });
+        }
+    }
 }
 
 #[cfg(test)]
