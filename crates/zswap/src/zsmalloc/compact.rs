@@ -2,23 +2,25 @@
 //! N = its live objects (in class spans and in packed spans), K = N / objs_per_span. The K
 //! fullest class spans are kept (new ones are made as they are needed) and filled, first from
 //! the class's other class spans, each emptied whole in turn (what does not fit is appended to
-//! a packed span); then the packed spans are drained in turn: a packed span most of whose
-//! objects have a keeper with room, or whose dead bytes exceed 1/16 of what it holds, moves
-//! them into the keepers and re-appends the rest to a fresh packed span, and is freed.
+//! a packed span); then the packed spans are drained in turn. A packed span is drained when
+//! most of its objects find room in a keeper, or more than 1/16 of its bytes are dead, and
+//! only if what it holds then takes no more pages than it frees (class slots round objects
+//! up: small objects can cost more pages classified than packed). Draining moves its objects
+//! into the keepers, re-appends the rest to a packed span not being drained, and frees it.
 //!
 //! Source spans are emptied one at a time, each before the next is touched, so the pool never
 //! holds much more than it did: the new spans an object moves into are paid for by the span it
-//! leaves, one span behind. (Moving class by class instead left every packed span alive until
-//! the last class was done: the pool grew by what was moved, 20 MiB on a 240 MiB pool, and
-//! took its region that far over its limit.)
+//! leaves, one span behind, plus at most one partly filled keeper per class. (Moving class by
+//! class instead left every packed span alive until the last class was done: the pool grew by
+//! what was moved, 20 MiB on a 240 MiB pool, and took its region that far over its limit.)
 //!
 //! Compaction runs in steps of a bounded number of moves (`STEP_BUDGET`); the pool's lock is
-//! given up between steps, and each step starts from the pool as it is then.
+//! given up between steps, and each step starts from the pool as it is then. At the pool's
+//! page cap nothing can be re-appended, and the compaction ends.
 //!
 //! Nothing keeps a back-reference from a slot to its handle (that would cost metadata on every
-//! object all the time); the reverse map is built here, by one scan of the handle table. Every
-//! move rewrites the handle's entry only, so handles stay valid, and every move re-reads the
-//! entry, so objects moved or freed since the scan cannot mislead it.
+//! object all the time); the reverse map is built at each step, by one scan of the handle
+//! table, grouped by span. Every move rewrites the handle's entry only, so handles stay valid.
 
 use std::cmp::Reverse;
 
@@ -66,7 +68,13 @@ impl PoolState {
             self.free_span(self.open_packed);
         }
         let by_span = self.objects_by_span();
-        let done = self.compact_with(&by_span, &mut left).is_ok() && left > 0;
+        let done = match self.compact_with(&by_span, &mut left) {
+            Ok(()) => left > 0,
+            // At the page cap nothing can be re-appended: stepping again would meet the same
+            // wall. What moved stays moved; the compaction ends here.
+            Err(Stop::Full) => true,
+            Err(Stop::Budget) => false,
+        };
         if done {
             // O(table) each: once, at the end, not every step.
             self.handles.tidy();
@@ -152,31 +160,56 @@ impl PoolState {
                     if !self.still_in(h, s) {
                         continue;
                     }
-                    spend(left)?;
+                    if *left == 0 {
+                        return Err(Stop::Budget);
+                    }
                     match self.take_keeper_slot(&mut k) {
                         Some(dst) => self.move_to_slot(h, dst),
                         None => self.move_to_packed(h).map_err(|_| Stop::Full)?,
                     }
+                    *left -= 1;
                 }
             }
             keepers[class] = Some(k);
         }
 
         // 2. The packed spans, each drained whole in turn when worth it: most of its objects
-        // have a keeper, or much of it is dead.
-        let drain: Vec<u32> = packed
-            .into_iter()
-            .filter(|&s| {
-                let objects = by_span.of(s);
-                let movable = objects
-                    .iter()
-                    .filter(|&&h| keepers[class_of(self.handles.get(h).len())].is_some())
-                    .count();
-                let span = &self.spans[s];
-                let dead = (span.bump - span.live_bytes) * 16 > span.bump;
-                dead || movable * 2 >= span.live as usize
-            })
+        // find room in a keeper, or much of it is dead; and only when what it holds fits in
+        // as many pages as it frees (a class span's slots can cost more pages than the same
+        // objects packed: the dead bytes must pay for that, or the pool would grow).
+        let mut room: Vec<usize> = keepers
+            .iter()
+            .map(|k| k.as_ref().map_or(0, |k| self.room(k)))
             .collect();
+        let mut drain = Vec::new();
+        for s in packed {
+            let mut took = Vec::new();
+            // Pages what it holds will take: a class slot at its span's pages per object,
+            // a re-appended object at its bytes.
+            let mut need = 0f64;
+            for &h in by_span.of(s) {
+                let len = self.handles.get(h).len();
+                let class = class_of(len);
+                if room[class] > 0 {
+                    room[class] -= 1;
+                    took.push(class);
+                    let geo = geometry(class);
+                    need += f64::from(geo.pages) / f64::from(geo.objs);
+                } else {
+                    need += len as f64 / PAGE_SIZE as f64;
+                }
+            }
+            let span = &self.spans[s];
+            let dead = (span.bump - span.live_bytes) * 16 > span.bump;
+            let worth = dead || took.len() * 2 >= span.live as usize;
+            if worth && need <= f64::from(span.nr_pages) + 1e-9 {
+                drain.push(s);
+            } else {
+                for class in took {
+                    room[class] += 1;
+                }
+            }
+        }
         // Objects that stay packed go to a span not drained: appended to one being drained,
         // they would keep it alive, holes and all.
         if drain.contains(&self.open_packed) {
@@ -190,7 +223,9 @@ impl PoolState {
                 if !self.still_in(h, s) {
                     continue;
                 }
-                spend(left)?;
+                if *left == 0 {
+                    return Err(Stop::Budget);
+                }
                 let class = class_of(self.handles.get(h).len());
                 let slot = keepers[class]
                     .as_mut()
@@ -199,16 +234,29 @@ impl PoolState {
                     Some(dst) => self.move_to_slot(h, dst),
                     None => self.move_to_packed(h).map_err(|_| Stop::Full)?,
                 }
+                *left -= 1;
             }
         }
         Ok(())
     }
 
-    /// Whether the object of `h` is still in span `s` (it may have moved or gone since the
-    /// reverse map was built, and the handle been reused).
+    /// Whether the object of `h` is still in span `s`. Within a step nothing else moves or
+    /// frees objects, and each source span is visited once, so this holds; checked all the
+    /// same, since a move from the wrong place would corrupt two objects.
     fn still_in(&self, h: u32, s: u32) -> bool {
-        let e = self.handles.get(h);
-        !e.is_free() && matches!(e.location(), Location::Span { span, .. } if span == s)
+        matches!(self.handles.get(h).location(), Location::Span { span, .. } if span == s)
+    }
+
+    /// Free slots the keepers of a class can still take: in its keepers, and in the spans it
+    /// is owed but has not made yet.
+    fn room(&self, k: &Keepers) -> usize {
+        let objs = geometry(k.class).objs as usize;
+        let free: usize = k
+            .spans
+            .iter()
+            .map(|&s| objs - self.spans[s].live as usize)
+            .sum();
+        free + k.target.saturating_sub(k.spans.len()) * objs
     }
 
     /// A free slot in the first keeper (from the cursor on) that has one; a new class span
@@ -258,15 +306,6 @@ impl PoolState {
         self.handles.set(h, HandleEntry::new(loc, e.len()));
         Ok(())
     }
-}
-
-/// One move of the step's budget.
-fn spend(left: &mut u64) -> Result<(), Stop> {
-    if *left == 0 {
-        return Err(Stop::Budget);
-    }
-    *left -= 1;
-    Ok(())
 }
 
 /// The class spans one class is being compacted into.

@@ -1,7 +1,7 @@
 //! Fullness groups: each class keeps its non-full class spans in four lists by how full they
 //! are (<25%, <50%, <75%, <100%), and allocation takes a slot from the fullest, as the kernel's
 //! zsmalloc does, so that sparse spans drain and can be freed. Full spans are in no list (the
-//! allocator never looks at them; compaction finds them through the handle table), and empty
+//! allocator never looks at them; compaction finds them in the span table), and empty
 //! spans do not exist: a class span is freed with its last object.
 
 use super::handle::NIL;

@@ -6,8 +6,8 @@
 //! 1. 4081..=4096 bytes: a page of its own (huge class).
 //! 2. A free slot in a class span of its class, fullest span first.
 //! 3. Otherwise the open packed span (appended at the bump pointer; a new packed span is opened
-//!    when it does not fit). Class spans are only made by compaction, full, so a pool that only
-//!    grows wastes nothing but the tail of its open packed span.
+//!    when it does not fit). Class spans are only made by compaction (filled one at a time),
+//!    so a pool that only grows wastes nothing but the tail of its open packed span.
 
 use super::class::{class_of, geometry, MAX_CLASS_SIZE, NR_CLASSES};
 use super::fullness::{FullnessLists, GROUP_FULL, GROUP_NONE, NR_GROUPS};

@@ -293,6 +293,49 @@ fn compaction_grows_the_pool_by_at_most_a_span_per_class() {
     pool.check_consistency().unwrap();
 }
 
+/// Small objects cost more pages in class slots (rounded up) than packed back to back: with
+/// nothing dead to pay for it, compaction leaves them packed rather than grow the pool.
+#[test]
+fn compaction_does_not_grow_the_pool_to_classify_small_objects() {
+    let pool = ZsPool::new();
+    let live: Vec<_> = (0..50_000u64)
+        .map(|i| {
+            let data = pattern(i, 20);
+            (pool.malloc(&data).unwrap(), data)
+        })
+        .collect();
+    let before = pool.total_size();
+    pool.compact();
+    assert!(
+        pool.total_size() <= before,
+        "{before} -> {} bytes",
+        pool.total_size()
+    );
+    for (h, data) in &live {
+        assert_eq!(&read_vec(&pool, *h), data);
+    }
+    pool.check_consistency().unwrap();
+}
+
+/// At its page cap the pool cannot re-append what compaction moves: the compaction ends
+/// (rather than step again and again into the same wall), and every object reads back.
+#[test]
+fn compaction_at_the_page_cap_ends_and_loses_nothing() {
+    let (pool, live) = fragmented_pool(15);
+    let pages = pool.state.read().arena.nr_used();
+    pool.set_max_pages(Some(pages));
+    let mut steps = 0;
+    while !pool.state.write().compact_step(compact::STEP_BUDGET).1 {
+        steps += 1;
+        assert!(steps < 100, "compaction at the cap never ends");
+    }
+    assert!(pool.state.read().arena.nr_used() <= pages);
+    for (h, data) in &live {
+        assert_eq!(&read_vec(&pool, *h), data);
+    }
+    pool.check_consistency().unwrap();
+}
+
 #[test]
 fn compaction_steps_interleave_with_frees_and_mallocs() {
     let (pool, mut live) = fragmented_pool(12);
