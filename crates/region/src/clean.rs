@@ -111,7 +111,7 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) {
     let folio_addr = loop {
         let gate = inner.event_gate.read();
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
-        let folio_addr = inner.base() + start as usize * PAGE_SIZE;
+        let folio_addr = inner.page_addr(start);
         // Lifts the protection of whatever is present and wakes the writers; a page moved out
         // meanwhile faults again as missing.
         match inner.uffd.write_unprotect(folio_addr, len, false) {

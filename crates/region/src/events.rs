@@ -178,7 +178,7 @@ const ZAP_WAIT: Duration = Duration::from_millis(20);
 /// its data, uncounted even when an install around it finds it present (fault.rs,
 /// `left_mapped`), until it is unmapped and faults again.
 fn zapped(inner: &Inner, p: u32, deadline: Instant) -> bool {
-    let addr = inner.base() + p as usize * PAGE_SIZE;
+    let addr = inner.page_addr(p);
     loop {
         if !uffd::page_mapped(addr).unwrap_or(false) {
             return true;

@@ -187,7 +187,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     // The faulting threads are woken only now, with the folio lock and the event gate given
     // up: the scheduler often runs a woken thread on the waker's CPU at once, and a handler
     // preempted while holding them would stall every other fault and the event reader.
-    let _ = inner.uffd.wake(addr_of(inner, start), inner.folio_bytes());
+    let _ = inner.uffd.wake(inner.page_addr(start), inner.folio_bytes());
     if inner.base() != base_at_fault {
         // The region moved (mremap) since this thread faulted at its old place: it waits on
         // that address, and only a wake there releases it (to fault again where it is now).
@@ -243,7 +243,7 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
         }
         // Queued before anything goes in, as a fault does (a stale entry is skipped).
         inner.lru.lock().push_back(start);
-        let addr = addr_of(inner, start);
+        let addr = inner.page_addr(start);
         let r = if write {
             inner
                 .uffd
@@ -277,14 +277,10 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
     }
 }
 
-fn addr_of(inner: &Inner, page: u32) -> usize {
-    inner.base() + page as usize * PAGE_SIZE
-}
-
 /// The folio is still staged: move it back. Its stored copy is dropped, since the program may
 /// now write the page.
 fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) -> Result<u64, Stop> {
-    let dst = addr_of(inner, folio.start());
+    let dst = inner.page_addr(folio.start());
     match staged.move_back(&inner.uffd, dst) {
         Ok(Filled::All) => {}
         Ok(Filled::PageExists { done }) => {
@@ -330,11 +326,11 @@ fn from_engine(
     let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
     let mut missing: Vec<u32> = folio.offsets().filter(|&p| !inner.is_resident(p)).collect();
     if missing.is_empty() {
-        if is_pending(page) || uffd::page_mapped(addr_of(inner, page)).unwrap_or(true) {
+        if is_pending(page) || uffd::page_mapped(inner.page_addr(page)).unwrap_or(true) {
             // Installed meanwhile by someone who held the folio before us (or discarded, and
             // the discard is about to be processed).
             inner.stats.redundant.fetch_add(1, Relaxed);
-            let _ = inner.uffd.wake(addr_of(inner, page), PAGE_SIZE);
+            let _ = inner.uffd.wake(inner.page_addr(page), PAGE_SIZE);
             return Ok(0);
         }
         lost_track(inner, folio, page);
@@ -347,7 +343,7 @@ fn from_engine(
         // after its madvise returned would be lost. Wait for the processing (events.rs),
         // which waits for the zap; the faulting thread retries meanwhile.
         inner.stats.redundant.fetch_add(1, Relaxed);
-        let _ = inner.uffd.wake(addr_of(inner, page), PAGE_SIZE);
+        let _ = inner.uffd.wake(inner.page_addr(page), PAGE_SIZE);
         return Ok(0);
     }
     let whole = pending.is_none()
@@ -609,7 +605,7 @@ fn install(
 ) -> Result<(), (usize, Stop)> {
     let mut done = 0usize;
     while done < data.len() {
-        let dst = addr_of(inner, first) + done;
+        let dst = inner.page_addr(first) + done;
         // Installed without waking: the faulting thread resumes only once the page's
         // bookkeeping is done and the folio unlocked (the caller wakes it), so what it does
         // next (another fault, a reclaim) never sees a present page counted as missing.
@@ -650,7 +646,7 @@ fn install(
 /// (it is there: the ioctl finds it) and is not counted twice.
 fn poison(inner: &Inner, folio: &FolioLock, page: u32) -> Result<(), Stop> {
     let again = folio.state(page).kind == Kind::Poisoned;
-    match inner.uffd.poison(addr_of(inner, page), PAGE_SIZE, false) {
+    match inner.uffd.poison(inner.page_addr(page), PAGE_SIZE, false) {
         Ok(_) => {}
         Err(e) if e.is_retry() => return Err(Stop::Again),
         Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),

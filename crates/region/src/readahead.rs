@@ -146,8 +146,5 @@ fn read_ahead(inner: &Inner, start: u32) {
     }
     // Threads that faulted on the folio before it went in resume now, rather than when a
     // handler reads their fault and finds the folio present.
-    let _ = inner.uffd.wake(
-        inner.base() + start as usize * PAGE_SIZE,
-        inner.folio_bytes(),
-    );
+    let _ = inner.uffd.wake(inner.page_addr(start), inner.folio_bytes());
 }

@@ -189,7 +189,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
             return give_up(inner, folio);
         }
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
-        let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
+        let addr = inner.page_addr(folio.start());
         let staged = inner.staging.stage(addr, bytes);
         drop(gate);
         match staged {
@@ -210,7 +210,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
                 // move: it reads zero now (events.rs).
                 for p in folio.offsets() {
                     if inner.is_resident(p)
-                        && !uffd::page_mapped(inner.base() + p as usize * PAGE_SIZE).unwrap_or(true)
+                        && !uffd::page_mapped(inner.page_addr(p)).unwrap_or(true)
                     {
                         crate::events::zapped_late(inner, p);
                     }
@@ -306,7 +306,7 @@ fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, ho
     loop {
         let gate = inner.event_gate.read();
         // Under the gate, each time: an `mremap` read meanwhile moved the region (events.rs).
-        let addr = inner.base() + folio.start() as usize * PAGE_SIZE;
+        let addr = inner.page_addr(folio.start());
         let pending = pending_mask(inner, folio.start(), folio.end());
         let result = match (&pending, how) {
             (None, PutBack::All) => staged.move_back(&inner.uffd, addr).map(all_moved),

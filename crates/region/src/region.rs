@@ -111,6 +111,11 @@ impl Inner {
         self.base.load(Relaxed)
     }
 
+    /// Where page `page` of the region is mapped now (after any `mremap`, events.rs).
+    pub fn page_addr(&self, page: u32) -> usize {
+        self.base() + page as usize * PAGE_SIZE
+    }
+
     pub fn folio_bytes(&self) -> usize {
         self.folio_pages as usize * PAGE_SIZE
     }
