@@ -50,11 +50,8 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
         }
         // Freed staging slots left over from the last batch: discard them while idle.
         inner.staging.flush();
-        let pool = inner.zswap.pool();
-        if pool.total_size() > pool.stored_bytes() / 8 * 9 + (1 << 20) {
-            // Exclusive loads and writeback leave holes in the pool: give the pages back.
-            inner.zswap.compact();
-        }
+        // Exclusive loads and writeback leave holes in the pool: give the pages back.
+        inner.zswap.pool().compact_if_fragmented();
     }
 }
 

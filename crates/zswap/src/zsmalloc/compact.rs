@@ -8,15 +8,20 @@
 //! up: small objects can cost more pages classified than packed). Draining moves its objects
 //! into the keepers, re-appends the rest to a packed span not being drained, and frees it.
 //!
-//! Source spans are emptied one at a time, each before the next is touched, so the pool never
-//! holds much more than it did: the new spans an object moves into are paid for by the span it
-//! leaves, one span behind, plus at most one partly filled keeper per class. (Moving class by
-//! class instead left every packed span alive until the last class was done: the pool grew by
-//! what was moved, 20 MiB on a 240 MiB pool, and took its region that far over its limit.)
+//! Compaction never takes the pool's charge (pages in spans plus the reserve of freed pages)
+//! more than `HEADROOM_PAGES` above where it was when the step began, and the pool charges that
+//! headroom to its region all the time (`ZsPool::reserved_bytes`), so no moment of a
+//! compaction takes a region past its limit. Source spans are emptied one at a time, each
+//! before the next is touched, so what one frees pays for what the next takes (the reserve
+//! keeps freed pages from step to step). A packed span is drained only if the drain can finish
+//! under the ceiling: with the keeper spans it needs made, or else by re-appending what it
+//! holds; a drain left half done would free nothing and hold the headroom. An object with no
+//! room under the ceiling or the page cap stays where it is. (Moving class by class instead
+//! once left every packed span alive until the last class was done: the pool grew by what was
+//! moved, 20 MiB on a 240 MiB pool, and took its region that far over its limit.)
 //!
 //! Compaction runs in steps of a bounded number of moves (`STEP_BUDGET`); the pool's lock is
-//! given up between steps, and each step starts from the pool as it is then. At the pool's
-//! page cap nothing can be re-appended, and the compaction ends.
+//! given up between steps, and each step starts from the pool as it is then.
 //!
 //! Nothing keeps a back-reference from a slot to its handle (that would cost metadata on every
 //! object all the time); the reverse map is built at each step, by one scan of the handle
@@ -24,16 +29,20 @@
 
 use std::cmp::Reverse;
 
-use super::class::{class_of, geometry, NR_CLASSES};
+use super::class::{class_of, geometry, MAX_SPAN_PAGES, NR_CLASSES};
 use super::handle::{HandleEntry, Location, NIL};
 use super::pool::PoolState;
 use super::span::SpanKind;
-use super::AllocError;
 use crate::PAGE_SIZE;
 
 /// Objects one compaction step moves at most. The pool is locked for a step (1-4 ms at this
 /// size): moving a whole 200 MB pool at once held every load and store off for 125 ms.
 pub(crate) const STEP_BUDGET: u64 = 1024;
+
+/// Pages a compaction step may hold above the pool's charge when it began: what draining a
+/// packed span re-appends before the span is freed (at most a span, 16 pages), with room for
+/// a keeper span made from the class spans emptied first.
+pub(crate) const HEADROOM_PAGES: u64 = 2 * MAX_SPAN_PAGES as u64;
 
 /// The handles of the span-held objects, grouped by span (a counting sort by span index).
 struct BySpan {
@@ -48,14 +57,8 @@ impl BySpan {
     }
 }
 
-/// Why a compaction step stopped.
-#[derive(PartialEq, Eq)]
-enum Stop {
-    /// Its budget of moves is spent.
-    Budget,
-    /// The pool is at its page cap: nothing can be appended.
-    Full,
-}
+/// A compaction step stopped because its budget of moves is spent.
+struct BudgetSpent;
 
 impl PoolState {
     /// One step of compaction: at most `budget` objects moved. True when the pool is fully
@@ -68,20 +71,23 @@ impl PoolState {
             self.free_span(self.open_packed);
         }
         let by_span = self.objects_by_span();
-        let done = match self.compact_with(&by_span, &mut left) {
-            Ok(()) => left > 0,
-            // At the page cap nothing can be re-appended: stepping again would meet the same
-            // wall. What moved stays moved; the compaction ends here.
-            Err(Stop::Full) => true,
-            Err(Stop::Budget) => false,
-        };
+        self.compact_ceiling = Some(self.arena.charged() + HEADROOM_PAGES);
+        let done = self.compact_with(&by_span, &mut left).is_ok() && left > 0;
+        self.compact_ceiling = None;
         if done {
-            // O(table) each: once, at the end, not every step.
-            self.handles.tidy();
-            self.spans.tidy();
+            self.compact_end();
         }
-        self.arena.trim();
         (budget - left, done)
+    }
+
+    /// What ends a compaction, done or not: the tables tidied (O(table) each: once, not every
+    /// step) and the reserve given back (between steps it keeps the pages they free, for the
+    /// spans later steps make); the slack left is remembered (`ZsPool::compact_if_fragmented`).
+    pub(crate) fn compact_end(&mut self) {
+        self.handles.tidy();
+        self.spans.tidy();
+        self.arena.trim();
+        self.slack_after_compaction = self.total_size().saturating_sub(self.stored_bytes);
     }
 
     fn objects_by_span(&self) -> BySpan {
@@ -105,7 +111,7 @@ impl PoolState {
         BySpan { start, handles }
     }
 
-    fn compact_with(&mut self, by_span: &BySpan, left: &mut u64) -> Result<(), Stop> {
+    fn compact_with(&mut self, by_span: &BySpan, left: &mut u64) -> Result<(), BudgetSpent> {
         // Per class: its live span-held objects, and its class spans.
         let mut n_class = [0usize; NR_CLASSES];
         let mut class_spans: Vec<Vec<u32>> = vec![Vec::new(); NR_CLASSES];
@@ -161,13 +167,13 @@ impl PoolState {
                         continue;
                     }
                     if *left == 0 {
-                        return Err(Stop::Budget);
+                        return Err(BudgetSpent);
                     }
-                    match self.take_keeper_slot(&mut k) {
+                    let moved = match self.take_keeper_slot(&mut k, true) {
                         Some(dst) => self.move_to_slot(h, dst),
-                        None => self.move_to_packed(h).map_err(|_| Stop::Full)?,
-                    }
-                    *left -= 1;
+                        None => self.move_to_packed(h),
+                    };
+                    *left -= u64::from(moved);
                 }
             }
             keepers[class] = Some(k);
@@ -219,22 +225,38 @@ impl PoolState {
             self.tail_packed = NIL;
         }
         for &s in &drain {
+            // A drain takes pages (new keeper spans, re-appended bytes) before it frees the
+            // span. It goes ahead only if it can finish under the ceiling: with new keeper
+            // spans if they fit, else by re-appending (one packed span's contents fit in the
+            // headroom); a drain left half done would free nothing and hold the headroom.
+            let ceiling = self.compact_ceiling.unwrap_or(u64::MAX);
+            let fits = |make_spans| {
+                let cost = self.drain_cost(s, by_span.of(s), &keepers, make_spans);
+                self.arena.charged_after(cost) <= ceiling
+            };
+            let make_spans = if fits(true) {
+                true
+            } else if fits(false) {
+                false
+            } else {
+                continue;
+            };
             for &h in by_span.of(s) {
                 if !self.still_in(h, s) {
                     continue;
                 }
                 if *left == 0 {
-                    return Err(Stop::Budget);
+                    return Err(BudgetSpent);
                 }
                 let class = class_of(self.handles.get(h).len());
                 let slot = keepers[class]
                     .as_mut()
-                    .and_then(|k| self.take_keeper_slot(k));
-                match slot {
+                    .and_then(|k| self.take_keeper_slot(k, make_spans));
+                let moved = match slot {
                     Some(dst) => self.move_to_slot(h, dst),
-                    None => self.move_to_packed(h).map_err(|_| Stop::Full)?,
-                }
-                *left -= 1;
+                    None => self.move_to_packed(h),
+                };
+                *left -= u64::from(moved);
             }
         }
         Ok(())
@@ -250,19 +272,73 @@ impl PoolState {
     /// Free slots the keepers of a class can still take: in its keepers, and in the spans it
     /// is owed but has not made yet.
     fn room(&self, k: &Keepers) -> usize {
+        let (free, owed) = self.keeper_slots(k);
+        free + owed * geometry(k.class).objs as usize
+    }
+
+    /// A class's keepers: free slots in the spans made, and spans owed but not made yet.
+    fn keeper_slots(&self, k: &Keepers) -> (usize, usize) {
         let objs = geometry(k.class).objs as usize;
-        let free: usize = k
+        let free = k
             .spans
             .iter()
             .map(|&s| objs - self.spans[s].live as usize)
             .sum();
-        free + k.target.saturating_sub(k.spans.len()) * objs
+        (free, k.target.saturating_sub(k.spans.len()))
+    }
+
+    /// Pages draining packed span `s` (its objects `handles`) takes before the span is freed:
+    /// the keeper spans it makes (if `make_spans`) and the pages its re-appended objects
+    /// fill, one more for the tail of a packed span closed on the way. It follows the moves
+    /// the drain makes (`take_keeper_slot`, else `move_to_packed`).
+    fn drain_cost(
+        &self,
+        s: u32,
+        handles: &[u32],
+        keepers: &[Option<Keepers>],
+        make_spans: bool,
+    ) -> u64 {
+        // (class, free slots, spans owed) of the classes met so far: few per span.
+        let mut slots: Vec<(usize, usize, usize)> = Vec::new();
+        let (mut pages, mut appended) = (0u64, 0usize);
+        for &h in handles {
+            if !self.still_in(h, s) {
+                continue;
+            }
+            let len = self.handles.get(h).len();
+            let class = class_of(len);
+            let Some(k) = &keepers[class] else {
+                appended += len;
+                continue;
+            };
+            let i = match slots.iter().position(|e| e.0 == class) {
+                Some(i) => i,
+                None => {
+                    let (free, owed) = self.keeper_slots(k);
+                    slots.push((class, free, owed));
+                    slots.len() - 1
+                }
+            };
+            let (_, free, owed) = &mut slots[i];
+            if *free > 0 {
+                *free -= 1;
+            } else if make_spans && *owed > 0 {
+                let geo = geometry(class);
+                *owed -= 1;
+                *free = geo.objs as usize - 1;
+                pages += u64::from(geo.pages);
+            } else {
+                appended += len;
+            }
+        }
+        pages + appended.div_ceil(PAGE_SIZE) as u64 + 1
     }
 
     /// A free slot in the first keeper (from the cursor on) that has one; a new class span
     /// when all are full and the class is owed more (made only now, for an object about to
-    /// move in, so a step that stops leaves no empty span behind).
-    fn take_keeper_slot(&mut self, k: &mut Keepers) -> Option<(u32, u16)> {
+    /// move in, so a step that stops leaves no empty span behind), if `make_spans` and the
+    /// step's ceiling allow it.
+    fn take_keeper_slot(&mut self, k: &mut Keepers, make_spans: bool) -> Option<(u32, u16)> {
         loop {
             if let Some(&s) = k.spans.get(k.cursor) {
                 let objs = geometry(self.spans[s].class as usize).objs;
@@ -272,17 +348,18 @@ impl PoolState {
                 k.cursor += 1;
                 continue;
             }
-            if k.spans.len() >= k.target {
+            if !make_spans || k.spans.len() >= k.target {
                 return None;
             }
-            // Over the page cap: keep what we have; the class is compacted less, not wrongly.
+            // Over the ceiling or the page cap: keep what we have; the class is compacted
+            // less, not wrongly.
             let s = self.new_class_span(k.class).ok()?;
             k.spans.push(s);
         }
     }
 
-    /// Move the object of `h` into the (already taken) slot `dst`.
-    fn move_to_slot(&mut self, h: u32, (span, slot): (u32, u16)) {
+    /// Move the object of `h` into the (already taken) slot `dst`. True (it always moves).
+    fn move_to_slot(&mut self, h: u32, (span, slot): (u32, u16)) -> bool {
         let e = self.handles.get(h);
         let mut buf = [0u8; PAGE_SIZE];
         let buf = &mut buf[..e.len()];
@@ -293,18 +370,23 @@ impl PoolState {
             h,
             HandleEntry::new(Location::Span { span, off: slot }, e.len()),
         );
+        true
     }
 
-    /// Re-append the object of `h` to the open packed span.
-    fn move_to_packed(&mut self, h: u32) -> Result<(), AllocError> {
+    /// Re-append the object of `h` to the open packed span. False, with the object left where
+    /// it is, when that takes pages over the step's ceiling or the page cap (or memory cannot
+    /// be had).
+    fn move_to_packed(&mut self, h: u32) -> bool {
         let e = self.handles.get(h);
         let mut buf = [0u8; PAGE_SIZE];
         let buf = &mut buf[..e.len()];
         self.read_entry(e, buf);
-        let loc = self.packed_append(buf)?;
+        let Ok(loc) = self.packed_append(buf) else {
+            return false;
+        };
         self.release_location(e);
         self.handles.set(h, HandleEntry::new(loc, e.len()));
-        Ok(())
+        true
     }
 }
 

@@ -121,10 +121,15 @@ impl ZsPool {
         // a still pool moves at most.
         let max_steps = state.nr_objects / compact::STEP_BUDGET + 2;
         let mut objects_moved = 0;
-        for _ in 0..max_steps {
+        for step in 1..=max_steps {
             let (moved, done) = state.compact_step(compact::STEP_BUDGET);
             objects_moved += moved;
             if done {
+                break;
+            }
+            if step == max_steps {
+                // Not done (churn), but ended all the same.
+                state.compact_end();
                 break;
             }
             RwLockWriteGuard::unlock_fair(state);
@@ -135,14 +140,31 @@ impl ZsPool {
             pages_freed: pages_before.saturating_sub(state.arena.nr_used()),
         }
     }
+    /// Compact if the pool's pages hold much more than its objects: more than an eighth
+    /// over, and 1 MiB past the slack the last compaction could not remove (without that, a
+    /// pool whose slack compaction cannot take was scanned again after every free). Returns
+    /// what the compaction did, if it ran.
+    pub fn compact_if_fragmented(&self) -> Option<CompactStats> {
+        let fragmented = {
+            let state = self.state.read();
+            let slack = state.total_size().saturating_sub(state.stored_bytes);
+            slack > (state.stored_bytes / 8).max(state.slack_after_compaction) + (1 << 20)
+        };
+        fragmented.then(|| self.compact())
+    }
     /// Bytes of memory the pool holds (pages in spans × 4096): the kernel's pool_total_size.
     pub fn total_size(&self) -> u64 {
         self.state.read().total_size()
     }
-    /// Bytes of freed pages the pool keeps resident for reuse (not in `total_size`; given
-    /// back by `compact`).
+    /// Bytes a compaction step may hold above the pool's charge when it began (compact.rs).
+    pub const COMPACTION_HEADROOM: u64 = compact::HEADROOM_PAGES * crate::PAGE_SIZE as u64;
+
+    /// Bytes beyond `total_size` the pool may hold resident, for its owner to charge: the
+    /// freed pages it keeps for reuse (given back by `compact`), and `COMPACTION_HEADROOM`.
+    /// The headroom is counted even when the pool is empty, so the charge does not jump by
+    /// it when the first object comes.
     pub fn reserved_bytes(&self) -> u64 {
-        self.state.read().reserved_pages() * crate::PAGE_SIZE as u64
+        self.state.read().reserved_pages() * crate::PAGE_SIZE as u64 + Self::COMPACTION_HEADROOM
     }
     /// Sum of the lengths of the live objects.
     pub fn stored_bytes(&self) -> u64 {

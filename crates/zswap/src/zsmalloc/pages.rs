@@ -63,6 +63,8 @@ pub(crate) struct PageArena {
     max_pages: Option<u64>,
     /// Freed pages still resident and still marked in their chunk, reused first.
     reserve: Vec<PageId>,
+    /// The most `charged()` has been since `take_peak_charged` (for tests of compaction).
+    peak_charged: u64,
 }
 
 impl PageArena {
@@ -82,6 +84,23 @@ impl PageArena {
             None => true,
             Some(max) => self.nr_used + n <= max,
         }
+    }
+
+    /// Pages the arena holds resident: in spans and in the reserve (what a region charges).
+    pub(crate) fn charged(&self) -> u64 {
+        self.nr_used + self.reserve.len() as u64
+    }
+
+    /// `charged()` once `n` more pages are allocated: the reserve serves them first.
+    pub(crate) fn charged_after(&self, n: u64) -> u64 {
+        self.nr_used + n.max(self.reserve.len() as u64)
+    }
+
+    /// The most `charged()` has been since the last call (or since the arena was made).
+    #[cfg(test)]
+    pub(crate) fn take_peak_charged(&mut self) -> u64 {
+        let now = self.charged();
+        std::mem::replace(&mut self.peak_charged, now)
     }
 
     pub(crate) fn alloc(&mut self) -> Result<PageId, AllocError> {
@@ -110,6 +129,7 @@ impl PageArena {
                     chunk.nr_used += 1;
                     self.nr_used += 1;
                     self.hint = c;
+                    self.peak_charged = self.peak_charged.max(self.charged());
                     return Ok(PageId((c * CHUNK_PAGES + w * 64 + bit) as u32));
                 }
                 slot @ None => {

@@ -32,6 +32,12 @@ pub(crate) struct PoolState {
     pub(super) tail_packed: u32,
     pub(super) stored_bytes: u64,
     pub(super) nr_objects: u64,
+    /// While a compaction step runs, the charged pages (`PageArena::charged`) it may take
+    /// the pool to (compact.rs); `None` otherwise.
+    pub(super) compact_ceiling: Option<u64>,
+    /// Bytes of pages beyond the objects' bytes that the last compaction left (it could not
+    /// remove them; the next would not either): `ZsPool::compact_if_fragmented` looks past it.
+    pub(super) slack_after_compaction: u64,
 }
 
 impl Default for PoolState {
@@ -45,6 +51,8 @@ impl Default for PoolState {
             tail_packed: NIL,
             stored_bytes: 0,
             nr_objects: 0,
+            compact_ceiling: None,
+            slack_after_compaction: 0,
         }
     }
 }
@@ -210,7 +218,7 @@ impl PoolState {
     /// lists. Fails (taking nothing) if the pages are over the cap.
     pub(super) fn new_class_span(&mut self, class: usize) -> Result<u32, AllocError> {
         let geo = geometry(class);
-        if !self.arena.can_alloc(geo.pages as u64) {
+        if !self.may_take(geo.pages as u64) {
             return Err(AllocError::PoolFull);
         }
         let mut span = Span::new_class(class);
@@ -249,7 +257,7 @@ impl PoolState {
             (0, 0)
         };
         let need = (start + len).div_ceil(PAGE_SIZE) - have.min((start + len).div_ceil(PAGE_SIZE));
-        if !self.arena.can_alloc(need as u64) {
+        if !self.may_take(need as u64) {
             return Err(AllocError::PoolFull);
         }
         let span = if fits {
@@ -278,6 +286,15 @@ impl PoolState {
             s.nr_pages += 1;
         }
         Ok(self.packed_write(span, data))
+    }
+
+    /// Whether `n` more pages stay within the page cap and, during a compaction step, its
+    /// ceiling.
+    fn may_take(&self, n: u64) -> bool {
+        self.arena.can_alloc(n)
+            && self
+                .compact_ceiling
+                .is_none_or(|c| self.arena.charged_after(n) <= c)
     }
 
     /// Write `data` at the bump pointer of packed span `span`, whose pages must reach that far.

@@ -139,10 +139,8 @@ impl Zswap {
             if r.written > 0 && !s.above_accept_threshold() {
                 break;
             }
-            if s.pool.total_size() > s.pool.stored_bytes().saturating_mul(9) / 8 + (1 << 20) {
-                // Writeback frees objects here and there; give the pages back.
-                s.pool.compact();
-            }
+            // Writeback frees objects here and there; give the pages back.
+            s.pool.compact_if_fragmented();
         }
         s.pool.compact();
         written
