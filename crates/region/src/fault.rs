@@ -293,7 +293,8 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
             // The pages moved before the stop are in the region, writable: settle them as
             // an install does. Left uncounted, with the engine's copies kept, they would stay
             // outside the limit, and a later install would count copies they have outgrown.
-            // (The retry moves the rest: the moved pages are holes in the slot now.)
+            // (The retry goes on after them: the staged folio keeps its progress, since a
+            // move from the start again would find them present and stop there.)
             for p in folio.start()..folio.start() + (done / PAGE_SIZE) as u32 {
                 inner.set_resident(p, true);
                 inner.group.invalidate_page(folio, p);
@@ -515,9 +516,25 @@ fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
         return; // served as the zero page it now is
     }
     inner.stats.lost_track.fetch_add(1, Relaxed);
+    // What the folio looks like, for the report: state, resident, mapped, page by page.
+    let pages: Vec<String> = folio
+        .offsets()
+        .map(|p| {
+            let mapped = uffd::page_mapped(inner.page_addr(p)).unwrap_or(true);
+            let (r, m) = (inner.is_resident(p) as u8, mapped as u8);
+            format!(
+                "{p}:{:?}/r{r}/m{m}/{}",
+                folio.state(p).kind,
+                inner.resident_trail(p)
+            )
+        })
+        .collect();
     eprintln!(
-        "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it",
-        if held { "holds" } else { "does not hold" }
+        "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it; \
+         folio {}; {:?}",
+        if held { "holds" } else { "does not hold" },
+        pages.join(" "),
+        inner.stats.snapshot(),
     );
     assert!(
         held,

@@ -313,12 +313,15 @@ fn put_back(inner: &Inner, folio: &FolioLock, staged: &mut uffd::StagedFolio, ho
                         continue;
                     }
                     let moved = staged.move_back_page(&inner.uffd, addr + i * PAGE_SIZE, i)?;
-                    if how == PutBack::All {
-                        all_moved(moved);
-                    } else if moved != uffd::Filled::All && staged.page_present(i) {
+                    // Found present only in the region, the page moved back on an earlier
+                    // try of this loop (the kernel reports the present destination before
+                    // the source hole), or, for `WhatMoved`, never moved.
+                    if moved != uffd::Filled::All && staged.page_present(i) {
+                        if how == PutBack::All {
+                            all_moved(moved); // present on both sides: stops
+                        }
                         // Present on both sides: the region's page never moved, yet one
-                        // sits in the slot. Found present only in the region, the page
-                        // simply never moved (the move stopped before it).
+                        // sits in the slot.
                         inner.stats.stray_staged_pages.fetch_add(1, Relaxed);
                     }
                 }

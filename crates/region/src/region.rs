@@ -72,6 +72,10 @@ pub(crate) struct Inner {
     /// One bit a page: present in the mapping. Changed under the page's folio lock.
     pub resident: Box<[AtomicU64]>,
     pub nr_resident: AtomicU64,
+    /// Debug builds: per page, where its resident bit was last set and last cleared (the
+    /// caller's file initial and line), for the report of a page we lost track of.
+    #[cfg(debug_assertions)]
+    pub resident_trail: Box<[[std::sync::atomic::AtomicU32; 2]]>,
     /// One bit a page: covered by a discard since the page last left for the engine, so the
     /// kernel may unmap it behind our back (events.rs). Changed under the page's folio lock.
     pub discarded: Box<[AtomicU64]>,
@@ -135,12 +139,39 @@ impl Inner {
         }
     }
 
+    /// Debug builds: where the page's resident bit was last cleared and last set.
+    pub fn resident_trail(&self, page: u32) -> String {
+        #[cfg(debug_assertions)]
+        {
+            let [off, on] = &self.resident_trail[page as usize];
+            let at = |w: u32| format!("{}:{}", (w >> 24) as u8 as char, w & 0xff_ffff);
+            format!(
+                "cleared {} set {}",
+                at(off.load(Relaxed)),
+                at(on.load(Relaxed))
+            )
+        }
+        #[cfg(not(debug_assertions))]
+        {
+            let _ = page;
+            String::new()
+        }
+    }
+
     pub fn is_resident(&self, page: u32) -> bool {
         self.resident[page as usize / 64].load(Relaxed) & (1 << (page % 64)) != 0
     }
 
     /// Mark a page present or not; the caller holds its folio lock.
+    #[track_caller]
     pub fn set_resident(&self, page: u32, on: bool) {
+        #[cfg(debug_assertions)]
+        {
+            let at = std::panic::Location::caller();
+            let initial = at.file().rsplit('/').next().map_or(0, |f| f.as_bytes()[0]);
+            self.resident_trail[page as usize][on as usize]
+                .store(u32::from(initial) << 24 | at.line(), Relaxed);
+        }
         let bit = 1u64 << (page % 64);
         let word = &self.resident[page as usize / 64];
         let was = if on {
@@ -343,6 +374,8 @@ impl Region {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             nr_resident: AtomicU64::new(0),
+            #[cfg(debug_assertions)]
+            resident_trail: (0..nr_pages).map(|_| Default::default()).collect(),
             discarded: (0..nr_pages.div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),

@@ -60,6 +60,10 @@ pub struct StagedFolio {
     staging: Arc<Staging>,
     slot: u32,
     len: usize,
+    /// Bytes from the start already moved back by a `move_back` that stopped part way: the
+    /// next call goes on from here (the kernel checks the destination before the source, so
+    /// a page moved back already would meet `EEXIST` rather than be skipped as a hole).
+    moved_back: usize,
     /// The slot may hold pages (false only once every page moved back out).
     needs_discard: bool,
 }
@@ -213,6 +217,7 @@ impl Staging {
             staging: self.clone(),
             slot,
             len,
+            moved_back: 0,
             needs_discard: true,
         };
         let dst = self.slot_addr(slot);
@@ -282,10 +287,12 @@ impl StagedFolio {
 
     /// Move the pages back to `dst` (in a mapping registered with `dst_uffd`) without waking
     /// the threads waiting there: the caller wakes them (`Uffd::wake`) once its own
-    /// bookkeeping says the pages are back. Pages of `dst` already present stay as they are (`PageExists`). Source
-    /// holes are allowed, so after an error (`MappingChanging`: read the pending events) the
-    /// same call can simply be made again: pages already moved are skipped. Once it returns
-    /// `Ok`, the folio is empty and dropping it only frees the slot.
+    /// bookkeeping says the pages are back. A page of `dst` already present stays as it is
+    /// (`PageExists`, counted from the folio's start). After an error that stopped part way
+    /// (`MappingChanging`: read the pending events; `Busy`) the same call can simply be made
+    /// again: it goes on after the pages already moved (their `done` is counted from the
+    /// folio's start too). Source holes are allowed. Once it returns `Ok(Filled::All)`, the
+    /// folio is empty and dropping it only frees the slot.
     pub fn move_back(&mut self, dst_uffd: &Uffd, dst: usize) -> Result<Filled, UffdError> {
         if self.len == 0 {
             return Ok(Filled::All); // nothing moved in
@@ -295,10 +302,31 @@ impl StagedFolio {
             allow_src_holes: true,
             dont_wake: true,
         };
+        let from = self.moved_back;
         // SAFETY: `&mut self` means no slice from `bytes` is alive; the slot belongs to this
         // StagedFolio; its pages are private to this process (DONTFORK). The destination is
         // argued as for `Uffd::copy`.
-        let r = unsafe { dst_uffd.move_pages(dst, src, self.len, mode) }?;
+        let r = unsafe { dst_uffd.move_pages(dst + from, src + from, self.len - from, mode) };
+        // Progress is counted from the folio's start, across calls.
+        let r = match r {
+            Ok(Filled::PageExists { done }) => Filled::PageExists { done: from + done },
+            Ok(Filled::All) => Filled::All,
+            Err(UffdError::MappingChanging { op, done }) => {
+                self.moved_back = from + done;
+                return Err(UffdError::MappingChanging {
+                    op,
+                    done: self.moved_back,
+                });
+            }
+            Err(UffdError::Busy { op, done }) => {
+                self.moved_back = from + done;
+                return Err(UffdError::Busy {
+                    op,
+                    done: self.moved_back,
+                });
+            }
+            Err(e) => return Err(e),
+        };
         if r == Filled::All {
             if self.len == self.staging.slot_bytes {
                 // Every page of the slot moved out: nothing is left to discard. (A shorter
@@ -306,6 +334,7 @@ impl StagedFolio {
                 self.needs_discard = false;
             }
             self.len = 0;
+            self.moved_back = 0;
         }
         Ok(r)
     }
