@@ -529,10 +529,24 @@ fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
             )
         })
         .collect();
+    // The kernel's view of the page (present, swap or migration entry, or nothing).
+    let pagemap = |addr: usize| -> String {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut e = [0u8; 8];
+        let r = std::fs::File::open("/proc/self/pagemap").and_then(|mut f| {
+            f.seek(SeekFrom::Start((addr / PAGE_SIZE * 8) as u64))?;
+            f.read_exact(&mut e)
+        });
+        match r {
+            Ok(()) => format!("{:#018x}", u64::from_le_bytes(e)),
+            Err(err) => err.to_string(),
+        }
+    };
     eprintln!(
         "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it; \
-         folio {}; {:?}",
+         pagemap entry {}; folio {}; {:?}",
         if held { "holds" } else { "does not hold" },
+        pagemap(inner.page_addr(page)),
         pages.join(" "),
         inner.stats.snapshot(),
     );

@@ -131,7 +131,7 @@ impl Inner {
             swapcache: self.swapcache.pages() * PAGE_SIZE as u64
                 + self.staging.dirty_bytes() as u64,
             // The pool's pages, and the freed ones it keeps for reuse: both are resident.
-            pool: self.zswap.pool().total_size() + self.zswap.pool().reserved_bytes(),
+            pool: self.zswap.pool().charged_bytes(),
             metadata: self.fixed_metadata
                 + self.group.cache().metadata_bytes()
                 + self.zswap.pool().metadata_bytes()

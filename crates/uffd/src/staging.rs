@@ -309,7 +309,12 @@ impl StagedFolio {
         let r = unsafe { dst_uffd.move_pages(dst + from, src + from, self.len - from, mode) };
         // Progress is counted from the folio's start, across calls.
         let r = match r {
-            Ok(Filled::PageExists { done }) => Filled::PageExists { done: from + done },
+            Ok(Filled::PageExists { done }) => {
+                self.moved_back = from + done;
+                Filled::PageExists {
+                    done: self.moved_back,
+                }
+            }
             Ok(Filled::All) => Filled::All,
             Err(UffdError::MappingChanging { op, done }) => {
                 self.moved_back = from + done;

@@ -9,9 +9,9 @@
 //! into the keepers, re-appends the rest to a packed span not being drained, and frees it.
 //!
 //! Compaction never takes the pool's charge (pages in spans plus the reserve of freed pages)
-//! more than `HEADROOM_PAGES` above where it was when the step began, and the pool charges that
-//! headroom to its region all the time (`ZsPool::reserved_bytes`), so no moment of a
-//! compaction takes a region past its limit. Source spans are emptied one at a time, each
+//! more than its headroom (`compact_headroom`: 128 KiB, less for a pool of fewer pages) above
+//! where it was when the step began, and the pool charges that headroom to its region all the
+//! time (`ZsPool::charged_bytes`), so no moment of a compaction takes a region past its limit. Source spans are emptied one at a time, each
 //! before the next is touched, so what one frees pays for what the next takes (the reserve
 //! keeps freed pages from step to step). A packed span is drained only if the drain can finish
 //! under the ceiling: with the keeper spans it needs made, or else by re-appending what it
@@ -39,9 +39,10 @@ use crate::PAGE_SIZE;
 /// size): moving a whole 200 MB pool at once held every load and store off for 125 ms.
 pub(crate) const STEP_BUDGET: u64 = 1024;
 
-/// Pages a compaction step may hold above the pool's charge when it began: what draining a
-/// packed span re-appends before the span is freed (at most a span, 16 pages), with room for
-/// a keeper span made from the class spans emptied first.
+/// Pages a compaction step may hold above the pool's charge when it began, at most: what
+/// draining a packed span re-appends before the span is freed (at most a span, 16 pages, and
+/// a page for a span closed on the way), with room to spare for the keeper spans a drain
+/// makes. A small pool gets less (`compact_headroom`).
 pub(crate) const HEADROOM_PAGES: u64 = 2 * MAX_SPAN_PAGES as u64;
 
 /// The handles of the span-held objects, grouped by span (a counting sort by span index).
@@ -71,23 +72,42 @@ impl PoolState {
             self.free_span(self.open_packed);
         }
         let by_span = self.objects_by_span();
-        self.compact_ceiling = Some(self.arena.charged() + HEADROOM_PAGES);
+        self.compact_ceiling = Some(self.arena.charged() + self.compact_headroom());
         let done = self.compact_with(&by_span, &mut left).is_ok() && left > 0;
         self.compact_ceiling = None;
         if done {
-            self.compact_end();
+            self.compact_end(true);
         }
         (budget - left, done)
     }
 
+    /// Pages a compaction step may hold above the pool's charge when it begins, and that the
+    /// pool charges its owner for: `HEADROOM_PAGES`, or, for a pool of fewer pages, one more
+    /// than it holds (a drain re-appends at most what the pool holds, and a page for a span
+    /// closed on the way); none for an empty pool. It grows with the pool, page by page, so
+    /// the charge never jumps by it.
+    pub(crate) fn compact_headroom(&self) -> u64 {
+        match self.arena.nr_used() {
+            0 => 0,
+            n => HEADROOM_PAGES.min(n + 1),
+        }
+    }
+
     /// What ends a compaction, done or not: the tables tidied (O(table) each: once, not every
     /// step) and the reserve given back (between steps it keeps the pages they free, for the
-    /// spans later steps make); the slack left is remembered (`ZsPool::compact_if_fragmented`).
-    pub(crate) fn compact_end(&mut self) {
+    /// spans later steps make); the slack a `finished` compaction left is remembered
+    /// (`ZsPool::compact_if_fragmented`).
+    pub(crate) fn compact_end(&mut self, finished: bool) {
         self.handles.tidy();
         self.spans.tidy();
         self.arena.trim();
-        self.slack_after_compaction = self.total_size().saturating_sub(self.stored_bytes);
+        // Only a compaction that ran out of work shows what it cannot remove.
+        let slack = self.total_size().saturating_sub(self.stored_bytes);
+        self.slack_after_compaction = if finished {
+            slack * 1000 / self.stored_bytes.max(1)
+        } else {
+            0
+        };
     }
 
     fn objects_by_span(&self) -> BySpan {
@@ -225,6 +245,11 @@ impl PoolState {
             self.tail_packed = NIL;
         }
         for &s in &drain {
+            if self.spans[s].live as usize != by_span.of(s).len() {
+                // Objects re-appended to it in phase 1 are not in the map: draining the rest
+                // would not free it.
+                continue;
+            }
             // A drain takes pages (new keeper spans, re-appended bytes) before it frees the
             // span. It goes ahead only if it can finish under the ceiling: with new keeper
             // spans if they fit, else by re-appending (one packed span's contents fit in the

@@ -129,7 +129,7 @@ impl ZsPool {
             }
             if step == max_steps {
                 // Not done (churn), but ended all the same.
-                state.compact_end();
+                state.compact_end(false);
                 break;
             }
             RwLockWriteGuard::unlock_fair(state);
@@ -141,14 +141,15 @@ impl ZsPool {
         }
     }
     /// Compact if the pool's pages hold much more than its objects: more than an eighth
-    /// over, and 1 MiB past the slack the last compaction could not remove (without that, a
-    /// pool whose slack compaction cannot take was scanned again after every free). Returns
-    /// what the compaction did, if it ran.
+    /// over, and more (in proportion) than the slack the last finished compaction could not
+    /// remove, by 1 MiB (without that, a pool whose slack compaction cannot take was scanned
+    /// again after every free). Returns what the compaction did, if it ran.
     pub fn compact_if_fragmented(&self) -> Option<CompactStats> {
         let fragmented = {
             let state = self.state.read();
             let slack = state.total_size().saturating_sub(state.stored_bytes);
-            slack > (state.stored_bytes / 8).max(state.slack_after_compaction) + (1 << 20)
+            let per_mille = state.slack_after_compaction.max(125);
+            slack > state.stored_bytes * per_mille / 1000 + (1 << 20)
         };
         fragmented.then(|| self.compact())
     }
@@ -156,15 +157,19 @@ impl ZsPool {
     pub fn total_size(&self) -> u64 {
         self.state.read().total_size()
     }
-    /// Bytes a compaction step may hold above the pool's charge when it began (compact.rs).
-    pub const COMPACTION_HEADROOM: u64 = compact::HEADROOM_PAGES * crate::PAGE_SIZE as u64;
-
     /// Bytes beyond `total_size` the pool may hold resident, for its owner to charge: the
-    /// freed pages it keeps for reuse (given back by `compact`), and `COMPACTION_HEADROOM`.
-    /// The headroom is counted even when the pool is empty, so the charge does not jump by
-    /// it when the first object comes.
+    /// freed pages it keeps for reuse (given back by `compact`), and the headroom a
+    /// compaction step may run into before the spans it empties are freed (compact.rs:
+    /// up to 128 KiB, less for a pool of fewer pages, none for an empty one).
     pub fn reserved_bytes(&self) -> u64 {
-        self.state.read().reserved_pages() * crate::PAGE_SIZE as u64 + Self::COMPACTION_HEADROOM
+        let state = self.state.read();
+        (state.reserved_pages() + state.compact_headroom()) * crate::PAGE_SIZE as u64
+    }
+    /// `total_size() + reserved_bytes()`, read at one moment: what an owner charges.
+    pub fn charged_bytes(&self) -> u64 {
+        let state = self.state.read();
+        state.total_size()
+            + (state.reserved_pages() + state.compact_headroom()) * crate::PAGE_SIZE as u64
     }
     /// Sum of the lengths of the live objects.
     pub fn stored_bytes(&self) -> u64 {

@@ -35,8 +35,10 @@ pub(crate) struct PoolState {
     /// While a compaction step runs, the charged pages (`PageArena::charged`) it may take
     /// the pool to (compact.rs); `None` otherwise.
     pub(super) compact_ceiling: Option<u64>,
-    /// Bytes of pages beyond the objects' bytes that the last compaction left (it could not
-    /// remove them; the next would not either): `ZsPool::compact_if_fragmented` looks past it.
+    /// Slack (bytes of pages beyond the objects' bytes) that the last compaction that ran to
+    /// its end left, per 1000 bytes stored: it could not remove it, and the next would not
+    /// either (`ZsPool::compact_if_fragmented` looks past it). Forgotten when the page cap
+    /// changes, since what compaction can do changes with it.
     pub(super) slack_after_compaction: u64,
 }
 
@@ -377,6 +379,7 @@ impl PoolState {
     }
 
     pub(crate) fn set_max_pages(&mut self, max: Option<u64>) {
+        self.slack_after_compaction = 0;
         self.arena.set_max_pages(max);
     }
 
