@@ -11,9 +11,9 @@
 //! Compaction never takes the pool's charge (pages in spans plus the reserve of freed pages)
 //! more than its headroom (`compact_headroom`: 128 KiB, less for a pool of fewer pages) above
 //! where it was when the step began, and the pool charges that headroom to its region all the
-//! time (`ZsPool::charged_bytes`), so no moment of a compaction takes a region past its limit. Source spans are emptied one at a time, each
-//! before the next is touched, so what one frees pays for what the next takes (the reserve
-//! keeps freed pages from step to step). A packed span is drained only if the drain can finish
+//! time (`ZsPool::charged_bytes`), so no moment of a compaction takes a region past its
+//! limit. Source spans are emptied one at a time, each before the next is touched, so what
+//! one frees pays for what the next takes (the reserve keeps freed pages from step to step). A packed span is drained only if the drain can finish
 //! under the ceiling: with the keeper spans it needs made, or else by re-appending what it
 //! holds; a drain left half done would free nothing and hold the headroom. An object with no
 //! room under the ceiling or the page cap stays where it is. (Moving class by class instead
