@@ -226,15 +226,14 @@ impl Staging {
         // memory, and moving a page out and back later leaves every byte it can observe as it
         // was). The destination slot is owned by `folio` and all its pages are missing (a slot
         // is freed only with every page discarded).
-        let mut moved = unsafe { self.uffd.move_pages(dst, src, len, MoveMode::default()) };
-        if let Ok(Filled::PageExists { done: 0 }) = moved {
-            // The slot was not empty (it should be: a slot is freed only after a discard).
-            // Nothing moved yet: discard it again and try once more rather than give up.
-            // SAFETY: the slot is owned by `folio`, nothing references it, nothing moved in.
-            let _ = unsafe { crate::raw_region::madvise(dst, self.slot_bytes, Advice::DontNeed) };
-            // SAFETY: as for the first attempt above.
-            moved = unsafe { self.uffd.move_pages(dst, src, len, MoveMode::default()) };
-        }
+        //
+        // A page found present in the slot (`PageExists`) is never discarded here, not even
+        // at offset 0 where the kernel reports that nothing moved: Linux 6.18's `move_pages`
+        // keeps an `EAGAIN` from one batch in `err` while the next batch moves pages, then
+        // meets those very pages in the slot and reports `EEXIST` with a short count. The
+        // "stray" pages are the program's, just moved; the caller moves back whatever the
+        // slot holds (discarding it here lost them whenever page migration raced a move).
+        let moved = unsafe { self.uffd.move_pages(dst, src, len, MoveMode::default()) };
         match moved {
             Ok(Filled::All) => Ok(folio),
             Ok(Filled::PageExists { done }) => {
@@ -302,35 +301,46 @@ impl StagedFolio {
             allow_src_holes: true,
             dont_wake: true,
         };
-        let from = self.moved_back;
-        // SAFETY: `&mut self` means no slice from `bytes` is alive; the slot belongs to this
-        // StagedFolio; its pages are private to this process (DONTFORK). The destination is
-        // argued as for `Uffd::copy`.
-        let r = unsafe { dst_uffd.move_pages(dst + from, src + from, self.len - from, mode) };
+        let ps = page_size();
         // Progress is counted from the folio's start, across calls.
-        let r = match r {
-            Ok(Filled::PageExists { done }) => {
-                self.moved_back = from + done;
-                Filled::PageExists {
-                    done: self.moved_back,
+        let r = loop {
+            let from = self.moved_back;
+            if from >= self.len {
+                break Filled::All;
+            }
+            // SAFETY: `&mut self` means no slice from `bytes` is alive; the slot belongs to
+            // this StagedFolio; its pages are private to this process (DONTFORK). The
+            // destination is argued as for `Uffd::copy`.
+            let r = unsafe { dst_uffd.move_pages(dst + from, src + from, self.len - from, mode) };
+            match r {
+                Ok(Filled::PageExists { done }) => {
+                    let at = from + done;
+                    if self.page_present(at / ps) {
+                        // Present on both sides: the caller's to judge.
+                        self.moved_back = at;
+                        break Filled::PageExists { done: at };
+                    }
+                    // Gone from the slot, so it did move: Linux 6.18 can report EEXIST for a
+                    // page its own retry moved (see `Staging::stage`). Go on after it.
+                    self.moved_back = at + ps;
                 }
+                Ok(Filled::All) => break Filled::All,
+                Err(UffdError::MappingChanging { op, done }) => {
+                    self.moved_back = from + done;
+                    return Err(UffdError::MappingChanging {
+                        op,
+                        done: self.moved_back,
+                    });
+                }
+                Err(UffdError::Busy { op, done }) => {
+                    self.moved_back = from + done;
+                    return Err(UffdError::Busy {
+                        op,
+                        done: self.moved_back,
+                    });
+                }
+                Err(e) => return Err(e),
             }
-            Ok(Filled::All) => Filled::All,
-            Err(UffdError::MappingChanging { op, done }) => {
-                self.moved_back = from + done;
-                return Err(UffdError::MappingChanging {
-                    op,
-                    done: self.moved_back,
-                });
-            }
-            Err(UffdError::Busy { op, done }) => {
-                self.moved_back = from + done;
-                return Err(UffdError::Busy {
-                    op,
-                    done: self.moved_back,
-                });
-            }
-            Err(e) => return Err(e),
         };
         if r == Filled::All {
             if self.len == self.staging.slot_bytes {
