@@ -85,7 +85,54 @@ fn check_pages(
 
 #[test]
 fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
+    locked_counters_under_reclaim(false);
+}
+
+/// The same while the kernel migrates pages all the time (memory compaction forced every
+/// 50 ms; needs root). Linux 6.18's `UFFDIO_MOVE` then reports `EEXIST` for pages its own
+/// retry moved; staging once took them for strays and discarded them, and the program's
+/// pages were lost (`Staging::stage`).
+#[test]
+fn locked_counters_while_the_kernel_migrates_pages_lose_nothing() {
+    if std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/sys/vm/compact_memory")
+        .is_err()
+    {
+        eprintln!("skipped: forcing memory compaction needs root");
+        return;
+    }
+    locked_counters_under_reclaim(true);
+}
+
+/// Threads bump locked counters in shared pages under constant reclaim (64 KiB folios, a 5%
+/// pool) for `stress_secs()`, checked after every round; with `migrate`, memory compaction
+/// is forced meanwhile.
+fn locked_counters_under_reclaim(migrate: bool) {
+    /// Stops the compaction thread however the rounds end (a failed check unwinds).
+    struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Relaxed);
+        }
+    }
     let secs = stress_secs();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        if migrate {
+            s.spawn(|| {
+                while !stop.load(Relaxed) {
+                    let _ = std::fs::write("/proc/sys/vm/compact_memory", "1");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            });
+        }
+        let _stop = StopOnDrop(&stop);
+        locked_counters_rounds(secs);
+    });
+}
+
+fn locked_counters_rounds(secs: u64) {
     // The default folio size: 64 KiB.
     let r = stress_region(RegionConfig::new(4 << 20).folio_size, 5);
     let words = r.as_atomic_words();
