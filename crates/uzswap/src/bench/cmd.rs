@@ -248,6 +248,9 @@ pub fn figures(r: &WorkloadResult) -> Vec<(String, f64)> {
     }
     if let Some(v) = r.max_rss_bytes {
         f.push(("max RSS MiB".into(), mib(v)));
+        // Exact, where "max RSS MiB" rounds: the limit allows a folio per thread over it.
+        let over = v.saturating_sub(r.limit_bytes);
+        f.push(("max RSS over limit KiB".into(), over as f64 / 1024.0));
     }
     if let Some(v) = r.max_usage_bytes {
         f.push(("max charged MiB".into(), mib(v)));

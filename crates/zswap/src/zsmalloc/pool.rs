@@ -40,6 +40,8 @@ pub(crate) struct PoolState {
     /// either (`ZsPool::compact_if_fragmented` looks past it). Forgotten when the page cap
     /// changes, since what compaction can do changes with it.
     pub(super) slack_after_compaction: u64,
+    /// Compaction's reverse map, kept between steps (compact.rs).
+    pub(super) by_span: super::compact::BySpan,
 }
 
 impl Default for PoolState {
@@ -55,6 +57,7 @@ impl Default for PoolState {
             nr_objects: 0,
             compact_ceiling: None,
             slack_after_compaction: 0,
+            by_span: Default::default(),
         }
     }
 }
@@ -376,6 +379,7 @@ impl PoolState {
             + self.spans.metadata_bytes()
             + (self.lists.capacity() * std::mem::size_of::<FullnessLists>()) as u64
             + self.arena.metadata_bytes()
+            + self.by_span.bytes()
     }
 
     pub(crate) fn set_max_pages(&mut self, max: Option<u64>) {
