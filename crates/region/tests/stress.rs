@@ -85,7 +85,7 @@ fn check_pages(
 
 #[test]
 fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
-    locked_counters_under_reclaim(false);
+    locked_counters_under_reclaim(Disturb::Nothing);
 }
 
 /// The same while the kernel migrates pages all the time (memory compaction forced every
@@ -102,14 +102,83 @@ fn locked_counters_while_the_kernel_migrates_pages_lose_nothing() {
         eprintln!("skipped: forcing memory compaction needs root");
         return;
     }
-    locked_counters_under_reclaim(true);
+    locked_counters_under_reclaim(Disturb::Migrate);
+}
+
+/// The same while the kernel swaps the region's resident pages out to a system swap file
+/// (`MADV_PAGEOUT` of a random 256 KiB every 2 ms), as its own reclaim does on a machine with
+/// swap under memory pressure: uzswap then moves swap entries out of the mapping and finds
+/// resident pages not present. Needs root (`swapon`).
+#[test]
+fn locked_counters_while_the_kernel_swaps_the_region_lose_nothing() {
+    let Some(_swap) = SystemSwap::on() else {
+        return;
+    };
+    let pswpout = || {
+        let vmstat = std::fs::read_to_string("/proc/vmstat").unwrap();
+        let line = vmstat.lines().find(|l| l.starts_with("pswpout ")).unwrap();
+        line[8..].parse::<u64>().unwrap()
+    };
+    let before = pswpout();
+    locked_counters_under_reclaim(Disturb::PageOut);
+    let swapped = pswpout() - before;
+    eprintln!("the kernel swapped out {swapped} pages");
+    assert!(swapped > 0, "the kernel swapped nothing out");
+}
+
+/// A swap file turned on for the machine while the value lives (root only).
+struct SystemSwap(std::path::PathBuf);
+
+impl SystemSwap {
+    fn on() -> Option<SystemSwap> {
+        let path = std::env::temp_dir().join(format!("uzswap-test-swap-{}", std::process::id()));
+        let run = |cmd: &str, args: &[&std::ffi::OsStr]| {
+            std::process::Command::new(cmd)
+                .args(args)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        use std::os::unix::fs::OpenOptionsExt;
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .is_ok()
+            // A swap file must have no holes.
+            && run("fallocate", &["-l".as_ref(), "256M".as_ref(), path.as_os_str()])
+            && run("mkswap", &[path.as_os_str()]);
+        if !made || !run("swapon", &[path.as_os_str()]) {
+            let _ = std::fs::remove_file(&path);
+            eprintln!("skipped: turning a swap file on needs root (swapon)");
+            return None;
+        }
+        Some(SystemSwap(path))
+    }
+}
+
+impl Drop for SystemSwap {
+    fn drop(&mut self) {
+        let off = std::process::Command::new("swapoff").arg(&self.0).status();
+        assert!(off.is_ok_and(|s| s.success()), "swapoff {:?}", self.0);
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// What the kernel does to the region meanwhile.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Disturb {
+    Nothing,
+    /// Memory compaction, forced every 50 ms: pages migrate.
+    Migrate,
+    /// A random 256 KiB of the region paged out to system swap every 2 ms.
+    PageOut,
 }
 
 /// Threads bump locked counters in shared pages under constant reclaim (64 KiB folios, a 5%
-/// pool) for `stress_secs()`, checked after every round; with `migrate`, memory compaction
-/// is forced meanwhile.
-fn locked_counters_under_reclaim(migrate: bool) {
-    /// Stops the compaction thread however the rounds end (a failed check unwinds).
+/// pool) for `stress_secs()`, checked after every round, while the kernel does `disturb`.
+fn locked_counters_under_reclaim(disturb: Disturb) {
+    /// Stops the disturbing thread however the rounds end (a failed check unwinds).
     struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
     impl Drop for StopOnDrop<'_> {
         fn drop(&mut self) {
@@ -118,23 +187,49 @@ fn locked_counters_under_reclaim(migrate: bool) {
     }
     let secs = stress_secs();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    // The default folio size: 64 KiB.
+    let r = stress_region(RegionConfig::new(4 << 20).folio_size, 5);
+    let base = r.as_ptr() as usize;
     std::thread::scope(|s| {
-        if migrate {
-            s.spawn(|| {
-                while !stop.load(Relaxed) {
-                    let _ = std::fs::write("/proc/sys/vm/compact_memory", "1");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            });
+        match disturb {
+            Disturb::Nothing => {}
+            Disturb::Migrate => {
+                s.spawn(|| {
+                    while !stop.load(Relaxed) {
+                        let _ = std::fs::write("/proc/sys/vm/compact_memory", "1");
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                });
+            }
+            Disturb::PageOut => {
+                s.spawn(|| {
+                    while !stop.load(Relaxed) {
+                        page_out_until(base, Instant::now() + Duration::from_millis(20));
+                    }
+                });
+            }
         }
         let _stop = StopOnDrop(&stop);
-        locked_counters_rounds(secs);
+        locked_counters_rounds(&r, secs);
     });
 }
 
-fn locked_counters_rounds(secs: u64) {
-    // The default folio size: 64 KiB.
-    let r = stress_region(RegionConfig::new(4 << 20).folio_size, 5);
+/// Until `deadline`, every 2 ms, a random 256 KiB of the region at `base` (a stress region)
+/// paged out to system swap.
+fn page_out_until(base: usize, deadline: Instant) {
+    let chunk = 256 << 10;
+    let mut x = 0x2545_F491_4F6C_DD1Du64 ^ deadline.elapsed().as_nanos() as u64;
+    while Instant::now() < deadline {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let at = (x as usize % (STRESS_SIZE / chunk)) * chunk;
+        uffd::page_out(base + at, chunk).expect("MADV_PAGEOUT on the region");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn locked_counters_rounds(r: &Region, secs: u64) {
     let words = r.as_atomic_words();
     let pages = STRESS_SIZE / 4096;
     // Word 0 of a page: its lock; word 1: its counter; the rest: a pattern that must survive.
@@ -268,7 +363,7 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
 /// every step and at the end.
 #[test]
 fn discards_racing_with_reclaim_lose_nothing_else() {
-    discards_racing_with_reclaim(5);
+    discards_racing_with_reclaim(5, Disturb::Nothing);
 }
 
 /// The same with a pool of 50% of the limit, so most swap-ins come from the pool. This found
@@ -277,10 +372,21 @@ fn discards_racing_with_reclaim_lose_nothing_else() {
 /// late processing freed it; the program then read zeros (events.rs).
 #[test]
 fn discards_racing_with_reclaim_from_the_pool_lose_nothing_else() {
-    discards_racing_with_reclaim(50);
+    discards_racing_with_reclaim(50, Disturb::Nothing);
 }
 
-fn discards_racing_with_reclaim(pool_percent: u32) {
+/// The same, a small pool, while the kernel swaps the region's pages out to a system swap
+/// file (root): a discarded page may be a swap entry, not present, when its discard is
+/// processed.
+#[test]
+fn discards_racing_with_reclaim_while_the_kernel_swaps_lose_nothing_else() {
+    let Some(_swap) = SystemSwap::on() else {
+        return;
+    };
+    discards_racing_with_reclaim(5, Disturb::PageOut);
+}
+
+fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb) {
     let secs = stress_secs();
     const OWNERS: usize = 4;
     // Word 0 of a page: its stamp (0: discarded or never written); every 61st word after it:
@@ -342,6 +448,10 @@ fn discards_racing_with_reclaim(pool_percent: u32) {
                     })
                 })
                 .collect();
+            if disturb == Disturb::PageOut {
+                let base = r.as_ptr() as usize;
+                s.spawn(move || page_out_until(base, deadline));
+            }
             s.spawn(move || {
                 let mut sum = 0u64;
                 while Instant::now() < deadline {

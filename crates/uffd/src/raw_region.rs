@@ -294,6 +294,24 @@ pub unsafe fn madvise(addr: usize, len: usize, advice: Advice) -> Result<(), Reg
     Ok(())
 }
 
+/// `madvise(addr, len, MADV_PAGEOUT)`: the kernel reclaims the range's pages now, to system
+/// swap if any is on (anonymous pages stay where they are without it). Contents are kept:
+/// an access swaps a page back in. For tests and tools that make the kernel do to a region
+/// what its own reclaim does under memory pressure.
+pub fn page_out(addr: usize, len: usize) -> Result<(), RegionError> {
+    // SAFETY: MADV_PAGEOUT changes where pages live, never what they hold (a swapped-out
+    // anonymous page reads back the same), so no reference or data Rust relies on can be
+    // broken, whatever the range; the kernel validates the range itself.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_PAGEOUT) };
+    if rc != 0 {
+        return Err(RegionError::Madvise {
+            advice: "MADV_PAGEOUT",
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
 /// `MADV_DONTNEED` on many ranges of this process's memory with one `process_madvise` call
 /// (`pidfd`: this process), so the kernel flushes the TLB once for all of them (Linux 6.16
 /// batches the flush; 6.13 first allowed this advice for one's own process). An error, or a
