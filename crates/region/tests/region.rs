@@ -311,13 +311,15 @@ fn a_sequential_scan_drops_behind_itself() {
     let without = second_half_faults(false);
     eprintln!("second-half faults: {with} with drop-behind, {without} without");
     // About a third of the limit is pool, metadata and I/O buffers: ~5 MiB of the second
-    // half (80 folios) cannot stay resident either way; readahead spares a few faults.
+    // half (80 folios) cannot stay resident either way, so even a perfect drop-behind faults
+    // ~80 times (65-96 seen, with the timing of kswapd against the scan), and oldest-first
+    // reclaim 190-225 times. (A bound of a third of the half, 85, failed one run in three.)
     assert!(
-        with < folios_in_half / 3,
+        with < folios_in_half / 2,
         "{with} of {folios_in_half} folios faulted after a scan with drop-behind"
     );
     assert!(
-        without > 2 * with,
+        without > with + folios_in_half / 4,
         "oldest-first reclaim kept the second half as well ({without} faults against {with})"
     );
 }
