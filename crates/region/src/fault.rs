@@ -183,6 +183,11 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     };
     drop(staged);
     inner.stats.pages_in.fetch_add(installed, Relaxed);
+    if installed > 0 && !first_touch && inner.incompressible.is_marked(start) {
+        // Back from a store as-is (a kept folio never left): refault detection.
+        inner.incompressible.refaulted();
+        inner.stats.incompressible_refaults.fetch_add(1, Relaxed);
+    }
     drop(folio);
     // The faulting threads are woken only now, with the folio lock and the event gate given
     // up: the scheduler often runs a woken thread on the waker's CPU at once, and a handler

@@ -90,6 +90,34 @@ fn reclaim_one(inner: &Inner) -> bool {
     {
         return true;
     }
+    // A folio found incompressible and kept is marked: the next candidates are other folios.
+    // After `KEPT_PER_CALL` of them the next is stored whatever it is: reclaim never leaves a
+    // fault short of room for want of compressible folios.
+    for kept in 0..=KEPT_PER_CALL {
+        match evict_coldest(inner, kept == KEPT_PER_CALL) {
+            Eviction::Freed => return true,
+            Eviction::Failed => return false,
+            Eviction::KeptIncompressible => {}
+        }
+    }
+    false
+}
+
+/// Folios one `reclaim_one` may find incompressible and keep before it stores one as-is.
+const KEPT_PER_CALL: usize = 16;
+
+/// What an attempt to evict came to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Eviction {
+    Freed,
+    /// Nothing freed (the folio stays, or there was nothing to take).
+    Failed,
+    /// Found incompressible while the region's incompressible data is in use: it stays,
+    /// marked (incompressible.rs).
+    KeptIncompressible,
+}
+
+fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
     // The queue names a folio again each time it comes back in, so it holds stale entries
     // (folios that left since): skip them here, so a caller's count of attempts means work.
     let (folio, present, behind) = loop {
@@ -102,7 +130,10 @@ fn reclaim_one(inner: &Inner) -> bool {
             }
         };
         let Some(start) = start else {
-            return drop_swapcache(inner);
+            return match drop_swapcache(inner) {
+                true => Eviction::Freed,
+                false => Eviction::Failed,
+            };
         };
         // Checked under the folio's lock: a fault queues its folio before installing it, and
         // an unlocked look could take it for stale mid-install and lose it from the queue.
@@ -127,24 +158,29 @@ fn reclaim_one(inner: &Inner) -> bool {
         inner.stats.dropped_behind.fetch_add(1, Relaxed);
     }
     if present == folio.nr_pages() {
-        return evict(inner, &folio, true);
+        return evict(inner, &folio, true, as_is);
     }
     // Partly present (part of it was discarded): evict what is there, page by page.
     let mut any = false;
     for page in folio.split() {
         if inner.is_resident(page.start()) {
-            any |= evict(inner, &page, false);
+            any |= evict(inner, &page, false, true) == Eviction::Freed;
         }
     }
-    any
+    match any {
+        true => Eviction::Freed,
+        false => Eviction::Failed,
+    }
 }
 
-/// An incompressible folio that came back in (incompressible.rs) stays, unless it is clean:
-/// then evicting it costs no store and frees it.
+/// An incompressible folio that came back in or was kept (incompressible.rs) stays while
+/// the region's incompressible data is in use, unless it is clean: then evicting it costs
+/// no store and frees it.
 fn keep_resident(inner: &Inner, folio: &FolioLock, present: u32) -> bool {
     inner.keep_incompressible
         && inner.incompressible.is_marked(folio.start())
         && !(present == folio.nr_pages() && crate::clean::is_clean(folio))
+        && inner.incompressible.keep_marked()
 }
 
 /// Most folios queued for drop-behind at once: 16 MiB of 64 KiB folios. Past it the oldest
@@ -170,9 +206,17 @@ fn drop_swapcache(inner: &Inner) -> bool {
     dropped
 }
 
-/// Move the locked, fully present pages of `folio` out and store them.
-fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
+/// Move the locked, fully present pages of `folio` out and store them; `as_is`: even if it
+/// does not compress (else a first store of an incompressible folio may keep it).
+fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Eviction {
     let bytes = folio.nr_pages() as usize * PAGE_SIZE;
+    // A first store of a folio, while the region's incompressible data keeps coming back
+    // in: if it does not compress, it stays (incompressible.rs).
+    let refuse_as_is = !as_is
+        && keep_staged
+        && inner.keep_incompressible
+        && !inner.incompressible.is_marked(folio.start())
+        && inner.incompressible.keep_if_incompressible();
     let staged = loop {
         // Held from the pending check through the move: a discard read after the check waits
         // for the move, and then finds the pages out of the mapping (a fault on them waits
@@ -183,17 +227,29 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
             // mapped, so the program may have written them since its `madvise` returned;
             // moved out now, that write would be freed with the discard.
             drop(gate);
-            return give_up(inner, folio);
+            give_up(inner, folio);
+            return Eviction::Failed;
         }
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
         let addr = inner.page_addr(folio.start());
+        if refuse_as_is && !compresses_in_place(inner, folio, addr, bytes) {
+            // Tried where it is, not moved out and back (two page-table walks and TLB
+            // flushes, which made most of the cost of finding a region's random data).
+            drop(gate);
+            inner.incompressible.set(folio.start(), true);
+            inner.incompressible.kept();
+            inner.stats.incompressible_kept.fetch_add(1, Relaxed);
+            requeue(inner, folio);
+            return Eviction::KeptIncompressible;
+        }
         let staged = inner.staging.stage(addr, bytes);
         drop(gate);
         match staged {
             Ok(s) => break s,
             Err(StageError::NoSlot) => {
                 if !drop_swapcache(inner) {
-                    return give_up(inner, folio);
+                    give_up(inner, folio);
+                    return Eviction::Failed;
                 }
             }
             Err(StageError::Partial {
@@ -212,7 +268,8 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
                         crate::events::zapped_late(inner, p);
                     }
                 }
-                return give_up(inner, folio);
+                give_up(inner, folio);
+                return Eviction::Failed;
             }
         }
     };
@@ -227,21 +284,39 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
     if clean {
         inner.stats.clean_evictions.fetch_add(1, Relaxed);
     } else {
-        match inner.group.swap_out(folio, staged.bytes()) {
+        // Tried in place above; the program may have written it since.
+        let stored = if refuse_as_is {
+            inner.group.swap_out_unless_poor(folio, staged.bytes())
+        } else {
+            inner.group.swap_out(folio, staged.bytes())
+        };
+        match stored {
             Ok(SwapOutResult::Stored) if keep_staged => {
                 let length = inner.group.stored_length(folio);
                 let poor = crate::incompressible::poor(length, folio.nr_pages());
                 inner.incompressible.set(folio.start(), poor);
+                if poor {
+                    inner.incompressible.stored_as_is();
+                }
             }
             Ok(_) => {}
             Err(e) => {
                 // Neither the pool nor the swap file took it (writeback off, and the pool
-                // full or the folio incompressible): it stays resident.
-                if keep_staged && matches!(e, StoreError::CompressPoor(_)) {
+                // full or the folio incompressible; or refused as incompressible): it stays
+                // resident.
+                let poor = matches!(e, StoreError::CompressPoor(_));
+                if keep_staged && poor {
                     inner.incompressible.set(folio.start(), true);
                 }
                 put_back(inner, folio, &mut staged, PutBack::All);
-                return give_up(inner, folio);
+                if refuse_as_is && poor {
+                    inner.incompressible.kept();
+                    inner.stats.incompressible_kept.fetch_add(1, Relaxed);
+                    requeue(inner, folio);
+                    return Eviction::KeptIncompressible;
+                }
+                give_up(inner, folio);
+                return Eviction::Failed;
             }
         }
     }
@@ -250,7 +325,31 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool) -> bool {
         let dropped = inner.swapcache.insert(folio.start(), staged);
         inner.stats.swapcache_dropped.fetch_add(dropped, Relaxed);
     }
-    true
+    Eviction::Freed
+}
+
+/// Whether the folio's `bytes` at `addr`, read where they are, would be stored compressed
+/// enough not to count as incompressible (`incompressible::poor`). Called with the folio
+/// locked and all of it resident, with no discard of it pending and under the event gate, so
+/// no discard or unmap can be read meanwhile and the kernel cannot zap the pages: each is
+/// mapped (or in system swap, which the read brings back), and the read raises no userfault,
+/// which would wait for the folio lock we hold. The one resident page that may not be mapped
+/// is one a late zap cleared (marked discarded, events.rs): such a folio is not tried. A
+/// read that fails says yes: the folio is moved out and stored, the usual way.
+fn compresses_in_place(inner: &Inner, folio: &FolioLock, addr: usize, bytes: usize) -> bool {
+    if folio.offsets().any(|p| inner.is_discarded(p)) {
+        return true;
+    }
+    let nr_pages = bytes / PAGE_SIZE;
+    crate::fault::with_folio_buf(nr_pages, |buf| {
+        match uffd::process::read_own_memory(addr, buf) {
+            Ok(n) if n == bytes => {
+                let length = inner.group.stored_length_estimate(buf);
+                !crate::incompressible::poor(length, nr_pages as u32)
+            }
+            _ => true,
+        }
+    })
 }
 
 /// Nothing installs into a folio without its lock, which we hold: a present page where a
@@ -262,14 +361,18 @@ fn all_moved(f: uffd::Filled) {
     }
 }
 
-/// The folio stays resident: queue it again. `folio` may be one page of a split folio
+/// The folio stays resident, having failed to go: queue it again. `folio` may be one page of a split folio
 /// (evicted page by page): the queue holds whole folios' starts, which reclaim locks at the
 /// region's folio order.
-fn give_up(inner: &Inner, folio: &FolioLock) -> bool {
+fn give_up(inner: &Inner, folio: &FolioLock) {
     inner.stats.evict_failed.fetch_add(1, Relaxed);
+    requeue(inner, folio);
+}
+
+/// Queue the folio for reclaim again, at the back.
+fn requeue(inner: &Inner, folio: &FolioLock) {
     let start = folio.start() & !(inner.folio_pages - 1);
     inner.lru.lock().push_back(start);
-    false
 }
 
 /// What `put_back` returns.

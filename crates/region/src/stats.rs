@@ -44,6 +44,11 @@ pub(crate) struct RegionStats {
     /// Folios reclaim passed over because their last store found them incompressible
     /// (incompressible.rs).
     pub incompressible_skipped: AtomicU64,
+    /// Folios found incompressible at their first store and kept resident, because the
+    /// region's incompressible data keeps coming back in (incompressible.rs).
+    pub incompressible_kept: AtomicU64,
+    /// Faults that brought back a folio last stored as-is (incompressible.rs).
+    pub incompressible_refaults: AtomicU64,
     /// Faults on pages marked resident that were not mapped (a bookkeeping bug, recovered).
     pub lost_track: AtomicU64,
     /// Pages still mapped when their discard was processed (`MADV_FREE`, or a zap later than
@@ -81,6 +86,8 @@ impl Default for RegionStats {
             dropped_behind: AtomicU64::new(0),
             fault_around: AtomicU64::new(0),
             incompressible_skipped: AtomicU64::new(0),
+            incompressible_kept: AtomicU64::new(0),
+            incompressible_refaults: AtomicU64::new(0),
             lost_track: AtomicU64::new(0),
             discards_not_zapped: AtomicU64::new(0),
             late_zaps: AtomicU64::new(0),
@@ -129,6 +136,8 @@ impl RegionStats {
             dropped_behind: self.dropped_behind.load(Relaxed),
             fault_around: self.fault_around.load(Relaxed),
             incompressible_skipped: self.incompressible_skipped.load(Relaxed),
+            incompressible_kept: self.incompressible_kept.load(Relaxed),
+            incompressible_refaults: self.incompressible_refaults.load(Relaxed),
             lost_track: self.lost_track.load(Relaxed),
             discards_not_zapped: self.discards_not_zapped.load(Relaxed),
             late_zaps: self.late_zaps.load(Relaxed),
@@ -165,6 +174,8 @@ pub struct RegionStatsSnapshot {
     pub dropped_behind: u64,
     pub fault_around: u64,
     pub incompressible_skipped: u64,
+    pub incompressible_kept: u64,
+    pub incompressible_refaults: u64,
     pub lost_track: u64,
     pub discards_not_zapped: u64,
     pub late_zaps: u64,

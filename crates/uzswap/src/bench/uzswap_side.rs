@@ -187,6 +187,11 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
             "incompressible_skipped".into(),
             rs.incompressible_skipped as i64,
         ),
+        ("incompressible_kept".into(), rs.incompressible_kept as i64),
+        (
+            "incompressible_refaults".into(),
+            rs.incompressible_refaults as i64,
+        ),
         ("fault_around".into(), rs.fault_around as i64),
         ("lost_track".into(), rs.lost_track as i64),
         ("stray_staged_pages".into(), rs.stray_staged_pages as i64),

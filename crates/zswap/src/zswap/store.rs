@@ -37,7 +37,7 @@ pub enum StoreError {
     GroupLimit,
     #[error("the pool is at max_pool_percent")]
     PoolLimit,
-    #[error("page {0} does not compress and writeback is off")]
+    #[error("page {0} does not compress, and writeback is off or the caller refused it as-is")]
     CompressPoor(u32),
     #[error("the compressor failed on page {0}")]
     CompressFail(u32),
@@ -52,6 +52,15 @@ pub enum SwapOutResult {
     Stored,
     /// Straight to the backing device, because the store failed.
     WrittenToDisk(StoreError),
+}
+
+/// When a page that does not compress is stored as-is (raw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AsIs {
+    /// When writeback is possible (the kernel's rule: it keeps LRU order for writeback).
+    WhenWritebackIsOn,
+    /// Only beside pages that compress: a folio none of whose pages compress is refused.
+    BesideCompressed,
 }
 
 /// A page's new entry before it is published.
@@ -81,10 +90,14 @@ impl ZswapGroup {
     /// Store the folio's pages (`data` is the folio: `nr_pages * PAGE_SIZE` bytes) in zswap.
     /// On error nothing is stored at any of its offsets.
     pub fn store(&self, folio: &FolioLock, data: &[u8]) -> Result<(), StoreError> {
+        self.store_with(folio, data, AsIs::WhenWritebackIsOn)
+    }
+
+    fn store_with(&self, folio: &FolioLock, data: &[u8], as_is: AsIs) -> Result<(), StoreError> {
         self.check(folio);
         let nr = folio.nr_pages();
         assert_eq!(data.len(), nr as usize * PAGE_SIZE, "data is not the folio");
-        let result = self.try_store(folio, data);
+        let result = self.try_store(folio, data, as_is);
         if result.is_err() {
             // check_old: no stale entry may survive a failed store.
             self.invalidate(folio);
@@ -96,8 +109,51 @@ impl ZswapGroup {
     /// to the backing device (the kernel's swap_writeout). Err when it went nowhere: the
     /// caller keeps the data (for a region: the folio stays resident).
     pub fn swap_out(&self, folio: &FolioLock, data: &[u8]) -> Result<SwapOutResult, StoreError> {
-        match self.store(folio, data) {
+        self.swap_out_with(folio, data, AsIs::WhenWritebackIsOn)
+    }
+
+    /// `swap_out`, but a folio none of whose pages compress (zero pages aside) is refused
+    /// (`CompressPoor`, counted as `reject_compress_poor`), neither stored as-is nor written:
+    /// for a caller that would rather keep such a folio (a region whose incompressible data
+    /// keeps coming back in). A folio some of whose pages compress is stored as `swap_out`
+    /// stores it, the rest as-is.
+    pub fn swap_out_unless_poor(
+        &self,
+        folio: &FolioLock,
+        data: &[u8],
+    ) -> Result<SwapOutResult, StoreError> {
+        self.swap_out_with(folio, data, AsIs::BesideCompressed)
+    }
+
+    /// The bytes `data` (a folio, or any whole pages) would take stored now: a zero page
+    /// none, a page that compresses with the current compressor its compressed length, one
+    /// that does not a page. Stores nothing and counts nothing: for a caller deciding whether
+    /// to move a folio out at all.
+    pub fn stored_length_estimate(&self, data: &[u8]) -> u64 {
+        let s = &self.shared;
+        let (codec, compressor) = s.compressors.acquire_current(0);
+        let length = SCRATCH.with(|scratch| {
+            let (buf, _) = &mut *scratch.borrow_mut();
+            data.chunks_exact(PAGE_SIZE)
+                .map(|page| match same_filled(page) {
+                    Some(_) => 0,
+                    None => compressor.compress(page, buf).unwrap_or(PAGE_SIZE) as u64,
+                })
+                .sum()
+        });
+        s.compressors.release(codec, 0);
+        length
+    }
+
+    fn swap_out_with(
+        &self,
+        folio: &FolioLock,
+        data: &[u8],
+        as_is: AsIs,
+    ) -> Result<SwapOutResult, StoreError> {
+        match self.store_with(folio, data, as_is) {
             Ok(()) => Ok(SwapOutResult::Stored),
+            Err(e @ StoreError::CompressPoor(_)) if as_is == AsIs::BesideCompressed => Err(e),
             Err(e) if self.writeback_allowed() => match self.swap_writepage(folio, data) {
                 Ok(()) => Ok(SwapOutResult::WrittenToDisk(e)),
                 Err(_) => Err(e),
@@ -106,7 +162,7 @@ impl ZswapGroup {
         }
     }
 
-    fn try_store(&self, folio: &FolioLock, data: &[u8]) -> Result<(), StoreError> {
+    fn try_store(&self, folio: &FolioLock, data: &[u8], as_is: AsIs) -> Result<(), StoreError> {
         let s = &self.shared;
         let nr = folio.nr_pages();
         if !s.params.enabled() {
@@ -158,6 +214,12 @@ impl ZswapGroup {
                 .iter()
                 .filter(|e| matches!(e, NewEntry::Compressed(..)))
                 .count() as u64;
+            if failed.is_none() && as_is == AsIs::BesideCompressed && compressed == 0 {
+                if let Some(i) = new.iter().position(|e| matches!(e, NewEntry::Raw(_))) {
+                    Stats::inc(&s.stats.reject_compress_poor);
+                    failed = Some(StoreError::CompressPoor(folio.start() + i as u32));
+                }
+            }
             if let Some(e) = failed {
                 for entry in new.iter() {
                     if let NewEntry::Compressed(h, _) | NewEntry::Raw(h) = *entry {
@@ -341,6 +403,40 @@ mod tests {
         );
         let page = group.lock_folio(8, 0);
         assert_eq!(group.stored_length(&page), 0, "nothing stored there");
+    }
+
+    /// `swap_out_unless_poor` refuses a folio none of whose pages compress: nothing is stored
+    /// at any of its offsets and nothing is written, though writeback is on, where `swap_out`
+    /// stores it as-is. A folio with a page that compresses is stored, the rest as-is.
+    #[test]
+    fn swap_out_unless_poor_refuses_what_does_not_compress() {
+        use super::{StoreError, SwapOutResult};
+        let zswap =
+            Zswap::new(ZswapConfig::new(64 << 20).device(Arc::new(MemoryDevice::new(64)), 64));
+        let group = zswap.new_group(16);
+        let random = [vec![0u8; PAGE_SIZE], random_page(4), random_page(5)].concat();
+        let folio = group.lock_folio(0, 2);
+        let random = [random, random_page(6)].concat();
+        assert_eq!(
+            group.swap_out_unless_poor(&folio, &random),
+            Err(StoreError::CompressPoor(1))
+        );
+        let stats = zswap.stats();
+        assert_eq!(stats.get("reject_compress_poor"), 1);
+        assert_eq!(stats.get("pswpout") + stats.get("stored_pages"), 0);
+        for o in 0..4 {
+            assert_eq!(group.peek(o).kind, crate::swap::Kind::Empty, "page {o}");
+        }
+        assert_eq!(group.swap_out(&folio, &random), Ok(SwapOutResult::Stored));
+        assert_eq!(zswap.stats().get("stored_incompressible_pages"), 3);
+
+        let mixed = [text_page(), random_page(7)].concat();
+        let folio = group.lock_folio(4, 1);
+        assert_eq!(
+            group.swap_out_unless_poor(&folio, &mixed),
+            Ok(SwapOutResult::Stored)
+        );
+        assert_eq!(zswap.stats().get("stored_incompressible_pages"), 4);
     }
 
     #[test]
