@@ -28,18 +28,18 @@
 //! as-is and the marked folios that come back in, and every `EPOCH` decides: if a quarter
 //! as many came back in as were stored as-is the epoch before, its incompressible data is in
 //! use. While it is, and while incompressible folios are being found at all, an unmarked
-//! folio is first tried for compression where it is (read with `process_vm_readv`, no move),
+//! folio is first tried for compression where it is (read through `/proc/self/mem`, no move),
 //! and one that would be stored as incompressible is marked and stays resident, as one that
-//! came back in would. One such folio in eight (up to 256 an epoch) is stored as-is all the
-//! same, a probe, so the count goes on measuring. When what is stored as-is stops coming
-//! back, the region's incompressible data is not in use: first stores are as-is again, marked
-//! folios are no longer passed over, and cold incompressible data leaves for disk as before.
+//! came back in would. One such folio in eight (up to 1/256 of the region's folios an epoch)
+//! is stored as-is all the same, a probe, so the count goes on measuring. When what is stored
+//! as-is stops coming back, the region's incompressible data is not in use: first stores are
+//! as-is again, marked folios are no longer passed over, and cold incompressible data leaves
+//! for disk as before. Folios a sequential scan has passed go whatever they hold.
 //! Reclaim that finds nothing but incompressible folios (16 kept in one call) stores the next
 //! as-is, so it never leaves a fault without room.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-use zswap::swap::FolioLock;
 use zswap::PAGE_SIZE;
 
 /// A folio is incompressible if its store saved less than an eighth of its size.
@@ -136,9 +136,11 @@ impl IncompressibleFolios {
         self.in_a_row.fetch_add(1, Relaxed) <= queued as u64
     }
 
-    /// Reclaim evicts `folio`: an unmarked one ends the run of marked folios passed over.
-    pub fn evicting(&self, folio: &FolioLock) {
-        if !self.is_marked(folio.start()) {
+    /// Reclaim evicted a folio (`marked` before): an unmarked one ends the run of marked
+    /// folios passed over. (One found incompressible and kept does not: else, with folios
+    /// being kept, the run never grew, and the fallback above never came.)
+    pub fn evicted(&self, marked: bool) {
+        if !marked {
             self.in_a_row.store(0, Relaxed);
         }
     }

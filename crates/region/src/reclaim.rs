@@ -151,14 +151,19 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
             inner.stats.incompressible_skipped.fetch_add(1, Relaxed);
             continue;
         }
-        inner.incompressible.evicting(&folio);
         break (folio, present, behind.is_some());
     };
     if behind {
         inner.stats.dropped_behind.fetch_add(1, Relaxed);
     }
+    let marked = inner.incompressible.is_marked(folio.start());
     if present == folio.nr_pages() {
-        return evict(inner, &folio, true, as_is);
+        // A scan has passed it: it goes, whatever it holds.
+        let result = evict(inner, &folio, true, as_is || behind);
+        if result == Eviction::Freed {
+            inner.incompressible.evicted(marked);
+        }
+        return result;
     }
     // Partly present (part of it was discarded): evict what is there, page by page.
     let mut any = false;
@@ -212,10 +217,12 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
     let bytes = folio.nr_pages() as usize * PAGE_SIZE;
     // A first store of a folio, while the region's incompressible data keeps coming back
     // in: if it does not compress, it stays (incompressible.rs).
+    // (Not a clean folio: it leaves with no store at all.)
     let refuse_as_is = !as_is
         && keep_staged
         && inner.keep_incompressible
         && !inner.incompressible.is_marked(folio.start())
+        && !crate::clean::is_clean(folio)
         && inner.incompressible.keep_if_incompressible();
     let staged = loop {
         // Held from the pending check through the move: a discard read after the check waits
@@ -232,7 +239,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         }
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
         let addr = inner.page_addr(folio.start());
-        if refuse_as_is && !compresses_in_place(inner, folio, addr, bytes) {
+        if refuse_as_is && !compresses_in_place(inner, addr, bytes) {
             // Tried where it is, not moved out and back (two page-table walks and TLB
             // flushes, which made most of the cost of finding a region's random data).
             drop(gate);
@@ -329,26 +336,25 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
 }
 
 /// Whether the folio's `bytes` at `addr`, read where they are, would be stored compressed
-/// enough not to count as incompressible (`incompressible::poor`). Called with the folio
-/// locked and all of it resident, with no discard of it pending and under the event gate, so
-/// no discard or unmap can be read meanwhile and the kernel cannot zap the pages: each is
-/// mapped (or in system swap, which the read brings back), and the read raises no userfault,
-/// which would wait for the folio lock we hold. The one resident page that may not be mapped
-/// is one a late zap cleared (marked discarded, events.rs): such a folio is not tried. A
-/// read that fails says yes: the folio is moved out and stored, the usual way.
-fn compresses_in_place(inner: &Inner, folio: &FolioLock, addr: usize, bytes: usize) -> bool {
-    if folio.offsets().any(|p| inner.is_discarded(p)) {
+/// enough not to count as incompressible (`incompressible::poor`). A folio that cannot be
+/// read says yes: it is moved out and stored, the usual way. Called with the folio locked and
+/// under the event gate: the read must not wait on a fault handler (who would wait for that
+/// lock, or for the gate to read its fault), and `OwnMemory` fails on a missing page instead
+/// of waiting; nor on the disk, so a folio with a page in system swap is not tried.
+fn compresses_in_place(inner: &Inner, addr: usize, bytes: usize) -> bool {
+    let Some(mem) = inner.own_memory.as_ref() else {
+        return true;
+    };
+    if !uffd::pages_in_core(addr, bytes).unwrap_or(false) {
         return true;
     }
     let nr_pages = bytes / PAGE_SIZE;
-    crate::fault::with_folio_buf(nr_pages, |buf| {
-        match uffd::process::read_own_memory(addr, buf) {
-            Ok(n) if n == bytes => {
-                let length = inner.group.stored_length_estimate(buf);
-                !crate::incompressible::poor(length, nr_pages as u32)
-            }
-            _ => true,
+    crate::fault::with_folio_buf(nr_pages, |buf| match mem.read(addr, buf) {
+        Ok(n) if n == bytes => {
+            let length = inner.group.stored_length_estimate(buf);
+            !crate::incompressible::poor(length, nr_pages as u32)
         }
+        _ => true,
     })
 }
 

@@ -89,6 +89,10 @@ pub(crate) struct Inner {
     /// Folios whose last store found them incompressible (incompressible.rs).
     pub incompressible: crate::incompressible::IncompressibleFolios,
     pub keep_incompressible: bool,
+    /// This process's memory, read where it is (reclaim's try of a folio's compression,
+    /// reclaim.rs); None where `/proc` is not mounted: folios are then tried after they
+    /// moved out.
+    pub own_memory: Option<uffd::process::OwnMemory>,
     pub swapcache: SwapCacheMap,
     pub kswapd_wake: (Mutex<bool>, Condvar),
     pub stop: AtomicBool,
@@ -386,6 +390,7 @@ impl Region {
             drop_behind: config.drop_behind,
             incompressible,
             keep_incompressible: config.keep_incompressible,
+            own_memory: uffd::process::OwnMemory::open().ok(),
             swapcache: SwapCacheMap::new(swapcache_budget),
             kswapd_wake: (Mutex::new(false), Condvar::new()),
             stop: AtomicBool::new(false),

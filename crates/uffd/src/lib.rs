@@ -29,6 +29,8 @@ pub use error::{RegionError, UffdError, PERMISSION_HINT};
 pub use event::{Event, PagefaultFlags};
 pub use features::{Features, Ioctls, RegisterMode};
 pub use mapping::{AnonMapping, MappingError};
-pub use raw_region::{madvise, page_aligned, page_mapped, page_out, page_size, Advice, RawRegion};
+pub use raw_region::{
+    madvise, page_aligned, page_mapped, page_out, page_size, pages_in_core, Advice, RawRegion,
+};
 pub use staging::{StageError, StagedFolio, Staging};
 pub use userfaultfd::{CopyMode, Filled, MoveMode, Uffd, EVENT_BATCH};

@@ -1,8 +1,9 @@
 //! Acting on a process's memory, and waiting for termination signals: system calls that
 //! neither std nor rustix wraps.
 //!
-//! - [`read_own_memory`]: reclaim tries whether a folio compresses where it is, before it
-//!   moves it out (a copy by the kernel, so the program's concurrent writes are no data race).
+//! - [`OwnMemory`]: reclaim tries whether a folio compresses where it is, before it moves it
+//!   out (a copy by the kernel, so the program's concurrent writes are no data race, and a
+//!   missing page is an error rather than a userfault to wait for).
 //! - [`process_madvise`]: the benchmark's memory.high stand-in pages out chunks of a worker
 //!   process (cgroup v1 has no memory.high). Only advice that keeps the memory's contents is
 //!   offered, so a call cannot change what any process reads, whatever the addresses.
@@ -13,29 +14,28 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// Copy `buf.len()` bytes of this process's memory at `addr` into `buf` with
-/// `process_vm_readv(2)`: the kernel does the copy, so memory other threads write meanwhile
-/// is read without a data race (the copy may mix old and new bytes), and an address that is
-/// not mapped is an error, not a crash. Returns the bytes copied. A page of a range
-/// registered with a userfaultfd that is not present raises a userfault, which this call
-/// waits for: the caller must know the pages are mapped, or be able to wait.
-pub fn read_own_memory(addr: usize, buf: &mut [u8]) -> io::Result<usize> {
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which is exclusively
-    // borrowed for the call; it reads the remote range itself, checking every address, so no
-    // Rust reference to that memory is made or needed.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
+/// This process's memory read through `/proc/self/mem`: a copy by the kernel, so memory
+/// other threads write meanwhile is read without a data race (the copy may mix old and new
+/// bytes), and an address that is not mapped is an error, not a crash. A page of a range
+/// registered with a userfaultfd that is not present makes the read fail (`EIO`) rather
+/// than wait for the userfault: the kernel reads another address space's view of memory
+/// with faults that cannot be retried, and `handle_userfault` answers those with SIGBUS. So
+/// a reader that holds what a fault handler would wait for cannot deadlock with it. (A
+/// page in system swap is read in.)
+#[derive(Debug)]
+pub struct OwnMemory(std::fs::File);
+
+impl OwnMemory {
+    pub fn open() -> io::Result<OwnMemory> {
+        std::fs::File::open("/proc/self/mem").map(OwnMemory)
     }
-    Ok(n as usize)
+
+    /// Copy the bytes at `addr` into `buf`; returns how many were copied, fewer than asked
+    /// when the read stopped at a page it could not read.
+    pub fn read(&self, addr: usize, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        self.0.read_at(buf, addr as u64)
+    }
 }
 
 /// Advice that leaves the contents of the memory unchanged (see `madvise(2)`).
@@ -174,15 +174,16 @@ mod tests {
 
     #[test]
     fn reads_its_own_memory_and_refuses_an_unmapped_address() {
+        let mem = OwnMemory::open().unwrap();
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         let mut buf = vec![0u8; data.len()];
         assert_eq!(
-            read_own_memory(data.as_ptr() as usize, &mut buf).unwrap(),
+            mem.read(data.as_ptr() as usize, &mut buf).unwrap(),
             data.len()
         );
         assert_eq!(buf, data);
         // The first page is never mapped.
-        assert!(read_own_memory(16, &mut buf[..8]).is_err());
+        assert!(mem.read(16, &mut buf[..8]).is_err());
     }
 
     #[test]

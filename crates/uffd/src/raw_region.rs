@@ -353,6 +353,20 @@ pub fn page_mapped(addr: usize) -> io::Result<bool> {
     Ok(vec[0] & 1 != 0)
 }
 
+/// Whether every page of `addr..addr + len` (page aligned) is in memory (`mincore`): present,
+/// or in the swap cache. A page in system swap, or not mapped, is not. An unmapped address is
+/// an error.
+pub fn pages_in_core(addr: usize, len: usize) -> io::Result<bool> {
+    let mut vec = vec![0u8; len.div_ceil(page_size())];
+    // SAFETY: mincore reads no memory of ours and writes one byte per page of the range into
+    // `vec`, which holds that many and lives across the call; the kernel checks the address.
+    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(vec.iter().all(|&v| v & 1 != 0))
+}
+
 impl RawRegion {
     /// The region's memory as a byte slice, for a region whose contents a page manager keeps
     /// (uzswap's `Region`): pages it moves out come back with the same bytes before any access

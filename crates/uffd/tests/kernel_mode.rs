@@ -80,3 +80,25 @@ fn user_mode_only_read_fails_with_efault() {
     let events = h.finish();
     assert_eq!(events.len(), 1, "{events:?}");
 }
+
+/// Reclaim reads a folio where it is (`OwnMemory`) while holding what a fault handler would
+/// wait for: a registered page that is not present must make that read fail, not raise a
+/// userfault and wait for it. No handler runs here: a wait would never end.
+#[test]
+fn reading_own_memory_fails_on_a_missing_page_without_a_userfault() {
+    let region = RawRegion::new(2 * page()).unwrap();
+    let u = common::uffd();
+    u.register(&region, 0, region.len(), RegisterMode::MISSING)
+        .unwrap();
+    let addr = region.as_ptr() as usize;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mem = uffd::process::OwnMemory::open().unwrap();
+        let mut buf = vec![0u8; 2 * page()];
+        let _ = tx.send(mem.read(addr, &mut buf).map_err(|e| e.kind()));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("the read waited for a userfault");
+    assert!(got.is_err(), "read {got:?} bytes of a missing page");
+}
