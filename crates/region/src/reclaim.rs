@@ -157,25 +157,26 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
         inner.stats.dropped_behind.fetch_add(1, Relaxed);
     }
     let marked = inner.incompressible.is_marked(folio.start());
-    if present == folio.nr_pages() {
+    let result = if present == folio.nr_pages() {
         // A scan has passed it: it goes, whatever it holds.
-        let result = evict(inner, &folio, true, as_is || behind);
-        if result == Eviction::Freed {
-            inner.incompressible.evicted(marked);
+        evict(inner, &folio, true, as_is || behind)
+    } else {
+        // Partly present (part of it was discarded): evict what is there, page by page.
+        let mut any = false;
+        for page in folio.split() {
+            if inner.is_resident(page.start()) {
+                any |= evict(inner, &page, false, true) == Eviction::Freed;
+            }
         }
-        return result;
-    }
-    // Partly present (part of it was discarded): evict what is there, page by page.
-    let mut any = false;
-    for page in folio.split() {
-        if inner.is_resident(page.start()) {
-            any |= evict(inner, &page, false, true) == Eviction::Freed;
+        match any {
+            true => Eviction::Freed,
+            false => Eviction::Failed,
         }
+    };
+    if result == Eviction::Freed {
+        inner.incompressible.evicted(marked);
     }
-    match any {
-        true => Eviction::Freed,
-        false => Eviction::Failed,
-    }
+    result
 }
 
 /// An incompressible folio that came back in or was kept (incompressible.rs) stays while
