@@ -59,7 +59,7 @@ pub(crate) struct IncompressibleFolios {
     stored_as_is: AtomicU64,
     refaulted: AtomicU64,
     stored_before: AtomicU64,
-    /// Probes this epoch, and the most an epoch may have (`PROBES_PER_FOLIO_EPOCH`).
+    /// Probes this epoch, and the most an epoch may have (`FOLIOS_PER_PROBE`).
     probes: AtomicU64,
     probes_per_epoch: u64,
     /// Folios found incompressible lately (stored as-is, or kept): while there are none, no
@@ -81,12 +81,12 @@ pub(crate) struct IncompressibleFolios {
 /// meets a region's incompressible data), before their refaults could come; it switched the
 /// keeping off, and every store of the burst was then as-is: the very wave this is for.
 const EPOCH: std::time::Duration = std::time::Duration::from_secs(4);
-/// Probes an epoch, at most, per folio of the region: enough to decide (at least
-/// `MIN_EVIDENCE`) and to let unused kept folios go (1/256 of the region an epoch), few
+/// Probes an epoch, at most: one per this many folios of the region (and at least
+/// `MIN_EVIDENCE`): enough to decide and to let unused kept folios go, few
 /// enough that a scan over a region's incompressible data, met for the first time, stores
 /// little of it as-is, and that probing data in use costs little (each probe of a folio in
 /// use is a fault).
-const PROBES_PER_FOLIO_EPOCH: u32 = 256;
+const FOLIOS_PER_PROBE: u32 = 256;
 /// Stores as-is in an epoch needed for the next to decide anything.
 const MIN_EVIDENCE: u64 = 32;
 /// Of the folios that would be kept, one in this many is stored as-is (a probe), to keep
@@ -106,7 +106,7 @@ impl IncompressibleFolios {
             refaulted: AtomicU64::new(0),
             stored_before: AtomicU64::new(0),
             probes: AtomicU64::new(0),
-            probes_per_epoch: u64::from(nr_folios / PROBES_PER_FOLIO_EPOCH).max(MIN_EVIDENCE),
+            probes_per_epoch: u64::from(nr_folios / FOLIOS_PER_PROBE).max(MIN_EVIDENCE),
             found: AtomicU64::new(0),
             epoch_began: AtomicU64::new(0),
             // Nothing known yet: assume the region's incompressible data is in use.
