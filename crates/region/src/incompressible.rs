@@ -165,15 +165,30 @@ impl IncompressibleFolios {
 
     /// At an epoch's end (once: the thread that moves the time on does it), decide.
     fn tick(&self) {
-        let now = self.born.elapsed().as_millis() as u64;
+        self.tick_at(self.born.elapsed().as_millis() as u64);
+    }
+
+    /// `tick` at `now` milliseconds since `born`. After a pause of two epochs or more (the
+    /// region idle: nothing ticked), the counts are stale rather than evidence: the stores
+    /// as-is before the pause had no time to come back, and a decision from them would
+    /// switch keeping off. A new epoch starts with the decision as it was.
+    fn tick_at(&self, now: u64) {
+        let epoch = EPOCH.as_millis() as u64;
         let last = self.epoch_began.load(Relaxed);
-        if now >= last + EPOCH.as_millis() as u64
+        if now >= last + epoch
             && self
                 .epoch_began
                 .compare_exchange(last, now, Relaxed, Relaxed)
                 .is_ok()
         {
-            self.decide();
+            if now >= last + 2 * epoch {
+                for count in [&self.stored_as_is, &self.refaulted, &self.stored_before] {
+                    count.store(0, Relaxed);
+                }
+                self.probes.store(0, Relaxed);
+            } else {
+                self.decide();
+            }
         }
     }
 
@@ -302,6 +317,29 @@ mod tests {
         }
         m.decide();
         m.decide();
+        assert!(!m.in_use.load(Relaxed));
+    }
+
+    /// A pause of the region between a burst of stores as-is and their refaults is not
+    /// evidence that they do not come back.
+    #[test]
+    fn a_pause_is_not_evidence() {
+        let m = IncompressibleFolios::new(1 << 20, 1);
+        let epoch = EPOCH.as_millis() as u64;
+        m.tick_at(epoch);
+        for _ in 0..1000 {
+            m.stored_as_is();
+        }
+        // Ten epochs with nothing ticked, then the next: no decision from stale counts.
+        m.tick_at(11 * epoch);
+        m.tick_at(12 * epoch);
+        assert!(m.in_use.load(Relaxed), "a pause switched keeping off");
+        // Epoch by epoch as usual: stores as-is that do not come back do.
+        for _ in 0..100 {
+            m.stored_as_is();
+        }
+        m.tick_at(13 * epoch);
+        m.tick_at(14 * epoch);
         assert!(!m.in_use.load(Relaxed));
     }
 
