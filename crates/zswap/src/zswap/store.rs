@@ -414,9 +414,15 @@ mod tests {
         let zswap =
             Zswap::new(ZswapConfig::new(64 << 20).device(Arc::new(MemoryDevice::new(64)), 64));
         let group = zswap.new_group(16);
-        let random = [vec![0u8; PAGE_SIZE], random_page(4), random_page(5)].concat();
+        // A zero page and three random ones.
+        let random = [
+            vec![0u8; PAGE_SIZE],
+            random_page(4),
+            random_page(5),
+            random_page(6),
+        ]
+        .concat();
         let folio = group.lock_folio(0, 2);
-        let random = [random, random_page(6)].concat();
         assert_eq!(
             group.swap_out_unless_poor(&folio, &random),
             Err(StoreError::CompressPoor(1))
