@@ -35,6 +35,11 @@ use zswap::PAGE_SIZE;
 use crate::events::pending_mask;
 use crate::region::Inner;
 
+/// Zeros to install untouched memory from, as large as the largest folio. Never written, so
+/// its pages are the kernel's shared zero page: a copy from it reads the same cache-hot 4 KiB
+/// over and over, and nothing is zeroed first.
+static ZEROS: [u8; 2 << 20] = [0; 2 << 20];
+
 thread_local! {
     static FOLIO_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -218,7 +223,6 @@ const FAULT_AROUND_BYTES: usize = 256 << 10;
 /// page, which costs no memory until written. They count as resident from now on, so the limit
 /// holds however the program uses them. Stops at the first folio that is not untouched.
 fn fault_around(inner: &Inner, from: u32, write: bool) {
-    static ZEROS: [u8; FAULT_AROUND_BYTES] = [0; FAULT_AROUND_BYTES];
     let folio_bytes = inner.folio_bytes();
     let window = (FAULT_AROUND_BYTES / folio_bytes) as u32;
     let room = inner.limit.saturating_sub(inner.limit / 64);
@@ -374,7 +378,11 @@ fn from_engine(
                 let out = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
                 match inner.group.read_page(folio, p, out) {
                     Ok(Kind::Empty) => {
-                        out.fill(0);
+                        // A first touch installs from `ZEROS` (every run of it is a zero
+                        // run): nothing to clear here.
+                        if !first_touch {
+                            out.fill(0);
+                        }
                         ready[i] = true;
                     }
                     Ok(_) => {
@@ -648,9 +656,16 @@ fn install(
         let r = if zero_run && !write {
             inner.uffd.zeropage(dst, data.len() - done, true)
         } else {
+            // A zero run comes from `ZEROS`, whatever the buffer holds (a first touch leaves
+            // it as it was).
+            let src = if zero_run {
+                &ZEROS[..data.len() - done]
+            } else {
+                &data[done..]
+            };
             inner.uffd.copy(
                 dst,
-                &data[done..],
+                src,
                 CopyMode {
                     dont_wake: true,
                     write_protect: protect,

@@ -19,9 +19,10 @@ pub struct CommonArgs {
     /// Memory limit (memory.high) of the workload, e.g. 1G.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_high: u64,
-    /// uzswap folio size (4K..2M). Default: 64K for usemem (sequential: a fault brings a
-    /// whole folio back at once), 4K for mix and sweep (random: a larger folio would move
-    /// pages nobody asked for, in and out).
+    /// uzswap folio size (4K..2M). Default: 2M for usemem (sequential, as THP serves it: a
+    /// fault brings a whole folio back at once, an eviction moves 512 pages out with one TLB
+    /// flush and writes them to disk in one I/O), 4K for mix and sweep (random: a larger
+    /// folio would move pages nobody asked for, in and out).
     #[arg(long, value_name = "SIZE", value_parser = parse_folio_size)]
     pub folio_size: Option<usize>,
     /// uzswap's compressor (a system's ':COMPRESSOR' suffix overrides it).
@@ -213,7 +214,7 @@ impl Runner {
 
 fn spec(c: &CommonArgs, workload: Workload) -> WorkloadSpec {
     let default_folio = match workload {
-        Workload::Usemem { .. } => 64 << 10,
+        Workload::Usemem { .. } => 2 << 20,
         Workload::Mix { .. } | Workload::Heap { .. } => 4 << 10,
     };
     WorkloadSpec {
