@@ -217,13 +217,21 @@ impl IncompressibleFolios {
         self.in_use.load(Relaxed) && !self.probe()
     }
 
-    /// Reclaim is about to store an unmarked folio: should it be kept if it turns out
-    /// incompressible? Yes while the region's incompressible data is in use, but for the
-    /// probes; and only while incompressible folios are being found at all, since finding out
-    /// costs a compression before the folio is moved out.
-    pub fn keep_if_incompressible(&self) -> bool {
+    /// Reclaim is about to store an unmarked folio: try it for compression first, to keep it
+    /// if it turns out incompressible? While the region's incompressible data is in use, and
+    /// only while incompressible folios are being found at all, since finding out costs a
+    /// compression before the folio is moved out.
+    pub fn try_in_place(&self) -> bool {
         self.tick();
-        self.found.load(Relaxed) > 0 && self.in_use.load(Relaxed) && !self.probe()
+        self.found.load(Relaxed) > 0 && self.in_use.load(Relaxed)
+    }
+
+    /// An unmarked folio tried first (`try_in_place`) was found incompressible: keep it? Yes,
+    /// but for the probes. Drawn only now, among folios found incompressible: drawn before
+    /// the try, most probes of a region of mostly compressible data fell on folios that
+    /// compress, stored no folio as-is, and the evidence came slowly.
+    pub fn keep_found(&self) -> bool {
+        !self.probe()
     }
 
     /// One folio in `PROBE_EVERY` that would be kept is stored as-is all the same, up to
@@ -260,7 +268,9 @@ mod tests {
 
     /// Whether to keep the next folio found incompressible, asked `n` times: how many yes.
     fn kept_of(m: &IncompressibleFolios, n: usize) -> usize {
-        (0..n).filter(|_| m.keep_if_incompressible()).count()
+        (0..n)
+            .filter(|_| m.try_in_place() && m.keep_found())
+            .count()
     }
 
     #[test]
@@ -354,6 +364,25 @@ mod tests {
         m.kept();
         m.decide();
         assert_eq!(n - kept_of(&m, n), max, "a new epoch");
+    }
+
+    /// In a region of mostly compressible data, the probes are drawn among the folios found
+    /// incompressible, not among all those tried: one in `PROBE_EVERY` of them is stored
+    /// as-is. Drawn at the try, 1,000 tries of which 80 incompressible gave about 10 probes
+    /// of incompressible folios, not 10 of 80.
+    #[test]
+    fn probes_fall_on_incompressible_folios() {
+        let m = IncompressibleFolios::new(1 << 20, 1);
+        m.kept();
+        let mut probes = 0;
+        for i in 0..1000 {
+            assert!(m.try_in_place());
+            let incompressible = i % 25 < 2;
+            if incompressible && !m.keep_found() {
+                probes += 1;
+            }
+        }
+        assert_eq!(probes, 80 / PROBE_EVERY as usize);
     }
 
     #[test]

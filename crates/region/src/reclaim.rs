@@ -219,12 +219,12 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
     // A first store of a folio, while the region's incompressible data keeps coming back
     // in: if it does not compress, it stays (incompressible.rs).
     // (Not a clean folio: it leaves with no store at all.)
-    let refuse_as_is = !as_is
+    let mut refuse_as_is = !as_is
         && keep_staged
         && inner.keep_incompressible
         && !inner.incompressible.is_marked(folio.start())
         && !crate::clean::is_clean(folio)
-        && inner.incompressible.keep_if_incompressible();
+        && inner.incompressible.try_in_place();
     let staged = loop {
         // Held from the pending check through the move: a discard read after the check waits
         // for the move, and then finds the pages out of the mapping (a fault on them waits
@@ -240,15 +240,19 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         }
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
         let addr = inner.page_addr(folio.start());
-        if refuse_as_is && !compresses_in_place(inner, addr, bytes) {
-            // Tried where it is, not moved out and back (two page-table walks and TLB
-            // flushes, which made most of the cost of finding a region's random data).
-            drop(gate);
-            inner.incompressible.set(folio.start(), true);
-            inner.incompressible.kept();
-            inner.stats.incompressible_kept.fetch_add(1, Relaxed);
-            requeue(inner, folio);
-            return Eviction::KeptIncompressible;
+        // Tried where it is, not moved out and back (two page-table walks and TLB flushes,
+        // which made most of the cost of finding a region's random data).
+        if refuse_as_is && compresses_in_place(inner, addr, bytes) == Some(false) {
+            if inner.incompressible.keep_found() {
+                drop(gate);
+                inner.incompressible.set(folio.start(), true);
+                inner.incompressible.kept();
+                inner.stats.incompressible_kept.fetch_add(1, Relaxed);
+                requeue(inner, folio);
+                return Eviction::KeptIncompressible;
+            }
+            // A probe: stored as-is, to measure whether such folios come back.
+            refuse_as_is = false;
         }
         let staged = inner.staging.stage(addr, bytes);
         drop(gate);
@@ -293,11 +297,19 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         inner.stats.clean_evictions.fetch_add(1, Relaxed);
     } else {
         // Tried in place above; the program may have written it since.
-        let stored = if refuse_as_is {
+        let mut stored = if refuse_as_is {
             inner.group.swap_out_unless_poor(folio, staged.bytes())
         } else {
             inner.group.swap_out(folio, staged.bytes())
         };
+        if refuse_as_is
+            && matches!(stored, Err(StoreError::CompressPoor(_)))
+            && !inner.incompressible.keep_found()
+        {
+            // Found incompressible only now (the try in place could not run, or the program
+            // wrote it since), and a probe: stored as-is after all.
+            stored = inner.group.swap_out(folio, staged.bytes());
+        }
         match stored {
             Ok(SwapOutResult::Stored) if keep_staged => {
                 let length = inner.group.stored_length(folio);
@@ -337,25 +349,23 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
 }
 
 /// Whether the folio's `bytes` at `addr`, read where they are, would be stored compressed
-/// enough not to count as incompressible (`incompressible::poor`). A folio that cannot be
-/// read says yes: it is moved out and stored, the usual way. Called with the folio locked and
+/// enough not to count as incompressible (`incompressible::poor`). None for a folio that
+/// cannot be read: it is moved out and its store decides. Called with the folio locked and
 /// under the event gate: the read must not wait on a fault handler (who would wait for that
 /// lock, or for the gate to read its fault), and `OwnMemory` fails on a missing page instead
 /// of waiting; nor on the disk, so a folio with a page in system swap is not tried.
-fn compresses_in_place(inner: &Inner, addr: usize, bytes: usize) -> bool {
-    let Some(mem) = inner.own_memory.as_ref() else {
-        return true;
-    };
+fn compresses_in_place(inner: &Inner, addr: usize, bytes: usize) -> Option<bool> {
+    let mem = inner.own_memory.as_ref()?;
     if !uffd::pages_in_core(addr, bytes).unwrap_or(false) {
-        return true;
+        return None;
     }
     let nr_pages = bytes / PAGE_SIZE;
     crate::fault::with_folio_buf(nr_pages, |buf| match mem.read(addr, buf) {
         Ok(n) if n == bytes => {
             let length = inner.group.stored_length_estimate(buf);
-            !crate::incompressible::poor(length, nr_pages as u32)
+            Some(!crate::incompressible::poor(length, nr_pages as u32))
         }
-        _ => true,
+        _ => None,
     })
 }
 
