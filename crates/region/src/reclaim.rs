@@ -225,6 +225,26 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         && !inner.incompressible.is_marked(folio.start())
         && !crate::clean::is_clean(folio)
         && inner.incompressible.try_in_place();
+    if refuse_as_is {
+        // Tried where it is, not moved out and back (two page-table walks and TLB flushes,
+        // which made most of the cost of finding a region's random data); and outside the
+        // event gate, which a fault's handler waits on to read its fault while any reclaim
+        // holds it: the read and the compression made most of the time reclaim held it. Only
+        // a guess, so a race is harmless: a discard or `mremap` meanwhile makes the read fail
+        // (the store decides) or read what is going away (a folio kept that had gone anyway,
+        // whose mark the discard, waiting for our folio lock, clears).
+        if compresses_in_place(inner, inner.page_addr(folio.start()), bytes) == Some(false) {
+            if inner.incompressible.keep_found() {
+                inner.incompressible.set(folio.start(), true);
+                inner.incompressible.kept();
+                inner.stats.incompressible_kept.fetch_add(1, Relaxed);
+                requeue(inner, folio);
+                return Eviction::KeptIncompressible;
+            }
+            // A probe: stored as-is, to measure whether such folios come back.
+            refuse_as_is = false;
+        }
+    }
     let staged = loop {
         // Held from the pending check through the move: a discard read after the check waits
         // for the move, and then finds the pages out of the mapping (a fault on them waits
@@ -240,20 +260,6 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         }
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
         let addr = inner.page_addr(folio.start());
-        // Tried where it is, not moved out and back (two page-table walks and TLB flushes,
-        // which made most of the cost of finding a region's random data).
-        if refuse_as_is && compresses_in_place(inner, addr, bytes) == Some(false) {
-            if inner.incompressible.keep_found() {
-                drop(gate);
-                inner.incompressible.set(folio.start(), true);
-                inner.incompressible.kept();
-                inner.stats.incompressible_kept.fetch_add(1, Relaxed);
-                requeue(inner, folio);
-                return Eviction::KeptIncompressible;
-            }
-            // A probe: stored as-is, to measure whether such folios come back.
-            refuse_as_is = false;
-        }
         let staged = inner.staging.stage(addr, bytes);
         drop(gate);
         match staged {
@@ -350,10 +356,10 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
 
 /// Whether the folio's `bytes` at `addr`, read where they are, would be stored compressed
 /// enough not to count as incompressible (`incompressible::poor`). None for a folio that
-/// cannot be read: it is moved out and its store decides. Called with the folio locked and
-/// under the event gate: the read must not wait on a fault handler (who would wait for that
-/// lock, or for the gate to read its fault), and `OwnMemory` fails on a missing page instead
-/// of waiting; nor on the disk, so a folio with a page in system swap is not tried.
+/// cannot be read: it is moved out and its store decides. Called with the folio locked: the
+/// read must not wait on a fault handler (who would wait for that lock), and `OwnMemory`
+/// fails on a missing page instead of waiting; nor on the disk (reclaim would stall), so a
+/// folio with a page in system swap is not tried.
 fn compresses_in_place(inner: &Inner, addr: usize, bytes: usize) -> Option<bool> {
     let mem = inner.own_memory.as_ref()?;
     if !uffd::pages_in_core(addr, bytes).unwrap_or(false) {
