@@ -15,6 +15,8 @@
 //! Locking: one reader-writer lock over the whole state; every method takes it once, except
 //! compaction, which takes it for one bounded step at a time. `read` copies the object out
 //! under it, so no caller ever holds a reference into pool memory that compaction could move.
+//! The sizes an owner polls (`total_size`, `charged_bytes`, `metadata_bytes`) are published
+//! to atomics by every change before it gives the lock up, and read without it.
 
 mod class;
 mod compact;
@@ -25,6 +27,8 @@ mod pool;
 mod span;
 #[cfg(test)]
 pub(crate) mod tests;
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use parking_lot::{RwLock, RwLockWriteGuard};
 
@@ -62,20 +66,56 @@ pub struct CompactStats {
     pub pages_freed: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ZsPool {
     /// Readers (loads) share it and may decompress straight from the pool's pages; anything
     /// that changes the pool (malloc, free, compaction, which moves objects) takes it alone.
     state: RwLock<PoolState>,
+    /// The sizes as the last change left them. A region reads them for its limit on every
+    /// fault and reclaim step, and the limits on every store: read under the lock, they
+    /// waited behind every store and compaction step (a fault's handler spent 2-3 us a fault
+    /// in its limit check in `bench mix`, most of it waiting).
+    sizes: Sizes,
+}
+
+#[derive(Debug, Default)]
+struct Sizes {
+    total: AtomicU64,
+    charged: AtomicU64,
+    metadata: AtomicU64,
+}
+
+impl Default for ZsPool {
+    fn default() -> Self {
+        let pool = ZsPool {
+            state: RwLock::new(PoolState::default()),
+            sizes: Sizes::default(),
+        };
+        pool.publish(&pool.state.read());
+        pool
+    }
 }
 
 impl ZsPool {
     pub fn new() -> Self {
         Self::default()
     }
+    /// Publish the sizes of `state`, held write-locked by a change (or read-locked: the
+    /// sizes cannot change meanwhile).
+    fn publish(&self, state: &PoolState) {
+        let total = state.total_size();
+        let reserved =
+            (state.reserved_pages() + state.compact_headroom()) * crate::PAGE_SIZE as u64;
+        self.sizes.total.store(total, Relaxed);
+        self.sizes.charged.store(total + reserved, Relaxed);
+        self.sizes.metadata.store(state.metadata_bytes(), Relaxed);
+    }
     /// Allocate an object of `data.len()` bytes (1..=4096) and copy `data` into it.
     pub fn malloc(&self, data: &[u8]) -> Result<Handle, AllocError> {
-        self.state.write().malloc(data).map(Handle)
+        let mut state = self.state.write();
+        let r = state.malloc(data).map(Handle);
+        self.publish(&state);
+        r
     }
     /// Copy the object into `out` (at least 4096 bytes); returns its length.
     ///
@@ -108,7 +148,18 @@ impl ZsPool {
     /// Free the object; returns its length. Panics if `handle` is not allocated (a double
     /// free).
     pub fn free(&self, handle: Handle) -> usize {
-        self.state.write().free(handle.0)
+        let mut state = self.state.write();
+        let n = state.free(handle.0);
+        self.publish(&state);
+        n
+    }
+    /// One compaction step, the sizes published after it (tests that step by hand).
+    #[cfg(test)]
+    pub(crate) fn compact_step(&self, budget: u64) -> (u64, bool) {
+        let mut state = self.state.write();
+        let r = state.compact_step(budget);
+        self.publish(&state);
+        r
     }
     /// Compact the pool, in steps of a bounded number of moves with the lock given up in
     /// between (handed to any waiting load or store), as the kernel's zs_compact gives up its
@@ -132,9 +183,11 @@ impl ZsPool {
                 state.compact_end(false);
                 break;
             }
+            self.publish(&state);
             RwLockWriteGuard::unlock_fair(state);
             state = self.state.write();
         }
+        self.publish(&state);
         CompactStats {
             objects_moved,
             pages_freed: pages_before.saturating_sub(state.arena.nr_used()),
@@ -155,7 +208,7 @@ impl ZsPool {
     }
     /// Bytes of memory the pool holds (pages in spans × 4096): the kernel's pool_total_size.
     pub fn total_size(&self) -> u64 {
-        self.state.read().total_size()
+        self.sizes.total.load(Relaxed)
     }
     /// Bytes beyond `total_size` the pool may hold resident, for its owner to charge: the
     /// freed pages it keeps for reuse (given back by `compact`), and the headroom a
@@ -165,11 +218,9 @@ impl ZsPool {
         let state = self.state.read();
         (state.reserved_pages() + state.compact_headroom()) * crate::PAGE_SIZE as u64
     }
-    /// `total_size() + reserved_bytes()`, read at one moment: what an owner charges.
+    /// `total_size() + reserved_bytes()` as the last change left them: what an owner charges.
     pub fn charged_bytes(&self) -> u64 {
-        let state = self.state.read();
-        state.total_size()
-            + (state.reserved_pages() + state.compact_headroom()) * crate::PAGE_SIZE as u64
+        self.sizes.charged.load(Relaxed)
     }
     /// Sum of the lengths of the live objects.
     pub fn stored_bytes(&self) -> u64 {
@@ -182,12 +233,14 @@ impl ZsPool {
     /// Bytes of heap metadata the pool keeps (handle table, span descriptors, class lists,
     /// chunk table).
     pub fn metadata_bytes(&self) -> u64 {
-        self.state.read().metadata_bytes()
+        self.sizes.metadata.load(Relaxed)
     }
     /// Cap the pool at this many pages (None: no cap). Allocation past it fails with PoolFull.
     /// Lowering the cap below what the pool holds frees nothing; it only stops growth.
     pub fn set_max_pages(&self, max: Option<u64>) {
-        self.state.write().set_max_pages(max)
+        let mut state = self.state.write();
+        state.set_max_pages(max);
+        self.publish(&state);
     }
     /// Check the pool's internal invariants (every page, span, slot and handle accounted for
     /// exactly once); returns a description of the first one broken. For tests and debugging.

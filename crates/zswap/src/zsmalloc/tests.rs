@@ -672,7 +672,7 @@ fn slack_compaction_cannot_remove_does_not_trigger_it_again() {
 fn compaction_keeps_and_charges_its_reverse_map() {
     let (pool, live) = fragmented_pool(17);
     let before = pool.metadata_bytes();
-    let (_, done) = pool.state.write().compact_step(compact::STEP_BUDGET);
+    let (_, done) = pool.compact_step(compact::STEP_BUDGET);
     assert!(!done);
     let map = pool.state.read().by_span.bytes();
     // A handle a live object, and an index a span.
@@ -683,7 +683,7 @@ fn compaction_keeps_and_charges_its_reverse_map() {
     );
     // (The other tables are tidied only when a compaction ends: they did not shrink.)
     assert!(pool.metadata_bytes() >= before + map, "the map is charged");
-    let (_, done) = pool.state.write().compact_step(compact::STEP_BUDGET);
+    let (_, done) = pool.compact_step(compact::STEP_BUDGET);
     assert!(!done);
     assert!(
         pool.state.read().by_span.bytes() >= map,
@@ -704,4 +704,39 @@ fn compaction_keeps_and_charges_its_reverse_map() {
         assert_eq!(&read_vec(&pool, *h), data);
     }
     pool.check_consistency().unwrap();
+}
+
+/// The sizes an owner reads without the lock (a region's limit check, the pool limit) are
+/// those the last change left: malloc, free, compaction and a new cap each publish them.
+#[test]
+fn every_change_publishes_the_pool_sizes() {
+    let check = |pool: &ZsPool, what: &str| {
+        let s = pool.state.read();
+        let reserved = (s.reserved_pages() + s.compact_headroom()) * PAGE_SIZE as u64;
+        assert_eq!(pool.total_size(), s.total_size(), "total after {what}");
+        assert_eq!(
+            pool.charged_bytes(),
+            s.total_size() + reserved,
+            "charged after {what}"
+        );
+        assert_eq!(
+            pool.metadata_bytes(),
+            s.metadata_bytes(),
+            "metadata after {what}"
+        );
+    };
+    check(&ZsPool::new(), "nothing");
+    let (pool, live) = fragmented_pool(21);
+    check(&pool, "mallocs");
+    for (h, _) in &live[..live.len() / 2] {
+        pool.free(*h);
+    }
+    check(&pool, "frees");
+    assert!(pool.compact().pages_freed > 0);
+    check(&pool, "a compaction");
+    pool.set_max_pages(Some(1));
+    check(&pool, "a cap");
+    pool.set_max_pages(None);
+    pool.malloc(&[7; 3000]).unwrap();
+    check(&pool, "a malloc");
 }
