@@ -318,7 +318,13 @@ impl Region {
             .map_err(|_| RegionError::Config("swap size too large".into()))?;
         let device: Arc<dyn BackingDevice> = match config.device.clone() {
             Some(d) => d,
-            None => Arc::new(FileDevice::create(config.swap_dir.as_deref(), swap_pages)?),
+            // Striped a folio at a time, so a folio's write is one write (swap/file.rs).
+            None => Arc::new(FileDevice::create_with(
+                config.swap_dir.as_deref(),
+                swap_pages,
+                (fs / PAGE_SIZE) as u32,
+                true,
+            )?),
         };
         let zswap = Zswap::new(
             ZswapConfig::new(config.memory_limit)

@@ -10,12 +10,17 @@
 //! - it is sized to the capacity up front and sparse: a slot never written reads as zeros and
 //!   costs no disk; a discarded slot gets its blocks punched out, so old bytes neither stay on
 //!   disk nor reach the next reader of that slot;
-//! - it is striped over up to [`NR_FILES`] such files, 64 KiB (16 slots) at a time:
-//!   buffered writes to one file serialize on its inode lock, and with several threads
-//!   writing back (measured: `bench usemem`, 13% of all CPU spinning on that lock) one file
-//!   was the bottleneck. Writers take neighbouring slots of one cluster, so stripes of a
-//!   whole cluster still met on one lock (6%); a folio of up to 64 KiB stays one write, a
-//!   larger one becomes one write per stripe;
+//! - it is striped over up to [`NR_FILES`] such files, a stripe at a time: buffered writes
+//!   to one file serialize on its inode lock, and with several threads writing back
+//!   (measured: `bench usemem`, 13% of all CPU spinning on that lock) one file was the
+//!   bottleneck. Writers take neighbouring slots of one cluster, so stripes of a whole
+//!   cluster still met on one lock (6%). A stripe is the owner's write unit, at least 64 KiB
+//!   (16 slots, [`FileDevice::create`]; a region's is its folio size), so a folio stays one
+//!   write: a direct write into a hole takes the file's inode lock exclusively and converts
+//!   an unwritten extent when it completes, and with 64 KiB stripes a 2 MiB folio was 32 of
+//!   them (`bench usemem` with 2 MiB folios: write 1.17-1.22 GB/s, against 1.64 GB/s with
+//!   2 MiB stripes; 64 KiB folios in 2 MiB stripes met on one file's lock instead, 0.63
+//!   against 0.91-1.0 GB/s);
 //! - it is opened with `O_DIRECT` where the filesystem allows: swapped-out pages must leave
 //!   memory, as the kernel's swap writes do, not linger in the page cache outside every limit
 //!   (measured before: `bench usemem` 2x512M under 512M grew the page cache by 842 MiB, the
@@ -36,13 +41,14 @@ use crate::PAGE_SIZE;
 
 /// The most files a device stripes its slots over.
 pub const NR_FILES: u32 = 4;
-/// Slots per stripe (64 KiB).
-const STRIPE_SLOTS: u32 = 16;
+/// Slots per stripe of `FileDevice::create` (64 KiB), and the least any device takes.
+pub const MIN_STRIPE_SLOTS: u32 = 16;
 
 #[derive(Debug)]
 pub struct FileDevice {
-    /// Stripe `s` (slots `s*16..`) lives in file `s % files.len()`.
+    /// Stripe `s` (slots `s * stripe_slots..`) lives in file `s % files.len()`.
     files: Vec<File>,
+    stripe_slots: u32,
     capacity: u32,
     dir: PathBuf,
     /// Set once the filesystem refused to punch holes; discards then overwrite with zeros,
@@ -85,15 +91,19 @@ impl FileDevice {
     /// An unnamed swap file of `capacity_pages` pages in `dir`, or in the system's temporary
     /// directory when `dir` is None; direct I/O where the filesystem supports it.
     pub fn create(dir: Option<&Path>, capacity_pages: u32) -> Result<FileDevice, DeviceError> {
-        Self::create_with(dir, capacity_pages, true)
+        Self::create_with(dir, capacity_pages, MIN_STRIPE_SLOTS, true)
     }
 
-    /// As `create`, choosing buffered I/O (through the page cache) with `direct` false.
+    /// As `create`, striped `stripe_slots` slots at a time (the largest write the owner makes,
+    /// rounded up to a power of two of at least `MIN_STRIPE_SLOTS`), and with buffered I/O
+    /// (through the page cache) when `direct` is false.
     pub fn create_with(
         dir: Option<&Path>,
         capacity_pages: u32,
+        stripe_slots: u32,
         direct: bool,
     ) -> Result<FileDevice, DeviceError> {
+        let stripe_slots = stripe_slots.max(MIN_STRIPE_SLOTS).next_power_of_two();
         let dir = dir
             .map(Path::to_path_buf)
             .unwrap_or_else(std::env::temp_dir);
@@ -118,7 +128,7 @@ impl FileDevice {
             Err(e) => return Err(create_err(e)),
         };
         let mut first = Some(first);
-        let nr_stripes = capacity_pages.div_ceil(STRIPE_SLOTS).max(1);
+        let nr_stripes = capacity_pages.div_ceil(stripe_slots).max(1);
         let nr_files = nr_stripes.min(NR_FILES);
         let mut files = Vec::with_capacity(nr_files as usize);
         for f in 0..nr_files {
@@ -132,13 +142,14 @@ impl FileDevice {
             // zeros), and a read that meets EOF inside it means the file was cut under us.
             let pages: u32 = (f..nr_stripes)
                 .step_by(nr_files as usize)
-                .map(|s| (capacity_pages - s * STRIPE_SLOTS).min(STRIPE_SLOTS))
+                .map(|s| (capacity_pages - s * stripe_slots).min(stripe_slots))
                 .sum();
             rustix::fs::ftruncate(&fd, u64::from(pages) * PAGE_SIZE as u64).map_err(create_err)?;
             files.push(File::from(fd));
         }
         Ok(FileDevice {
             files,
+            stripe_slots,
             capacity: capacity_pages,
             dir,
             no_punch: AtomicBool::new(false),
@@ -175,9 +186,9 @@ impl FileDevice {
             if s >= end {
                 return None;
             }
-            let stripe = s / STRIPE_SLOTS;
-            let n = (STRIPE_SLOTS - s % STRIPE_SLOTS).min(end - s);
-            let in_file = (stripe / nr_files) * STRIPE_SLOTS + s % STRIPE_SLOTS;
+            let stripe = s / self.stripe_slots;
+            let n = (self.stripe_slots - s % self.stripe_slots).min(end - s);
+            let in_file = (stripe / nr_files) * self.stripe_slots + s % self.stripe_slots;
             let piece = (
                 &self.files[(stripe % nr_files) as usize],
                 u64::from(in_file) * PAGE_SIZE as u64,
@@ -429,38 +440,44 @@ mod tests {
 
     #[test]
     fn runs_across_stripes_and_files_round_trip() {
-        // Stripes over 4 files three times round, the last one short: every slot
-        // addressable, none aliased.
-        let cap = 12 * STRIPE_SLOTS + 5;
-        let dev = FileDevice::create(None, cap).unwrap();
-        assert_eq!(size(&dev), u64::from(cap) * PAGE_SIZE as u64);
-        let all = pages(1, cap as usize);
-        // Written in unaligned runs that cross stripe (and file) boundaries.
-        let mut slot = 0u32;
-        for n in [3u32, 37, 1, 15, 17, 16, 64].iter().cycle() {
-            let n = (*n).min(cap - slot);
-            let range = slot as usize * PAGE_SIZE..(slot + n) as usize * PAGE_SIZE;
-            dev.write(SwapSlot(slot), &all[range]).unwrap();
-            slot += n;
-            if slot == cap {
-                break;
+        // For the default stripe and a 2 MiB one (a region of 2 MiB folios), and one asked
+        // for that is not a power of two: stripes over 4 files three times round, the last
+        // one short; every slot addressable, none aliased.
+        for (asked, stripe) in [(MIN_STRIPE_SLOTS, 16u32), (512, 512), (100, 128)] {
+            let cap = 12 * stripe + 5;
+            let dev = FileDevice::create_with(None, cap, asked, true).unwrap();
+            assert_eq!(size(&dev), u64::from(cap) * PAGE_SIZE as u64);
+            // A whole stripe is one write, into one file.
+            assert_eq!(dev.pieces(SwapSlot(stripe), stripe).count(), 1);
+            assert_eq!(dev.pieces(SwapSlot(stripe - 1), 2).count(), 2);
+            let all = pages(1, cap as usize);
+            // Written in unaligned runs that cross stripe (and file) boundaries.
+            let mut slot = 0u32;
+            for n in [3u32, 37, 1, 15, 17, 16, 64, stripe + 3].iter().cycle() {
+                let n = (*n).min(cap - slot);
+                let range = slot as usize * PAGE_SIZE..(slot + n) as usize * PAGE_SIZE;
+                dev.write(SwapSlot(slot), &all[range]).unwrap();
+                slot += n;
+                if slot == cap {
+                    break;
+                }
             }
-        }
-        let mut out = vec![0u8; all.len()];
-        dev.read(SwapSlot(0), &mut out).unwrap();
-        assert!(out == all);
-        let gone = STRIPE_SLOTS as usize - 3..3 * STRIPE_SLOTS as usize + 6;
-        dev.discard(SwapSlot(gone.start as u32), gone.len() as u32)
-            .unwrap();
-        dev.read(SwapSlot(0), &mut out).unwrap();
-        for (i, (got, want)) in out.chunks(PAGE_SIZE).zip(all.chunks(PAGE_SIZE)).enumerate() {
-            if gone.contains(&i) {
-                assert!(
-                    got.iter().all(|&b| b == 0),
-                    "slot {i} kept data after discard"
-                );
-            } else {
-                assert!(got == want, "slot {i}");
+            let mut out = vec![0u8; all.len()];
+            dev.read(SwapSlot(0), &mut out).unwrap();
+            assert!(out == all, "stripe {stripe}");
+            let gone = stripe as usize - 3..3 * stripe as usize + 6;
+            dev.discard(SwapSlot(gone.start as u32), gone.len() as u32)
+                .unwrap();
+            dev.read(SwapSlot(0), &mut out).unwrap();
+            for (i, (got, want)) in out.chunks(PAGE_SIZE).zip(all.chunks(PAGE_SIZE)).enumerate() {
+                if gone.contains(&i) {
+                    assert!(
+                        got.iter().all(|&b| b == 0),
+                        "slot {i} kept data after discard (stripe {stripe})"
+                    );
+                } else {
+                    assert!(got == want, "slot {i} (stripe {stripe})");
+                }
             }
         }
     }
@@ -468,7 +485,7 @@ mod tests {
     #[test]
     fn unaligned_buffers_round_trip_with_and_without_direct_io() {
         for direct in [true, false] {
-            let dev = FileDevice::create_with(None, 64, direct).unwrap();
+            let dev = FileDevice::create_with(None, 64, MIN_STRIPE_SLOTS, direct).unwrap();
             // Off by one byte from any alignment the allocator gave.
             let mut data = vec![0u8; 3 * PAGE_SIZE + 1];
             data[1..].copy_from_slice(&pages(5, 3));
