@@ -196,13 +196,18 @@ impl IncompressibleFolios {
     /// start a new epoch.
     fn decide(&self) {
         let before = self.stored_before.load(Relaxed);
-        let refaulted = self.refaulted.swap(0, Relaxed);
-        // Too few stores as-is to tell: as before (in use, to begin with).
+        let now = self.stored_as_is.swap(0, Relaxed);
         if before >= MIN_EVIDENCE {
+            let refaulted = self.refaulted.swap(0, Relaxed);
             self.in_use.store(refaulted * 4 >= before, Relaxed);
+            self.stored_before.store(now, Relaxed);
+        } else {
+            // Too few stores as-is to tell: the decision stands (in use, to begin with), and
+            // the stores and their refaults add up over the epochs until there are enough.
+            // (Dropped each epoch, a region reclaiming little never had enough, and kept
+            // its incompressible data resident for good once it had been found in use.)
+            self.stored_before.store(before + now, Relaxed);
         }
-        self.stored_before
-            .store(self.stored_as_is.swap(0, Relaxed), Relaxed);
         self.probes.store(0, Relaxed);
         let _ = self.found.fetch_update(Relaxed, Relaxed, |c| Some(c / 2));
     }
@@ -351,6 +356,35 @@ mod tests {
         m.tick_at(13 * epoch);
         m.tick_at(14 * epoch);
         assert!(!m.in_use.load(Relaxed));
+    }
+
+    /// Stores as-is that come a few an epoch still decide, once enough have added up.
+    #[test]
+    fn little_reclaim_still_decides() {
+        let m = IncompressibleFolios::new(1 << 20, 1);
+        let per_epoch = MIN_EVIDENCE / 4;
+        for _ in 0..4 {
+            for _ in 0..per_epoch {
+                m.stored_as_is();
+            }
+            m.decide();
+            assert!(m.in_use.load(Relaxed), "decided on too little");
+        }
+        // None of them came back: not in use.
+        m.decide();
+        assert!(!m.in_use.load(Relaxed), "never decided");
+        // The same with refaults coming back, spread over the epochs: in use again.
+        for _ in 0..4 {
+            for _ in 0..per_epoch {
+                m.stored_as_is();
+            }
+            for _ in 0..per_epoch / 2 {
+                m.refaulted();
+            }
+            m.decide();
+        }
+        m.decide();
+        assert!(m.in_use.load(Relaxed));
     }
 
     #[test]
