@@ -35,22 +35,35 @@ use zswap::PAGE_SIZE;
 use crate::events::pending_mask;
 use crate::region::Inner;
 
-/// Zeros to install untouched memory from, as large as the largest folio. Never written, so
-/// its pages are the kernel's shared zero page: a copy from it reads the same cache-hot 4 KiB
-/// over and over, and nothing is zeroed first.
-static ZEROS: [u8; 2 << 20] = [0; 2 << 20];
+/// Zeros to install untouched memory from, as large as the largest folio. Allocated zeroed
+/// (fresh anonymous memory) and never written, so its pages are the kernel's shared zero page:
+/// a copy from it reads the same cache-hot 4 KiB over and over, nothing is zeroed first, and
+/// it adds nothing to the process's RSS. (A zeroed `static` array would sit in the binary's
+/// read-only data: 512 distinct file pages, resident once read.)
+static ZEROS: std::sync::LazyLock<Box<[u8]>> =
+    std::sync::LazyLock::new(|| vec![0u8; 2 << 20].into_boxed_slice());
 
 thread_local! {
     static FOLIO_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Run `f` on this thread's folio buffer, sized to `nr_pages` pages.
+/// This thread's folio buffer, `nr_pages` pages from a page boundary: direct I/O from and to
+/// it needs no bounce buffer (a 2 MiB `Vec` from the allocator starts 16 bytes into a page,
+/// and every folio read from disk was copied once more). Its bytes are whatever the last use
+/// left.
+fn folio_buf(buf: &mut Vec<u8>, nr_pages: usize) -> &mut [u8] {
+    let len = nr_pages * PAGE_SIZE;
+    if buf.len() < len + PAGE_SIZE {
+        buf.resize(len + PAGE_SIZE, 0);
+    }
+    let addr = buf.as_ptr() as usize;
+    let skip = addr.next_multiple_of(PAGE_SIZE) - addr;
+    &mut buf[skip..skip + len]
+}
+
+/// Run `f` on this thread's folio buffer, sized to `nr_pages` pages (`folio_buf`).
 pub(crate) fn with_folio_buf<R>(nr_pages: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    FOLIO_BUF.with(|buf| {
-        let buf = &mut *buf.borrow_mut();
-        buf.resize(nr_pages * PAGE_SIZE, 0);
-        f(buf)
-    })
+    FOLIO_BUF.with(|buf| f(folio_buf(&mut buf.borrow_mut(), nr_pages)))
 }
 
 /// Why an install into the region stopped.
@@ -361,8 +374,8 @@ fn from_engine(
         && folio.offsets().all(|p| folio.state(p).kind != Kind::Empty);
     let first_touch = folio.offsets().all(|p| folio.state(p).kind == Kind::Empty);
     FOLIO_BUF.with(|buf| {
-        let buf = &mut *buf.borrow_mut();
-        buf.resize(nr * PAGE_SIZE, 0);
+        let mut guard = buf.borrow_mut();
+        let buf = folio_buf(&mut guard, nr);
         if whole && load_whole(inner, folio, write, buf, gate)? {
             inner.stats.faults_folio.fetch_add(1, Relaxed);
             crate::readahead::after_swapin(inner, folio.start());
