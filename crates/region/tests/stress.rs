@@ -363,7 +363,15 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
 /// every step and at the end.
 #[test]
 fn discards_racing_with_reclaim_lose_nothing_else() {
-    discards_racing_with_reclaim(5, Disturb::Nothing);
+    discards_racing_with_reclaim(5, Disturb::Nothing, Fill::Stamps);
+}
+
+/// The same with pages of random bytes: stored as-is, they come back in, and refault
+/// detection keeps them resident, so reclaim tries folios for compression where they are
+/// (outside the event gate, through /proc/self/mem) while owners discard and rewrite them.
+#[test]
+fn incompressible_pages_with_discards_racing_reclaim_lose_nothing_else() {
+    discards_racing_with_reclaim(50, Disturb::Nothing, Fill::Random);
 }
 
 /// The same with a pool of 50% of the limit, so most swap-ins come from the pool. This found
@@ -372,7 +380,7 @@ fn discards_racing_with_reclaim_lose_nothing_else() {
 /// late processing freed it; the program then read zeros (events.rs).
 #[test]
 fn discards_racing_with_reclaim_from_the_pool_lose_nothing_else() {
-    discards_racing_with_reclaim(50, Disturb::Nothing);
+    discards_racing_with_reclaim(50, Disturb::Nothing, Fill::Stamps);
 }
 
 /// The same, a small pool, while the kernel swaps the region's pages out to a system swap
@@ -383,20 +391,44 @@ fn discards_racing_with_reclaim_while_the_kernel_swaps_lose_nothing_else() {
     let Some(_swap) = SystemSwap::on() else {
         return;
     };
-    discards_racing_with_reclaim(5, Disturb::PageOut);
+    discards_racing_with_reclaim(5, Disturb::PageOut, Fill::Stamps);
 }
 
-fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb) {
+/// What the owners write in a page besides its stamp.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fill {
+    /// Every 61st word: the page compresses well.
+    Stamps,
+    /// Every word but word 1 (which the scanner checks stays zero), scrambled: the page
+    /// does not compress.
+    Random,
+}
+
+fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill) {
     let secs = stress_secs();
     const OWNERS: usize = 4;
-    // Word 0 of a page: its stamp (0: discarded or never written); every 61st word after it:
-    // the stamp xor the word's index.
-    fn holds(words: &[AtomicU64], p: usize, stamp: u64) -> bool {
-        (0..PAGE_WORDS).step_by(61).all(|w| {
-            let want = if stamp == 0 { 0 } else { stamp ^ w as u64 };
+    // Word 0 of a page: its stamp (0: discarded or never written); the words `fill` says
+    // after it: a function of the stamp and the word's index.
+    let written = move || {
+        let step = if fill == Fill::Random { 1 } else { 61 };
+        (0..PAGE_WORDS).step_by(step).filter(|&w| w != 1)
+    };
+    let word = move |stamp: u64, w: usize| -> u64 {
+        match (stamp, fill) {
+            (0, _) => 0,
+            (_, Fill::Stamps) => stamp ^ w as u64,
+            (_, Fill::Random) => {
+                let x = (stamp ^ (w as u64) << 44).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                x ^ x >> 29
+            }
+        }
+    };
+    let holds = move |words: &[AtomicU64], p: usize, stamp: u64| -> bool {
+        written().all(|w| {
+            let want = if w == 0 { stamp } else { word(stamp, w) };
             words[p * PAGE_WORDS + w].load(Relaxed) == want
         })
-    }
+    };
     for folio in [4096usize, 64 << 10] {
         let r = stress_region(folio, pool_percent);
         let words = r.as_atomic_words();
@@ -436,8 +468,8 @@ fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb) {
                                     }
                                     n += 1;
                                     let stamp = (t as u64 + 1) << 40 | n;
-                                    for w in (61..PAGE_WORDS).step_by(61) {
-                                        words[p * PAGE_WORDS + w].store(stamp ^ w as u64, Relaxed);
+                                    for w in written().filter(|&w| w != 0) {
+                                        words[p * PAGE_WORDS + w].store(word(stamp, w), Relaxed);
                                     }
                                     words[p * PAGE_WORDS].store(stamp, Relaxed);
                                     stamps[i] = stamp;
@@ -491,6 +523,16 @@ fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb) {
         // reported fewer pages than it moved (the one way found to lose track of a page).
         assert_eq!((s.lost_track, s.stray_staged_pages), (0, 0), "{s:?}");
         assert!(s.folios_evicted > 0 && s.discarded_pages > 0, "{s:?}");
+        if fill == Fill::Random {
+            eprintln!(
+                "folio {folio}: incompressible folios kept {}, back in after a store as-is {}",
+                s.incompressible_kept, s.incompressible_refaults
+            );
+            assert!(
+                s.incompressible_kept > 0,
+                "no folio was tried in place and kept: {s:?}"
+            );
+        }
     }
 }
 
