@@ -356,12 +356,11 @@ impl Region {
         // Folios in flight in staging (one per evicting thread) are memory too.
         let staging_reserve = evicting * fs as u64;
         // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O from
-        // an unaligned buffer (writeback's), a bounce buffer of up to a stripe (a folio, and
-        // at least 64 KiB: swap/file.rs): resident memory too, allocated on first use, so
-        // charged up front.
+        // an unaligned buffer, a bounce buffer of at most `BOUNCE_BYTES`: resident memory too,
+        // allocated on first use, so charged up front.
         let io_threads =
             (config.fault_threads + config.kswapd_threads + READAHEAD_THREADS + 1) as u64;
-        let io_buffers = io_threads * (fs as u64 + (fs as u64).max(64 << 10));
+        let io_buffers = io_threads * (fs + zswap::swap::file::BOUNCE_BYTES) as u64;
 
         let incompressible =
             crate::incompressible::IncompressibleFolios::new(nr_pages, folio_pages);

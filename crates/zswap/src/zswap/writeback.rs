@@ -46,7 +46,14 @@ impl ZswapGroup {
         let swap = s.swap.as_ref().expect("writeback_allowed implies a device");
         FOLIO_BUF.with(|bufs| {
             let (buf, offsets, slots) = &mut *bufs.borrow_mut();
-            buf.clear();
+            // Page-aligned, so the write needs no bounce buffer (direct I/O).
+            let nr = folio.nr_pages() as usize;
+            if buf.len() < (nr + 1) * PAGE_SIZE {
+                buf.resize((nr + 1) * PAGE_SIZE, 0);
+            }
+            let skip = (buf.as_ptr() as usize).next_multiple_of(PAGE_SIZE) - buf.as_ptr() as usize;
+            let pages = &mut buf[skip..skip + nr * PAGE_SIZE];
+            let mut used = 0;
             offsets.clear();
             let mut evicted = 0;
             for offset in folio.offsets() {
@@ -62,20 +69,19 @@ impl ZswapGroup {
                     evicted += 1;
                     continue;
                 }
-                let start = buf.len();
-                buf.resize(start + PAGE_SIZE, 0);
-                if self.read_page(folio, offset, &mut buf[start..]).is_err() {
+                let out = &mut pages[used * PAGE_SIZE..(used + 1) * PAGE_SIZE];
+                if self.read_page(folio, offset, out).is_err() {
                     // Counted as decompress_fail; the page stays (its load will fail too,
                     // and poison it, rather than hand out anything else).
-                    buf.truncate(start);
                     continue;
                 }
+                used += 1;
                 offsets.push(offset);
             }
             if offsets.is_empty() {
                 return Ok(evicted);
             }
-            if let Err(e) = swap.write(buf, slots) {
+            if let Err(e) = swap.write(&pages[..used * PAGE_SIZE], slots) {
                 Stats::inc(&s.stats.swap_write_fail);
                 Stats::inc(&s.stats.reject_reclaim_fail);
                 return Err(e.into());
