@@ -59,17 +59,34 @@ fn load_page_file(path: &Path) -> Result<PageFile> {
 mod tests {
     use super::*;
 
-    fn temp_file(name: &str, len: usize) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("uzswap-pages-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, vec![7u8; len]).unwrap();
-        path
+    /// A directory of one test's own (tests run in parallel), removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(test: &str) -> TempDir {
+            let dir = std::env::temp_dir()
+                .join(format!("uzswap-pages-test-{}-{test}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        fn file(&self, name: &str, len: usize) -> PathBuf {
+            let path = self.0.join(name);
+            std::fs::write(&path, vec![7u8; len]).unwrap();
+            path
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     #[test]
     fn loads_whole_pages() {
-        let path = temp_file("two.pages", 2 * PAGE_SIZE);
+        let dir = TempDir::new("whole");
+        let path = dir.file("two.pages", 2 * PAGE_SIZE);
         let files = load_page_files(std::slice::from_ref(&path)).unwrap();
         assert_eq!(files[0].name, "two.pages");
         assert_eq!(files[0].nr_pages(), 2);
@@ -78,10 +95,11 @@ mod tests {
 
     #[test]
     fn bad_files_name_the_file_and_the_problem() {
+        let dir = TempDir::new("bad");
         let cases = [
-            (temp_file("empty.pages", 0), "empty file"),
+            (dir.file("empty.pages", 0), "empty file"),
             (
-                temp_file("odd.pages", PAGE_SIZE + 1),
+                dir.file("odd.pages", PAGE_SIZE + 1),
                 "size 4097 bytes is not a multiple",
             ),
             (PathBuf::from("/nonexistent/x.pages"), "cannot read"),

@@ -123,6 +123,8 @@ fn file_of_4097_bytes_is_one_line_and_status_2() {
     let path = dir.join("odd.pages");
     std::fs::write(&path, vec![1u8; 4097]).unwrap();
     let o = uzswap(&["bench", "codecs", "--pages", path.to_str().unwrap()]);
+    // Removed before the checks, so a failing one leaves nothing behind either.
+    std::fs::remove_dir_all(&dir).unwrap();
     assert_one_line_error(&o, "odd.pages");
     assert_one_line_error(&o, "4097");
 }
