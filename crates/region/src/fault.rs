@@ -48,17 +48,10 @@ thread_local! {
 }
 
 /// This thread's folio buffer, `nr_pages` pages from a page boundary: direct I/O from and to
-/// it needs no bounce buffer (a 2 MiB `Vec` from the allocator starts 16 bytes into a page,
-/// and every folio read from disk was copied once more). Its bytes are whatever the last use
-/// left.
+/// it needs no bounce buffer (unaligned, every folio read from disk was copied once more).
+/// Its bytes are whatever the last use left.
 fn folio_buf(buf: &mut Vec<u8>, nr_pages: usize) -> &mut [u8] {
-    let len = nr_pages * PAGE_SIZE;
-    if buf.len() < len + PAGE_SIZE {
-        buf.resize(len + PAGE_SIZE, 0);
-    }
-    let addr = buf.as_ptr() as usize;
-    let skip = addr.next_multiple_of(PAGE_SIZE) - addr;
-    &mut buf[skip..skip + len]
+    zswap::swap::file::page_aligned(buf, nr_pages * PAGE_SIZE)
 }
 
 /// Run `f` on this thread's folio buffer, sized to `nr_pages` pages (`folio_buf`).

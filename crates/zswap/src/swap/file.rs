@@ -60,28 +60,21 @@ pub struct FileDevice {
 }
 
 thread_local! {
-    /// Page-aligned bounce buffer for direct I/O from or to a buffer that is not aligned.
-    static BOUNCE: std::cell::RefCell<AlignedBuf> = std::cell::RefCell::new(AlignedBuf::default());
+    /// Bounce buffer for direct I/O from or to a buffer that is not aligned (`page_aligned`).
+    static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A page-aligned byte buffer, in safe Rust: a Vec over-allocated by a page and used from its
-/// first aligned byte (a Vec that never grows in place never moves).
-#[derive(Default)]
-struct AlignedBuf {
-    storage: Vec<u8>,
-    start: usize,
-}
-
-impl AlignedBuf {
-    /// The first `len` aligned bytes, growing the buffer if needed.
-    fn get(&mut self, len: usize) -> &mut [u8] {
-        if self.storage.len() < self.start + len || self.storage.is_empty() {
-            self.storage = vec![0u8; len + PAGE_SIZE];
-            let addr = self.storage.as_ptr() as usize;
-            self.start = addr.next_multiple_of(PAGE_SIZE) - addr;
-        }
-        &mut self.storage[self.start..self.start + len]
+/// `len` bytes of `buf` from a page boundary, in safe Rust: `buf` grown to `len` plus a page
+/// and used from its first aligned byte (recomputed each call, since growing may move it).
+/// The bytes are whatever the last use left. For direct I/O, which needs aligned memory: a
+/// large `Vec` from the allocator starts 16 bytes into a page.
+pub fn page_aligned(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    if buf.len() < len + PAGE_SIZE {
+        buf.resize(len + PAGE_SIZE, 0);
     }
+    let addr = buf.as_ptr() as usize;
+    let skip = addr.next_multiple_of(PAGE_SIZE) - addr;
+    &mut buf[skip..skip + len]
 }
 
 fn is_aligned(buf: &[u8]) -> bool {
@@ -285,7 +278,7 @@ fn write_bounced(file: &File, chunk: &[u8], offset: u64) -> Result<(), DeviceErr
         let mut b = b.borrow_mut();
         for (k, part) in chunk.chunks(BOUNCE_BYTES).enumerate() {
             let at = k * BOUNCE_BYTES;
-            let bounce = b.get(part.len());
+            let bounce = page_aligned(&mut b, part.len());
             bounce.copy_from_slice(part);
             write_all_at(file, bounce, offset + at as u64).map_err(|e| match e {
                 DeviceError::ShortWrite { written, .. } => DeviceError::ShortWrite {
@@ -307,7 +300,7 @@ fn read_bounced(file: &File, chunk: &mut [u8], offset: u64) -> Result<(), Device
         let expected = chunk.len();
         for (k, part) in chunk.chunks_mut(BOUNCE_BYTES).enumerate() {
             let at = k * BOUNCE_BYTES;
-            let bounce = b.get(part.len());
+            let bounce = page_aligned(&mut b, part.len());
             read_exact_at(file, bounce, offset + at as u64).map_err(|e| match e {
                 DeviceError::ShortRead { read, .. } => DeviceError::ShortRead {
                     read: at + read,
@@ -548,7 +541,7 @@ mod tests {
         let mut out = vec![0u8; 512 * PAGE_SIZE + 1];
         dev.read(SwapSlot(512), &mut out[1..]).unwrap();
         assert!(out[1..] == data[1..]);
-        let held = BOUNCE.with(|b| b.borrow().storage.len());
+        let held = BOUNCE.with(|b| b.borrow().len());
         assert!(
             held <= BOUNCE_BYTES + PAGE_SIZE,
             "bounce buffer of {held} bytes"

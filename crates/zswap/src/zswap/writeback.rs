@@ -48,11 +48,7 @@ impl ZswapGroup {
             let (buf, offsets, slots) = &mut *bufs.borrow_mut();
             // Page-aligned, so the write needs no bounce buffer (direct I/O).
             let nr = folio.nr_pages() as usize;
-            if buf.len() < (nr + 1) * PAGE_SIZE {
-                buf.resize((nr + 1) * PAGE_SIZE, 0);
-            }
-            let skip = (buf.as_ptr() as usize).next_multiple_of(PAGE_SIZE) - buf.as_ptr() as usize;
-            let pages = &mut buf[skip..skip + nr * PAGE_SIZE];
+            let pages = crate::swap::file::page_aligned(buf, nr * PAGE_SIZE);
             let mut used = 0;
             offsets.clear();
             let mut evicted = 0;
