@@ -138,7 +138,7 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
         drop(inner.swapcache.take(fstart));
         crate::fault::forget_read_failures(inner, &folio);
         // Whatever the program puts here next is new data: judged on its own next store.
-        inner.incompressible.set(fstart, false);
+        inner.incompressible.forget(fstart);
         for p in folio.offsets().filter(|p| (first..last).contains(p)) {
             let mapped = inner.is_resident(p) && {
                 let gone = zapped(inner, p, deadline);

@@ -20,6 +20,11 @@
 //! folio (a clean eviction keeps it), so a folio that becomes compressible is found out the
 //! next time it is evicted.
 //!
+//! A folio whose last store compressed it is not tried (below) before its next: it most
+//! likely compresses again, and the try would be a second compression of nearly every
+//! folio evicted (in `bench mix`, two thirds of the data compress). Should it have become
+//! incompressible since, its store finds out, and it is marked.
+//!
 //! Refault detection decides the first store too. Reclaim reaching a region's incompressible
 //! data for the first time knows nothing of it, and stored it all as-is: in `bench mix` (a
 //! third of the data random, all of it used at random) that wave filled the charged pool
@@ -47,10 +52,12 @@ pub(crate) fn poor(stored_length: u64, folio_pages: u32) -> bool {
     stored_length * 8 > u64::from(folio_pages) * PAGE_SIZE as u64 * 7
 }
 
-/// One bit a folio: its last store found it incompressible. Changed under the folio's lock.
+/// Two bits a folio: its last store found it incompressible (marked), or found it
+/// compressible. Changed under the folio's lock.
 #[derive(Debug)]
 pub(crate) struct IncompressibleFolios {
     bits: Box<[AtomicU64]>,
+    compressible: Box<[AtomicU64]>,
     folio_shift: u32,
     /// Marked folios reclaim passed over since it last evicted an unmarked one.
     in_a_row: AtomicU64,
@@ -104,6 +111,9 @@ impl IncompressibleFolios {
             bits: (0..nr_folios.div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
+            compressible: (0..nr_folios.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             folio_shift: folio_pages.trailing_zeros(),
             in_a_row: AtomicU64::new(0),
             stored_as_is: AtomicU64::new(0),
@@ -120,18 +130,26 @@ impl IncompressibleFolios {
         }
     }
 
-    /// Bytes of the bitmap, charged as metadata.
+    /// Bytes of the bitmaps, charged as metadata.
     pub fn bytes(&self) -> u64 {
-        self.bits.len() as u64 * 8
+        (self.bits.len() + self.compressible.len()) as u64 * 8
     }
 
-    fn word_bit(&self, start: u32) -> (&AtomicU64, u64) {
+    /// The word of `map` holding `start`'s folio, and its bit.
+    fn word_bit<'a>(&self, map: &'a [AtomicU64], start: u32) -> (&'a AtomicU64, u64) {
         let folio = start >> self.folio_shift;
-        (&self.bits[folio as usize / 64], 1 << (folio % 64))
+        (&map[folio as usize / 64], 1 << (folio % 64))
     }
 
     pub fn is_marked(&self, start: u32) -> bool {
-        let (word, bit) = self.word_bit(start);
+        let (word, bit) = self.word_bit(&self.bits, start);
+        word.load(Relaxed) & bit != 0
+    }
+
+    /// The folio's last store compressed it: it is not tried in place before the next
+    /// (`try_in_place`), as it most likely compresses again.
+    pub fn is_compressible(&self, start: u32) -> bool {
+        let (word, bit) = self.word_bit(&self.compressible, start);
         word.load(Relaxed) & bit != 0
     }
 
@@ -251,13 +269,25 @@ impl IncompressibleFolios {
             && self.probes.fetch_add(1, Relaxed) < self.probes_per_epoch
     }
 
-    pub fn set(&self, start: u32, on: bool) {
-        let (word, bit) = self.word_bit(start);
-        if on {
-            word.fetch_or(bit, Relaxed);
+    /// A store (or a try in place) found the folio incompressible (`poor`) or not.
+    pub fn set(&self, start: u32, poor: bool) {
+        let (marked, bit) = self.word_bit(&self.bits, start);
+        let (compressible, _) = self.word_bit(&self.compressible, start);
+        if poor {
+            compressible.fetch_and(!bit, Relaxed);
+            marked.fetch_or(bit, Relaxed);
         } else {
-            word.fetch_and(!bit, Relaxed);
+            marked.fetch_and(!bit, Relaxed);
+            compressible.fetch_or(bit, Relaxed);
         }
+    }
+
+    /// The folio's contents are gone (discarded): nothing is known of what comes next.
+    pub fn forget(&self, start: u32) {
+        let (marked, bit) = self.word_bit(&self.bits, start);
+        let (compressible, _) = self.word_bit(&self.compressible, start);
+        marked.fetch_and(!bit, Relaxed);
+        compressible.fetch_and(!bit, Relaxed);
     }
 }
 
@@ -425,6 +455,26 @@ mod tests {
             }
         }
         assert_eq!(probes, MIN_EVIDENCE);
+    }
+
+    /// A store's verdict is remembered both ways: a folio that compressed is not tried in
+    /// place before its next store (it most likely compresses again), one that did not is
+    /// marked; a discard forgets both.
+    #[test]
+    fn a_store_remembers_its_verdict_until_a_discard() {
+        let m = IncompressibleFolios::new(1000, 4);
+        assert!(
+            !m.is_compressible(8) && !m.is_marked(8),
+            "nothing known at first"
+        );
+        m.set(8, false);
+        assert!(m.is_compressible(8) && !m.is_marked(8));
+        assert!(!m.is_compressible(4) && !m.is_compressible(12));
+        m.set(8, true);
+        assert!(m.is_marked(8) && !m.is_compressible(8));
+        m.set(8, false);
+        m.forget(8);
+        assert!(!m.is_compressible(8) && !m.is_marked(8));
     }
 
     #[test]

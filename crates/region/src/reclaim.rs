@@ -216,13 +216,15 @@ fn drop_swapcache(inner: &Inner) -> bool {
 /// does not compress (else a first store of an incompressible folio may keep it).
 fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Eviction {
     let bytes = folio.nr_pages() as usize * PAGE_SIZE;
-    // A first store of a folio, while the region's incompressible data keeps coming back
-    // in: if it does not compress, it stays (incompressible.rs).
+    // A folio with nothing known of it (no store since it was new or discarded; one whose
+    // last store compressed is not tried), while the region's incompressible data keeps
+    // coming back in: if it does not compress, it stays (incompressible.rs).
     // (Not a clean folio: it leaves with no store at all.)
     let mut refuse_as_is = !as_is
         && keep_staged
         && inner.keep_incompressible
         && !inner.incompressible.is_marked(folio.start())
+        && !inner.incompressible.is_compressible(folio.start())
         && !crate::clean::is_clean(folio)
         && inner.incompressible.try_in_place();
     if refuse_as_is {
