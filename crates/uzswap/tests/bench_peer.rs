@@ -95,6 +95,15 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
     assert_eq!(run["settings"]["page_cluster"], "0");
     assert!(run["cpu"]["sys_s"].as_f64().is_some());
     assert!(sys["median"]["write KB/s (total)"].as_f64().unwrap() > 0.0);
+    // The pool is not charged to a v1 cgroup: what the workload held is reported with it.
+    assert!(run["max_memory_bytes"].as_u64().unwrap() > 0, "{run}");
+    assert!(sys["median"]["max charged + pool MiB"].as_f64().unwrap() > 0.0);
+    // Its RSS is counted from after the corpus loaded, as on the uzswap side: a 48 MiB
+    // limit held by the controller (64 MiB of hard slack) stays well under 48 + 64 MiB.
+    assert!(
+        run["max_rss_bytes"].as_u64().unwrap() < (112 << 20),
+        "{run}"
+    );
 
     assert_eq!(
         SavedSettings::read().unwrap(),

@@ -256,6 +256,9 @@ pub fn figures(r: &WorkloadResult) -> Vec<(String, f64)> {
     if let Some(v) = r.max_usage_bytes {
         f.push(("max charged MiB".into(), mib(v)));
     }
+    if let Some(v) = r.max_memory_bytes {
+        f.push(("max charged + pool MiB".into(), mib(v)));
+    }
     if let Some(l) = r.fault_latency {
         f.push(("fault p50 us".into(), l.p50_us));
         f.push(("fault p99 us".into(), l.p99_us));

@@ -498,6 +498,8 @@ impl Drop for Worker {
 struct MonitorReport {
     max_rss: u64,
     max_usage_sampled: u64,
+    /// Largest cgroup usage (over the baseline) plus zswap pool, sampled together.
+    max_memory: u64,
     cpu: Option<CpuTimes>,
     pageout_calls: u64,
     pageout_bytes: u64,
@@ -510,9 +512,20 @@ struct Monitor {
     pidfd: OwnedFd,
     area: (usize, usize),
     usage: PathBuf,
+    /// The cgroup's usage before the workload allocated (binary, corpus).
+    baseline: u64,
     target: u64,
     controller: bool,
     stop: Arc<AtomicBool>,
+}
+
+/// The kernel's compressed pool, in bytes (zswap debugfs; machine-wide, and this workload is
+/// the machine's only zswap user while it runs).
+fn zswap_pool_bytes() -> u64 {
+    std::fs::read_to_string(Path::new(stats::ZSWAP_DEBUGFS).join("pool_total_size"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn vm_rss(pid: i32) -> Option<u64> {
@@ -527,7 +540,7 @@ fn vm_rss(pid: i32) -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Sample RSS and cgroup usage; as the controller, page out random 1 MiB chunks of the
+/// Sample RSS, cgroup usage and the zswap pool; as the controller, page out random 1 MiB chunks of the
 /// worker's area while usage is above the target.
 fn monitor(m: Monitor) -> MonitorReport {
     let thread_stat = Path::new("/proc/thread-self/stat");
@@ -549,6 +562,9 @@ fn monitor(m: Monitor) -> MonitorReport {
                 Some(r) => rep.max_rss = rep.max_rss.max(r),
                 None => break,
             }
+            // The pool is not charged to a v1 cgroup: what the workload held in all.
+            let held = usage.saturating_sub(m.baseline) + zswap_pool_bytes();
+            rep.max_memory = rep.max_memory.max(held);
         }
         if m.controller && usage > m.target {
             // One random 1 MiB chunk per MiB of excess (up to 16) in one call: a fast writer
@@ -632,6 +648,8 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
     // The worker's baseline (binary, corpus) is not the workload's: the limit applies on top,
     // as on the uzswap side where the corpus lives outside the region.
     let baseline = cg.read_u64("memory.usage_in_bytes")?;
+    // Likewise for its RSS, which the uzswap side counts from after the corpus is loaded.
+    let rss_baseline = vm_rss(pid).unwrap_or(0);
     let target = spec.memory_high + baseline;
     let hard = match opts.reclaim {
         Reclaim::Controller => target + HARD_LIMIT_SLACK,
@@ -661,6 +679,7 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         pidfd,
         area: (addr, len),
         usage: cg.file("memory.usage_in_bytes"),
+        baseline,
         target,
         controller: opts.reclaim == Reclaim::Controller,
         stop: stop.clone(),
@@ -707,7 +726,8 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
     }
     r.gauges = gauges;
     r.gauges.insert("baseline_bytes".into(), baseline as i64);
-    r.max_rss_bytes = Some(rep.max_rss.saturating_sub(0));
+    r.max_rss_bytes = Some(rep.max_rss.saturating_sub(rss_baseline));
+    r.max_memory_bytes = Some(rep.max_memory);
     r.max_usage_bytes = max_usage
         .or(Some(rep.max_usage_sampled))
         .map(|u| u.saturating_sub(baseline));

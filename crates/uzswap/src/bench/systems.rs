@@ -175,6 +175,10 @@ pub struct WorkloadResult {
     /// Largest charged memory: the cgroup's max usage for a peer (its compressed pool is not
     /// charged under v1), resident + swap cache + pool for uzswap.
     pub max_usage_bytes: Option<u64>,
+    /// Largest memory the workload held, charged or not: uzswap's charged bytes (its pool is
+    /// charged); a kernel peer's cgroup usage plus the zswap pool, sampled together.
+    #[serde(default)]
+    pub max_memory_bytes: Option<u64>,
     /// Settings that shape the figure (`page_cluster`, `thp_enabled`, `reclaim`, ...).
     pub settings: BTreeMap<String, String>,
     /// uzswap only: latency of a userfault, and pages brought in per fault.
@@ -195,6 +199,7 @@ impl WorkloadResult {
             limit_bytes,
             max_rss_bytes: None,
             max_usage_bytes: None,
+            max_memory_bytes: None,
             settings: BTreeMap::new(),
             fault_latency: None,
             pages_per_fault: None,

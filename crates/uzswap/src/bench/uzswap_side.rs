@@ -203,6 +203,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
     ]);
     result.max_rss_bytes = Some(max_rss.load(Relaxed));
     result.max_usage_bytes = Some(max_usage.load(Relaxed));
+    result.max_memory_bytes = result.max_usage_bytes;
     result.settings = BTreeMap::from([
         ("folio_size".into(), spec.folio_size.to_string()),
         ("compressor".into(), config.compressor.clone()),
