@@ -130,9 +130,9 @@ impl IncompressibleFolios {
         }
     }
 
-    /// Bytes of the bitmaps, charged as metadata.
-    pub fn bytes(&self) -> u64 {
-        (self.bits.len() + self.compressible.len()) as u64 * 8
+    /// Bytes of the bitmaps of a region of `nr_pages`, charged as metadata.
+    pub fn bytes_for(nr_pages: u32, folio_pages: u32) -> u64 {
+        2 * u64::from(nr_pages.div_ceil(folio_pages).div_ceil(64)) * 8
     }
 
     /// The word of `map` holding `start`'s folio, and its bit.

@@ -252,6 +252,35 @@ impl std::fmt::Debug for Region {
     }
 }
 
+/// What a region charges to its limit from the start, whatever the program does.
+struct FixedCharge {
+    /// Threads that hold buffers: fault handlers, kswapd, readahead, the shrink worker.
+    threads: usize,
+    bytes: u64,
+}
+
+impl FixedCharge {
+    fn of(config: &RegionConfig, nr_pages: u32) -> FixedCharge {
+        let fs = config.folio_size as u64;
+        // Folios in flight in staging (one per evicting thread) are memory too.
+        let evicting = (config.fault_threads + config.kswapd_threads) as u64;
+        // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O
+        // from an unaligned buffer, a bounce buffer of at most `BOUNCE_BYTES`: resident
+        // memory too, allocated on first use, so charged up front.
+        let threads = config.fault_threads + config.kswapd_threads + READAHEAD_THREADS + 1;
+        let io_buffers = threads as u64 * (fs + zswap::swap::file::BOUNCE_BYTES as u64);
+        let folio_pages = (fs / PAGE_SIZE as u64) as u32;
+        let bitmaps = 2 * u64::from(nr_pages).div_ceil(8)
+            + crate::incompressible::IncompressibleFolios::bytes_for(nr_pages, folio_pages);
+        FixedCharge {
+            threads,
+            // Resident and discarded bits, folios in flight in staging, buffers, the
+            // drop-behind queue and the incompressible marks.
+            bytes: bitmaps + evicting * fs + io_buffers + crate::reclaim::INACTIVE_MAX as u64 * 4,
+        }
+    }
+}
+
 impl Region {
     /// A region of `size` bytes (rounded up to whole folios) managed under `config`.
     pub fn new(size: usize, config: RegionConfig) -> Result<Region, RegionError> {
@@ -267,13 +296,6 @@ impl Region {
         let len = size.div_ceil(fs) * fs;
         let nr_pages = u32::try_from(len / PAGE_SIZE)
             .map_err(|_| RegionError::Config(format!("{len} bytes is too large a region")))?;
-        if config.memory_limit < 4 * fs as u64 {
-            return Err(RegionError::Config(format!(
-                "memory limit {} is below four folios ({} bytes)",
-                config.memory_limit,
-                4 * fs
-            )));
-        }
         if config.fault_threads == 0 || config.fault_threads > 64 {
             return Err(RegionError::Config(
                 "fault_threads must be between 1 and 64".into(),
@@ -288,6 +310,20 @@ impl Region {
             return Err(RegionError::Config(
                 "max_pool_percent must be at most 100".into(),
             ));
+        }
+        let fixed = FixedCharge::of(&config, nr_pages);
+        // Charged from the start, whatever the program does: a limit that cannot hold it and
+        // a few folios besides could only be exceeded.
+        if config.memory_limit < fixed.bytes + 4 * fs as u64 {
+            return Err(RegionError::Config(format!(
+                "memory limit {} is below the region's fixed charge ({} bytes: buffers and \
+                 staging for its {} threads, bitmaps) plus four folios ({} bytes); raise the \
+                 limit, or use smaller folios or fewer threads",
+                config.memory_limit,
+                fixed.bytes,
+                fixed.threads,
+                4 * fs
+            )));
         }
 
         let uffd = UffdBuilder::new()
@@ -353,14 +389,6 @@ impl Region {
         let evicting = (config.fault_threads + config.kswapd_threads) as u64;
         let slots = (swapcache_budget / folio_pages as u64 + batch_slots + evicting) as u32 + 4;
         let staging = Staging::new(slots, fs, batch_slots as usize)?;
-        // Folios in flight in staging (one per evicting thread) are memory too.
-        let staging_reserve = evicting * fs as u64;
-        // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O from
-        // an unaligned buffer, a bounce buffer of at most `BOUNCE_BYTES`: resident memory too,
-        // allocated on first use, so charged up front.
-        let io_threads =
-            (config.fault_threads + config.kswapd_threads + READAHEAD_THREADS + 1) as u64;
-        let io_buffers = io_threads * (fs + zswap::swap::file::BOUNCE_BYTES) as u64;
 
         let incompressible =
             crate::incompressible::IncompressibleFolios::new(nr_pages, folio_pages);
@@ -372,12 +400,7 @@ impl Region {
             zswap,
             group,
             limit: config.memory_limit,
-            // Resident bits, folios in flight in staging, buffers, the queues and marks.
-            fixed_metadata: 2 * u64::from(nr_pages).div_ceil(8)
-                + staging_reserve
-                + io_buffers
-                + crate::reclaim::INACTIVE_MAX as u64 * 4
-                + incompressible.bytes(),
+            fixed_metadata: fixed.bytes,
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,
             resident: (0..nr_pages.div_ceil(64))

@@ -514,7 +514,7 @@ fn vm_flags_of(addr: usize) -> Vec<String> {
 
 #[test]
 fn the_region_is_not_inherited_by_a_child_process() {
-    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20)).unwrap();
+    let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20)).unwrap();
     fill(r.as_mut_slice(), 1);
     r.reclaim_to(0);
     let flags = vm_flags_of(r.as_ptr() as usize);

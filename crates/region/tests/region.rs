@@ -3,7 +3,7 @@
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use region::{Region, RegionConfig};
+use region::{Region, RegionConfig, RegionError};
 
 mod common;
 use common::{check, check_from, fill, page_data, random_page, PAGE};
@@ -33,7 +33,8 @@ fn data_survives_reclaim_to_a_quarter_of_its_size() {
 #[test]
 fn every_folio_size_round_trips() {
     for fs in [4 << 10, 16 << 10, 2 << 20] {
-        let mut r = Region::new(32 << 20, RegionConfig::new(12 << 20).folio_size(fs)).unwrap();
+        // 2 MiB folios charge about 35 MiB from the start (a folio buffer a thread).
+        let mut r = Region::new(32 << 20, RegionConfig::new(48 << 20).folio_size(fs)).unwrap();
         fill(r.as_mut_slice(), 7);
         r.reclaim_to(0);
         assert!(
@@ -71,7 +72,7 @@ fn a_fault_on_a_folio_still_in_the_swap_cache_needs_no_decompression() {
 
 #[test]
 fn zero_pages_come_back_as_zero_without_storage() {
-    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20)).unwrap();
+    let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20)).unwrap();
     let mem = r.as_mut_slice();
     mem.fill(0);
     mem[0] = 1;
@@ -86,7 +87,7 @@ fn zero_pages_come_back_as_zero_without_storage() {
 
 #[test]
 fn discarded_pages_read_as_zero_and_free_what_was_stored() {
-    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20)).unwrap();
+    let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20)).unwrap();
     fill(r.as_mut_slice(), 11);
     r.reclaim_to(0);
     r.discard(0, 1 << 20).unwrap();
@@ -101,7 +102,7 @@ fn discarded_pages_read_as_zero_and_free_what_was_stored() {
 
 #[test]
 fn kernel_access_to_evicted_pages_is_served() {
-    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20)).unwrap();
+    let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20)).unwrap();
     if !r.kernel_faults_served() {
         eprintln!("skipped: this process may not take kernel-mode faults");
         return;
@@ -133,7 +134,7 @@ fn kernel_access_to_evicted_pages_is_served() {
 
 #[test]
 fn user_mode_only_regions_work_for_the_program_itself() {
-    let mut r = Region::new(4 << 20, RegionConfig::new(1 << 20).user_mode_only(true)).unwrap();
+    let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20).user_mode_only(true)).unwrap();
     assert!(!r.kernel_faults_served());
     fill(r.as_mut_slice(), 9);
     check(r.as_mut_slice(), 9);
@@ -587,4 +588,49 @@ fn incompressible_data_not_used_again_still_leaves() {
     for (i, p) in r.as_mut_slice().chunks(PAGE).enumerate() {
         assert!(p == &expected(i)[..], "page {i} read back wrong");
     }
+}
+
+/// Every configuration a region cannot honour is refused at creation, with a message that
+/// says what to change; above all a limit below what the region charges from the start (a
+/// buffer of a folio for each of its threads), which it could only exceed.
+#[test]
+fn configurations_a_region_cannot_honour_are_refused() {
+    let refused = |size: usize, c: RegionConfig, want: &str| match Region::new(size, c) {
+        Err(RegionError::Config(msg)) => assert!(msg.contains(want), "{msg}"),
+        Err(e) => panic!("{want}: another error: {e}"),
+        Ok(_) => panic!("{want}: accepted"),
+    };
+    refused(
+        1 << 20,
+        RegionConfig::new(8 << 20).folio_size(12 << 10),
+        "power of two",
+    );
+    refused(0, RegionConfig::new(8 << 20), "size above 0");
+    refused(
+        1 << 20,
+        RegionConfig::new(8 << 20).fault_threads(0),
+        "fault_threads",
+    );
+    refused(
+        1 << 20,
+        RegionConfig::new(8 << 20).max_pool_percent(101),
+        "max_pool_percent",
+    );
+    // 2 MiB folios, 11 threads: about 35 MiB charged before the program touches a page.
+    let big = || RegionConfig::new(16 << 20).folio_size(2 << 20);
+    refused(64 << 20, big(), "fixed charge");
+    // Fewer threads charge less; or a larger limit.
+    assert!(Region::new(64 << 20, RegionConfig::new(48 << 20).folio_size(2 << 20)).is_ok());
+    assert!(
+        Region::new(64 << 20, big().fault_threads(1).kswapd_threads(1))
+            .is_err_and(|e| e.to_string().contains("fixed charge"))
+    );
+    assert!(Region::new(
+        64 << 20,
+        RegionConfig::new(32 << 20)
+            .folio_size(2 << 20)
+            .fault_threads(1)
+            .kswapd_threads(1)
+    )
+    .is_ok());
 }
