@@ -196,6 +196,30 @@ fn cli_errors_are_one_line_exit_2() {
             ][..],
             "--seconds must be a positive number",
         ),
+        (
+            &[
+                "bench",
+                "usemem",
+                "--size",
+                "8M",
+                "--memory-high",
+                "16M",
+                "--uzswap-memory-high",
+                "1M",
+            ][..],
+            "--uzswap-memory-high must be at least 16M",
+        ),
+        (
+            &[
+                "bench",
+                "sweep",
+                "--memory-high",
+                "16M",
+                "--uzswap-memory-high",
+                "32M",
+            ][..],
+            "--uzswap-memory-high is for usemem and mix",
+        ),
     ] {
         let out = uzswap().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -206,4 +230,42 @@ fn cli_errors_are_one_line_exit_2() {
             assert_eq!(err.trim().lines().count(), 1, "{err}");
         }
     }
+}
+
+/// `--uzswap-memory-high` runs the uzswap side under its own limit (equal memory with a v1
+/// peer, whose pool is outside its cgroup), says so in the settings, and holds that limit.
+#[test]
+fn uzswap_runs_under_its_own_limit_when_given_one() {
+    let out = uzswap()
+        .args([
+            "bench",
+            "usemem",
+            "--size",
+            "48M",
+            "--memory-high",
+            "24M",
+            "--uzswap-memory-high",
+            "32M",
+            "--folio-size",
+            "64K",
+            "--runs",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["settings"]["uzswap_memory_high_mib"], "32");
+    let run = &v["systems"][0]["runs"][0];
+    assert_eq!(run["limit_bytes"].as_u64(), Some(32 << 20), "{run}");
+    assert!(run["output"]["verified"].as_bool().unwrap());
+    // Past the peer's 24 MiB, within uzswap's 32 (a folio per thread in flight allowed).
+    let held = run["max_memory_bytes"].as_u64().unwrap();
+    assert!(held > 24 << 20 && held <= (32 << 20) + (1 << 20), "{run}");
 }

@@ -19,6 +19,11 @@ pub struct CommonArgs {
     /// Memory limit (memory.high) of the workload, e.g. 1G.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_high: u64,
+    /// uzswap's limit where it differs from --memory-high (usemem, mix): to compare at equal
+    /// memory with a kernel peer, whose compressed pool a cgroup v1 does not charge. Give it
+    /// the peer's "max charged + pool MiB" of an earlier run.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub uzswap_memory_high: Option<u64>,
     /// uzswap folio size (4K..2M). Default: 2M for usemem (sequential, as THP serves it: a
     /// fault brings a whole folio back at once, an eviction moves 512 pages out with one TLB
     /// flush and writes them to disk in one I/O), 4K for mix and sweep (random: a larger
@@ -152,6 +157,9 @@ fn check_common(c: &CommonArgs) -> Result<()> {
     if c.memory_high < (16 << 20) {
         bail!("--memory-high must be at least 16M");
     }
+    if c.uzswap_memory_high.is_some_and(|l| l < (16 << 20)) {
+        bail!("--uzswap-memory-high must be at least 16M");
+    }
     Ok(())
 }
 
@@ -165,6 +173,7 @@ fn check_seconds(s: f64) -> Result<()> {
 /// The systems of one command and the machine set up for the kernel ones.
 struct Runner {
     peer: Option<PeerMachine>,
+    uzswap_memory_high: Option<u64>,
 }
 
 impl Runner {
@@ -183,12 +192,24 @@ impl Runner {
         } else {
             None
         };
-        Ok(Runner { peer })
+        Ok(Runner {
+            peer,
+            uzswap_memory_high: c.uzswap_memory_high,
+        })
     }
 
     fn run(&mut self, system: &System, spec: &WorkloadSpec) -> Result<WorkloadResult> {
         match system {
-            System::Uzswap(cfg) => run_uzswap(spec, cfg),
+            System::Uzswap(cfg) => match self.uzswap_memory_high {
+                Some(limit) => run_uzswap(
+                    &WorkloadSpec {
+                        memory_high: limit,
+                        ..spec.clone()
+                    },
+                    cfg,
+                ),
+                None => run_uzswap(spec, cfg),
+            },
             _ => self
                 .peer
                 .as_mut()
@@ -203,6 +224,9 @@ impl Runner {
             .as_ref()
             .map(|p| p.settings().clone())
             .unwrap_or_default();
+        if let Some(l) = self.uzswap_memory_high {
+            s.insert("uzswap_memory_high_mib".into(), (l >> 20).to_string());
+        }
         if !s.contains_key("page_cluster") {
             if let Ok(v) = std::fs::read_to_string(peer::PAGE_CLUSTER) {
                 s.insert("page_cluster".into(), v.trim().to_string());
@@ -548,6 +572,9 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     let c = &a.common;
     check_common(c)?;
     check_seconds(a.seconds)?;
+    if c.uzswap_memory_high.is_some() {
+        bail!("--uzswap-memory-high is for usemem and mix: sweep sizes its heaps from one limit");
+    }
     let systems = systems(c, &["uzswap-nocompress", "uzswap", "uzswap-writethrough"])?;
     let sizes = sweep_sizes(c.memory_high);
     let max_area = sizes.last().map(|s| s.1 as usize).unwrap_or(0);

@@ -5,8 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The /proc/vmstat counters reported (zswap and swap traffic, zero-page shortcuts).
-pub const VMSTAT_COUNTERS: [&str; 7] = [
+/// The /proc/vmstat counters reported (zswap and swap traffic, zero-page shortcuts, and the
+/// faults that had to read a page: a swap-in from zswap or disk is a major fault, one that
+/// finds the page in the swap cache, readahead's included, is not).
+pub const VMSTAT_COUNTERS: [&str; 8] = [
+    "pgmajfault",
     "zswpout",
     "zswpin",
     "zswpwb",

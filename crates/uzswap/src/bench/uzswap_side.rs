@@ -164,8 +164,14 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
             stats.insert(key, *v as i64);
         }
     }
-    result.stats = stats;
     let rs = region.stats();
+    // The kernel's major faults, in uzswap's terms: faults served from the engine (pool,
+    // disk or zero marks; not a first touch, not a swap cache hit).
+    stats.insert(
+        "pgmajfault".into(),
+        (rs.faults_folio + rs.faults_pages) as i64,
+    );
+    result.stats = stats;
     let usage = region.usage();
     result.gauges = BTreeMap::from([
         ("pool_total_size".into(), usage.pool as i64),
