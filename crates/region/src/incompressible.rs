@@ -32,8 +32,10 @@
 //! from 130,000/s to 45,000/s for fifteen seconds. So the region counts the folios it stores
 //! as-is and the marked folios that come back in, and every `EPOCH` decides: if a quarter
 //! as many came back in as were stored as-is the epoch before (or the epochs before, added
-//! up until there are `MIN_EVIDENCE` of them), its incompressible data is in use. While it is, and while incompressible folios are being found at all, an unmarked
-//! folio is first tried for compression where it is (read through `/proc/self/mem`, no move),
+//! up until there are `MIN_EVIDENCE` of them), its incompressible data is in use. While it
+//! is, and while incompressible folios are being found at all, a folio with no verdict (never
+//! stored, or discarded since) is first tried for compression where it is (read through
+//! `/proc/self/mem`, no move),
 //! and one that would be stored as incompressible is marked and stays resident, as one that
 //! came back in would. One such folio in eight (up to 1/256 of the region's folios an epoch)
 //! is stored as-is all the same, a probe, so the count goes on measuring. When what is stored

@@ -282,6 +282,18 @@ impl FixedCharge {
 }
 
 impl Region {
+    /// The smallest memory limit a region of `size` bytes under `config` (its limit aside)
+    /// accepts: what it charges from the start, plus four folios. None for a folio size or a
+    /// size `new` refuses anyway.
+    pub fn min_memory_limit(size: usize, config: &RegionConfig) -> Option<u64> {
+        let fs = config.folio_size;
+        if !(PAGE_SIZE..=2 << 20).contains(&fs) || !fs.is_power_of_two() {
+            return None;
+        }
+        let nr_pages = u32::try_from(size.div_ceil(fs) * fs / PAGE_SIZE).ok()?;
+        Some(FixedCharge::of(config, nr_pages).bytes + 4 * fs as u64)
+    }
+
     /// A region of `size` bytes (rounded up to whole folios) managed under `config`.
     pub fn new(size: usize, config: RegionConfig) -> Result<Region, RegionError> {
         let fs = config.folio_size;

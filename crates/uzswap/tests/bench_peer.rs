@@ -91,6 +91,8 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
     assert_eq!(sys["system"], "kernel-zswap:lzo");
     let run = &sys["runs"][0];
     assert!(run["stats"]["zswpout"].as_i64().unwrap() > 0, "{run}");
+    // The re-read swaps pages back in: the worker's own major faults.
+    assert!(run["stats"]["pgmajfault"].as_i64().unwrap() > 0, "{run}");
     assert!(run["output"]["verified"].as_bool().unwrap());
     assert_eq!(run["settings"]["page_cluster"], "0");
     assert!(run["cpu"]["sys_s"].as_f64().is_some());
@@ -220,6 +222,28 @@ fn cli_errors_are_one_line_exit_2() {
             ][..],
             "--uzswap-memory-high is for usemem and mix",
         ),
+        (
+            // 2 MiB folios (usemem's default): about 43 MiB charged from the start.
+            &["bench", "usemem", "--size", "64M", "--memory-high", "32M"][..],
+            "below what a uzswap region of 2048 KiB folios charges",
+        ),
+        (
+            &[
+                "bench",
+                "mix",
+                "--size",
+                "64M",
+                "--memory-high",
+                "48M",
+                "--seconds",
+                "1",
+                "--uzswap-memory-high",
+                "64M",
+                "--system",
+                "kernel-swap",
+            ][..],
+            "--uzswap-memory-high needs a uzswap system",
+        ),
     ] {
         let out = uzswap().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -261,7 +285,8 @@ fn uzswap_runs_under_its_own_limit_when_given_one() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(v["settings"]["uzswap_memory_high_mib"], "32");
+    assert_eq!(v["settings"]["uzswap_memory_high"], "33554432");
+    assert_eq!(v["uzswap_memory_high"].as_u64(), Some(32 << 20));
     let run = &v["systems"][0]["runs"][0];
     assert_eq!(run["limit_bytes"].as_u64(), Some(32 << 20), "{run}");
     assert!(run["output"]["verified"].as_bool().unwrap());

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::peer::{self, PeerMachine, PeerOptions, Reclaim};
 use super::systems::{run_uzswap, System, SystemName, WorkloadResult};
+use super::uzswap_side::check_limit;
 use super::workload::{Workload, WorkloadSpec};
 use crate::size::{parse_folio_size, parse_size};
 
@@ -200,16 +201,7 @@ impl Runner {
 
     fn run(&mut self, system: &System, spec: &WorkloadSpec) -> Result<WorkloadResult> {
         match system {
-            System::Uzswap(cfg) => match self.uzswap_memory_high {
-                Some(limit) => run_uzswap(
-                    &WorkloadSpec {
-                        memory_high: limit,
-                        ..spec.clone()
-                    },
-                    cfg,
-                ),
-                None => run_uzswap(spec, cfg),
-            },
+            System::Uzswap(cfg) => run_uzswap(&uzswap_spec(self.uzswap_memory_high, spec), cfg),
             _ => self
                 .peer
                 .as_mut()
@@ -225,7 +217,7 @@ impl Runner {
             .map(|p| p.settings().clone())
             .unwrap_or_default();
         if let Some(l) = self.uzswap_memory_high {
-            s.insert("uzswap_memory_high_mib".into(), (l >> 20).to_string());
+            s.insert("uzswap_memory_high".into(), l.to_string());
         }
         if !s.contains_key("page_cluster") {
             if let Ok(v) = std::fs::read_to_string(peer::PAGE_CLUSTER) {
@@ -234,6 +226,38 @@ impl Runner {
         }
         s
     }
+}
+
+/// `spec` as the uzswap side runs it: under `--uzswap-memory-high` if given.
+fn uzswap_spec(uzswap_memory_high: Option<u64>, spec: &WorkloadSpec) -> WorkloadSpec {
+    WorkloadSpec {
+        memory_high: uzswap_memory_high.unwrap_or(spec.memory_high),
+        ..spec.clone()
+    }
+}
+
+/// Refuse, before anything is set up or run, a limit the uzswap systems' regions would
+/// refuse (else the kernel peers' runs would go first for nothing), and
+/// `--uzswap-memory-high` with no uzswap system to apply to.
+fn check_uzswap_limits(c: &CommonArgs, systems: &[System], spec: &WorkloadSpec) -> Result<()> {
+    let uzswap: Vec<_> = systems
+        .iter()
+        .filter_map(|s| match s {
+            System::Uzswap(cfg) => Some(cfg),
+            _ => None,
+        })
+        .collect();
+    if c.uzswap_memory_high.is_some() && uzswap.is_empty() {
+        bail!("--uzswap-memory-high needs a uzswap system to run");
+    }
+    let option = match c.uzswap_memory_high {
+        Some(_) => "--uzswap-memory-high",
+        None => "--memory-high",
+    };
+    for cfg in uzswap {
+        check_limit(&uzswap_spec(c.uzswap_memory_high, spec), cfg, option)?;
+    }
+    Ok(())
 }
 
 fn spec(c: &CommonArgs, workload: Workload) -> WorkloadSpec {
@@ -464,6 +488,7 @@ fn side_by_side(
     systems: &[System],
     spec: WorkloadSpec,
 ) -> Result<()> {
+    check_uzswap_limits(c, systems, &spec)?;
     let mut runner = Runner::new(c, systems, spec.area_bytes())?;
     let (results, failed) = alternate(&mut runner, systems, &spec, c.runs, c.json)?;
     let settings = runner.settings();
@@ -500,6 +525,7 @@ fn side_by_side(
         let out = json!({
             "command": command,
             "spec": spec,
+            "uzswap_memory_high": c.uzswap_memory_high,
             "runs": c.runs,
             "settings": settings,
             "systems": sys,
@@ -509,6 +535,13 @@ fn side_by_side(
         print_table(&title, &settings, &cols);
     }
     Ok(())
+}
+
+/// For a title: uzswap's own limit, if it has one.
+fn uzswap_limit_note(c: &CommonArgs) -> String {
+    c.uzswap_memory_high
+        .map(|l| format!(" (uzswap under {:.1} MiB)", l as f64 / (1 << 20) as f64))
+        .unwrap_or_default()
 }
 
 pub fn usemem(a: &UsememArgs) -> Result<()> {
@@ -525,10 +558,11 @@ pub fn usemem(a: &UsememArgs) -> Result<()> {
         },
     );
     let title = format!(
-        "usemem: {} worker(s) x {} MiB under {} MiB, {} run(s) alternating",
+        "usemem: {} worker(s) x {} MiB under {} MiB{}, {} run(s) alternating",
         a.workers,
         a.size >> 20,
         a.common.memory_high >> 20,
+        uzswap_limit_note(&a.common),
         a.common.runs
     );
     side_by_side("usemem", title, &a.common, &systems, spec)
@@ -549,9 +583,10 @@ pub fn mix(a: &MixArgs) -> Result<()> {
         },
     );
     let title = format!(
-        "mix: {} MiB in three areas under {} MiB, {} s of random accesses, {} run(s) alternating",
+        "mix: {} MiB in three areas under {} MiB{}, {} s of random accesses, {} run(s) alternating",
         a.size >> 20,
         a.common.memory_high >> 20,
+        uzswap_limit_note(&a.common),
         a.seconds,
         a.common.runs
     );
@@ -578,6 +613,16 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     let systems = systems(c, &["uzswap-nocompress", "uzswap", "uzswap-writethrough"])?;
     let sizes = sweep_sizes(c.memory_high);
     let max_area = sizes.last().map(|s| s.1 as usize).unwrap_or(0);
+    for (_, size) in &sizes {
+        let s = spec(
+            c,
+            Workload::Heap {
+                size: *size,
+                seconds: a.seconds,
+            },
+        );
+        check_uzswap_limits(c, &systems, &s)?;
+    }
     let mut runner = Runner::new(c, &systems, max_area)?;
     // cells[size][system] = median accesses/s, runs kept for JSON.
     let mut cells: Vec<Vec<f64>> = Vec::new();

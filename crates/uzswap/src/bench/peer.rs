@@ -512,8 +512,10 @@ struct Monitor {
     pidfd: OwnedFd,
     area: (usize, usize),
     usage: PathBuf,
-    /// The cgroup's usage before the workload allocated (binary, corpus).
+    /// The cgroup's usage before the workload allocated (binary, corpus), and the zswap pool
+    /// then (another user's, if any).
     baseline: u64,
+    pool_baseline: u64,
     target: u64,
     controller: bool,
     stop: Arc<AtomicBool>,
@@ -563,7 +565,8 @@ fn monitor(m: Monitor) -> MonitorReport {
                 None => break,
             }
             // The pool is not charged to a v1 cgroup: what the workload held in all.
-            let held = usage.saturating_sub(m.baseline) + zswap_pool_bytes();
+            let pool = zswap_pool_bytes().saturating_sub(m.pool_baseline);
+            let held = usage.saturating_sub(m.baseline) + pool;
             rep.max_memory = rep.max_memory.max(held);
         }
         if m.controller && usage > m.target {
@@ -660,6 +663,8 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
     let before = Snapshot::take();
     let cpu_before =
         CpuTimes::from_stat_file(Path::new(&format!("/proc/{pid}/stat"))).unwrap_or_default();
+    let majflt_before = stats::major_faults(pid);
+    let pool_baseline = zswap_pool_bytes();
     w.send("go")?;
     let Some(area) = w.expect("area")? else {
         return Err(died(&mut w, &cg));
@@ -680,6 +685,7 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         area: (addr, len),
         usage: cg.file("memory.usage_in_bytes"),
         baseline,
+        pool_baseline,
         target,
         controller: opts.reclaim == Reclaim::Controller,
         stop: stop.clone(),
@@ -691,6 +697,7 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
     let after = Snapshot::take();
     let gauges = stats::zswap_debugfs();
     let cpu = CpuTimes::from_stat_file(Path::new(&format!("/proc/{pid}/stat")));
+    let majflt = stats::major_faults(pid);
     stop.store(true, Ordering::Relaxed);
     let rep = handle
         .join()
@@ -709,6 +716,10 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
     r.cpu = cpu.map(|c| c.minus(cpu_before)).unwrap_or_default();
     r.helper_cpu = rep.cpu.filter(|_| opts.reclaim == Reclaim::Controller);
     r.stats = after.delta(&before);
+    if let (Some(a), Some(b)) = (majflt, majflt_before) {
+        // The worker's own, not the machine's (/proc/vmstat counts every process's).
+        r.stats.insert("pgmajfault".into(), (a - b) as i64);
+    }
     if opts.reclaim == Reclaim::Controller {
         r.stats
             .insert("controller_pageout_calls".into(), rep.pageout_calls as i64);

@@ -5,11 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The /proc/vmstat counters reported (zswap and swap traffic, zero-page shortcuts, and the
-/// faults that had to read a page: a swap-in from zswap or disk is a major fault, one that
-/// finds the page in the swap cache, readahead's included, is not).
-pub const VMSTAT_COUNTERS: [&str; 8] = [
-    "pgmajfault",
+/// The /proc/vmstat counters reported (zswap and swap traffic, zero-page shortcuts).
+pub const VMSTAT_COUNTERS: [&str; 7] = [
     "zswpout",
     "zswpin",
     "zswpwb",
@@ -88,6 +85,23 @@ pub fn zswap_debugfs() -> BTreeMap<String, i64> {
     m
 }
 
+/// Major faults of a process so far (`majflt`, field 12 of `/proc/<pid>/stat`): faults that
+/// had to read a page, as a swap-in from zswap or disk does (one that finds the page in the
+/// swap cache, put there by readahead, does not count).
+pub fn major_faults(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_major_faults(&text)
+}
+
+fn parse_major_faults(text: &str) -> Option<u64> {
+    // As in `CpuTimes::parse_stat`: count from the last ')'; field 3 is the first after it.
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(12 - 3)?
+        .parse()
+        .ok()
+}
+
 /// User and system CPU seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CpuTimes {
@@ -134,6 +148,7 @@ mod tests {
         let c = CpuTimes::parse_stat(line).unwrap();
         assert_eq!(c.user_s, 250.0 / hz);
         assert_eq!(c.sys_s, 150.0 / hz);
+        assert_eq!(parse_major_faults(line), Some(9));
     }
 
     #[test]

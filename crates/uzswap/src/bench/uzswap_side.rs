@@ -99,6 +99,33 @@ pub fn uzswap_worker(spec_json: &str, config_json: &str) -> Result<()> {
     Ok(())
 }
 
+/// The region configuration of the uzswap side (the compressor aside: it is parsed where
+/// the region is made).
+fn region_config(spec: &WorkloadSpec, config: &UzswapConfig) -> RegionConfig {
+    RegionConfig::new(spec.memory_high)
+        .folio_size(spec.folio_size)
+        .writethrough(config.mode == UzswapMode::Writethrough)
+        .max_pool_percent(config.max_pool_percent)
+        .fault_threads(2)
+}
+
+/// Refuse, before anything runs, a limit the uzswap side's region would refuse: else the
+/// kernel peers' runs go first for nothing.
+pub fn check_limit(spec: &WorkloadSpec, config: &UzswapConfig, option: &str) -> Result<()> {
+    let min = Region::min_memory_limit(spec.area_bytes(), &region_config(spec, config));
+    if let Some(min) = min.filter(|&m| spec.memory_high < m) {
+        anyhow::bail!(
+            "{option} {} MiB is below what a uzswap region of {} KiB folios charges from the \
+             start plus four folios ({} MiB): give at least that, or smaller folios \
+             (--folio-size)",
+            spec.memory_high >> 20,
+            spec.folio_size >> 10,
+            min.div_ceil(1 << 20)
+        );
+    }
+    Ok(())
+}
+
 fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {
     let system = System::Uzswap(config.clone());
     let compressor: CompressorSpec = config.compressor.parse()?;
@@ -107,12 +134,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
     } else {
         None
     };
-    let cfg = RegionConfig::new(spec.memory_high)
-        .folio_size(spec.folio_size)
-        .compressor(compressor)
-        .writethrough(config.mode == UzswapMode::Writethrough)
-        .max_pool_percent(config.max_pool_percent)
-        .fault_threads(2);
+    let cfg = region_config(spec, config).compressor(compressor);
     let mut region = Region::new(spec.area_bytes(), cfg).context("creating the uzswap region")?;
     if config.mode == UzswapMode::NoCompression {
         // Every cold page goes straight to the swap file.
@@ -166,7 +188,8 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
     }
     let rs = region.stats();
     // The kernel's major faults, in uzswap's terms: faults served from the engine (pool,
-    // disk or zero marks; not a first touch, not a swap cache hit).
+    // disk or zero marks; not a first touch, not a swap cache hit). A fault, not a page:
+    // with large folios one brings back many (the kernel swaps in 4 KiB pages from a file).
     stats.insert(
         "pgmajfault".into(),
         (rs.faults_folio + rs.faults_pages) as i64,
