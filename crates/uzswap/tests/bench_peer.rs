@@ -14,6 +14,18 @@ fn uzswap() -> Command {
     Command::new(env!("CARGO_BIN_EXE_uzswap"))
 }
 
+/// Run `uzswap ARGS` (with `--json`), which must succeed, and parse what it prints.
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = uzswap().args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .unwrap()
@@ -79,14 +91,7 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
     }
     let before = SavedSettings::read().unwrap();
     let swaps_before = our_swaps();
-    let out = uzswap().args(args).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let v = json_of(&args);
     let sys = &v["systems"][0];
     assert_eq!(sys["system"], "kernel-zswap:lzo");
     let run = &sys["runs"][0];
@@ -260,31 +265,21 @@ fn cli_errors_are_one_line_exit_2() {
 /// peer, whose pool is outside its cgroup), says so in the settings, and holds that limit.
 #[test]
 fn uzswap_runs_under_its_own_limit_when_given_one() {
-    let out = uzswap()
-        .args([
-            "bench",
-            "usemem",
-            "--size",
-            "48M",
-            "--memory-high",
-            "24M",
-            "--uzswap-memory-high",
-            "32M",
-            "--folio-size",
-            "64K",
-            "--runs",
-            "1",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let v = json_of(&[
+        "bench",
+        "usemem",
+        "--size",
+        "48M",
+        "--memory-high",
+        "24M",
+        "--uzswap-memory-high",
+        "32M",
+        "--folio-size",
+        "64K",
+        "--runs",
+        "1",
+        "--json",
+    ]);
     assert_eq!(v["settings"]["uzswap_memory_high"], "33554432");
     assert_eq!(v["uzswap_memory_high"].as_u64(), Some(32 << 20));
     let run = &v["systems"][0]["runs"][0];
