@@ -52,6 +52,9 @@ pub struct RegionConfig {
     /// ones can go (incompressible.rs): with the pool charged to the limit, evicting them
     /// frees nothing. On by default.
     pub keep_incompressible: bool,
+    /// With 4 KiB folios, evict a cold folio's cold neighbours with it, up to 64 KiB with one
+    /// move and one TLB flush (reclaim.rs, `with_neighbours`). On by default.
+    pub batch_eviction: bool,
 }
 
 impl RegionConfig {
@@ -73,6 +76,7 @@ impl RegionConfig {
             drop_behind: true,
             swap_discard: false,
             keep_incompressible: true,
+            batch_eviction: true,
         }
     }
 
@@ -98,6 +102,11 @@ impl RegionConfig {
 
     pub fn keep_incompressible(mut self, on: bool) -> Self {
         self.keep_incompressible = on;
+        self
+    }
+
+    pub fn batch_eviction(mut self, on: bool) -> Self {
+        self.batch_eviction = on;
         self
     }
 

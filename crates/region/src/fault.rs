@@ -150,7 +150,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     inner.stats.faults.fetch_add(1, Relaxed);
     // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped).
-    inner.lru.lock().push_back(start);
+    inner.queue_for_reclaim(start);
     let mut staged = inner.swapcache.take(start);
     let first_touch = staged.is_none()
         && folio
@@ -257,7 +257,7 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
             return;
         }
         // Queued before anything goes in, as a fault does (a stale entry is skipped).
-        inner.lru.lock().push_back(start);
+        inner.queue_for_reclaim(start);
         let addr = inner.page_addr(start);
         let r = if write {
             inner

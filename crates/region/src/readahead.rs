@@ -134,7 +134,7 @@ fn read_ahead(inner: &Inner, start: u32) {
     if pending_mask(inner, folio.start(), folio.end()).is_some() {
         return; // a discard is on its way: leave the folio to it
     }
-    inner.lru.lock().push_back(start);
+    inner.queue_for_reclaim(start);
     let done = crate::fault::with_folio_buf(folio.nr_pages() as usize, |buf| {
         crate::fault::load_whole(inner, &folio, false, buf, &mut gate)
     });

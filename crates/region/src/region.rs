@@ -11,7 +11,7 @@
 //! Memory accounting, like memory.high with the pool charged: resident + swap cache + pool
 //! bytes. Reclaim keeps it under the limit; a fault that would pass it reclaims first.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -61,6 +61,10 @@ pub(crate) struct Inner {
     pub len: usize,
     pub uffd: Uffd,
     pub staging: Arc<Staging>,
+    pub batch_staging: Option<Arc<Staging>>,
+    /// Per folio, when it was last queued for reclaim (`lru_seq` then).
+    pub queued_at: Box<[AtomicU32]>,
+    pub lru_seq: AtomicU32,
     pub zswap: Zswap,
     pub group: Arc<ZswapGroup>,
     pub limit: u64,
@@ -133,7 +137,11 @@ impl Inner {
             resident: self.nr_resident.load(Relaxed) * PAGE_SIZE as u64,
             // Staged folios, and freed staging slots not discarded yet.
             swapcache: self.swapcache.pages() * PAGE_SIZE as u64
-                + self.staging.dirty_bytes() as u64,
+                + self.staging.dirty_bytes() as u64
+                + self
+                    .batch_staging
+                    .as_ref()
+                    .map_or(0, |b| b.dirty_bytes() as u64),
             // The pool's pages, and the freed ones it keeps for reuse: both are resident.
             pool: self.zswap.pool().charged_bytes(),
             metadata: self.fixed_metadata
@@ -160,6 +168,20 @@ impl Inner {
             let _ = page;
             String::new()
         }
+    }
+
+    /// Queue the folio at `start` for reclaim, at the back (the youngest).
+    pub fn queue_for_reclaim(&self, start: u32) {
+        let mut lru = self.lru.lock();
+        let seq = self.lru_seq.fetch_add(1, Relaxed);
+        self.queued_at[(start / self.folio_pages) as usize].store(seq, Relaxed);
+        lru.push_back(start);
+    }
+
+    /// How long ago (in queueings) the folio at `start` was queued for reclaim.
+    pub fn queue_age(&self, start: u32) -> u32 {
+        let now = self.lru_seq.load(Relaxed);
+        now.wrapping_sub(self.queued_at[(start / self.folio_pages) as usize].load(Relaxed))
     }
 
     pub fn is_resident(&self, page: u32) -> bool {
@@ -252,6 +274,12 @@ impl std::fmt::Debug for Region {
     }
 }
 
+/// Whether reclaim evicts neighbouring folios together (4 KiB folios only: a larger folio is
+/// one move already).
+fn batching(config: &RegionConfig) -> bool {
+    config.batch_eviction && config.folio_size == PAGE_SIZE
+}
+
 /// What a region charges to its limit from the start, whatever the program does.
 struct FixedCharge {
     /// Threads that hold buffers: fault handlers, kswapd, readahead, the shrink worker.
@@ -262,8 +290,12 @@ struct FixedCharge {
 impl FixedCharge {
     fn of(config: &RegionConfig, nr_pages: u32) -> FixedCharge {
         let fs = config.folio_size as u64;
-        // Folios in flight in staging (one per evicting thread) are memory too.
         let evicting = (config.fault_threads + config.kswapd_threads) as u64;
+        // Each evicting thread has a folio in flight in staging, or a batch of them.
+        let in_flight = match batching(config) {
+            true => (crate::reclaim::BATCH_PAGES * PAGE_SIZE) as u64,
+            false => fs,
+        };
         // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O
         // from an unaligned buffer, a bounce buffer of at most `BOUNCE_BYTES`: resident
         // memory too, allocated on first use, so charged up front.
@@ -271,12 +303,16 @@ impl FixedCharge {
         let io_buffers = threads as u64 * (fs + zswap::swap::file::BOUNCE_BYTES as u64);
         let folio_pages = (fs / PAGE_SIZE as u64) as u32;
         let bitmaps = 2 * u64::from(nr_pages).div_ceil(8)
-            + crate::incompressible::IncompressibleFolios::bytes_for(nr_pages, folio_pages);
+            + crate::incompressible::IncompressibleFolios::bytes_for(nr_pages, folio_pages)
+            + 4 * u64::from(nr_pages.div_ceil(folio_pages));
         FixedCharge {
             threads,
-            // Resident and discarded bits, folios in flight in staging, buffers, the
-            // drop-behind queue and the incompressible marks.
-            bytes: bitmaps + evicting * fs + io_buffers + crate::reclaim::INACTIVE_MAX as u64 * 4,
+            // Resident and discarded bits, the incompressible marks, when each folio was
+            // queued for reclaim, folios in flight in staging, buffers, the drop-behind queue.
+            bytes: bitmaps
+                + evicting * in_flight
+                + io_buffers
+                + crate::reclaim::INACTIVE_MAX as u64 * 4,
         }
     }
 }
@@ -401,6 +437,16 @@ impl Region {
         let evicting = (config.fault_threads + config.kswapd_threads) as u64;
         let slots = (swapcache_budget / folio_pages as u64 + batch_slots + evicting) as u32 + 4;
         let staging = Staging::new(slots, fs, batch_slots as usize)?;
+        // Batch evictions (4 KiB folios) stage in slots of their own, one per evicting thread
+        // and a few freed ones waiting for their batched discard.
+        let batch_staging = match batching(&config) {
+            true => Some(Staging::new(
+                evicting as u32 + 4,
+                crate::reclaim::BATCH_PAGES * PAGE_SIZE,
+                4,
+            )?),
+            false => None,
+        };
 
         let incompressible =
             crate::incompressible::IncompressibleFolios::new(nr_pages, folio_pages);
@@ -409,6 +455,11 @@ impl Region {
             len,
             uffd,
             staging,
+            batch_staging,
+            queued_at: (0..nr_pages.div_ceil(folio_pages))
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            lru_seq: AtomicU32::new(0),
             zswap,
             group,
             limit: config.memory_limit,

@@ -13,7 +13,7 @@ const PAGE: usize = 4096;
 fn a_discarded_page_reads_zero_even_when_a_fault_races_its_event() {
     let n = 1024;
     for _ in 0..4 {
-        let mut r = Region::new(n * PAGE, RegionConfig::new(1 << 20).folio_size(PAGE)).unwrap();
+        let mut r = Region::new(n * PAGE, RegionConfig::new(2 << 20).folio_size(PAGE)).unwrap();
         for p in r.as_mut_slice().chunks_mut(PAGE) {
             p.fill(0x5a);
         }

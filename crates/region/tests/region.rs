@@ -634,3 +634,42 @@ fn configurations_a_region_cannot_honour_are_refused() {
     )
     .is_ok());
 }
+
+/// With 4 KiB folios, reclaim takes a cold folio's cold neighbours along in one move (their
+/// last store compressed, so they are stored, not tried): under random writes over data
+/// stored once already, batches happen, and every byte comes back. Without batching none
+/// do, and the bytes are the same.
+#[test]
+fn neighbouring_cold_folios_are_evicted_together_and_lose_nothing() {
+    let pages = 4096;
+    for batch in [true, false] {
+        let config = RegionConfig::new(6 << 20)
+            .folio_size(PAGE)
+            .batch_eviction(batch);
+        let mut r = Region::new(pages * PAGE, config).unwrap();
+        // The fill stores most pages once: from then on each is known to compress.
+        fill(r.as_mut_slice(), 21);
+        // Random writes of whole pages (written pages are not clean: they are stored again).
+        let mut seed_of = vec![21usize; pages];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..8 * pages {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let p = (x % pages as u64) as usize;
+            let seed = 100 + round % 7;
+            r.as_mut_slice()[p * PAGE..(p + 1) * PAGE].copy_from_slice(&page_data(p, seed));
+            seed_of[p] = seed;
+        }
+        let mem = r.as_mut_slice();
+        for (p, &seed) in seed_of.iter().enumerate() {
+            check_from(&mem[p * PAGE..(p + 1) * PAGE], p, seed);
+        }
+        let s = r.stats();
+        if batch {
+            assert!(s.batch_evictions > 0, "no batch: {s:?}");
+        } else {
+            assert_eq!(s.batch_evictions, 0, "{s:?}");
+        }
+    }
+}
