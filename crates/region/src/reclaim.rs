@@ -126,7 +126,7 @@ enum Eviction {
 fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
     // The queue names a folio again each time it comes back in, so it holds stale entries
     // (folios that left since): skip them here, so a caller's count of attempts means work.
-    let (folio, present, behind) = loop {
+    let (folio, present, behind, queued) = loop {
         let behind = inner.inactive.lock().pop_front();
         let (start, queued) = match behind {
             Some(start) => (Some(start), 0),
@@ -157,14 +157,15 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
             inner.stats.incompressible_skipped.fetch_add(1, Relaxed);
             continue;
         }
-        break (folio, present, behind.is_some());
+        break (folio, present, behind.is_some(), queued);
     };
     if behind {
         inner.stats.dropped_behind.fetch_add(1, Relaxed);
     }
     let marked = inner.incompressible.is_marked(folio.start());
     // A cold 4 KiB folio takes its cold neighbours along: one move, one TLB flush.
-    let folio = match with_neighbours(inner, folio, present, as_is || behind || marked) {
+    let single = as_is || behind || marked;
+    let folio = match with_neighbours(inner, folio, present, queued, single) {
         Ok(batch) => return evict_batch(inner, batch),
         Err(folio) => folio,
     };
@@ -193,9 +194,10 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
 /// Pages a batch eviction moves at once, at most (`with_neighbours`).
 pub(crate) const BATCH_PAGES: usize = 16;
 
-/// The folios after the cold 4 KiB folio `head` (locked, all `present`) that go with it in
-/// one batch, or `head` alone (Err) when none does or batching does not apply (`single`: it
-/// is stored as-is or dropped behind, or marked incompressible).
+/// The folios after the cold 4 KiB folio `head` (locked, all `present`, taken from the reclaim
+/// queue with `queued` entries left behind it) that go with it in one batch, or `head` alone
+/// (Err) when none does or batching does not apply (`single`: it is stored as-is or dropped
+/// behind, or marked incompressible).
 ///
 /// Each eviction's `UFFDIO_MOVE` flushes the TLB of every CPU running the program, an IPI
 /// each, and on a random workload of 4 KiB folios that was the largest single cost of
@@ -204,22 +206,27 @@ pub(crate) const BATCH_PAGES: usize = 16;
 /// unlocked (a try, never a wait: we hold `head`), its last store compressed (so it is
 /// stored, not tried or kept: incompressible.rs), not clean, not in the swap cache, and in
 /// the older half of the reclaim queue (queued at least half as long ago as `head`), so a
-/// folio in use is not taken for its place. The first that fails ends the run.
+/// folio in use is not taken for its place. The first that fails ends the run. A head that
+/// was queued again since the entry that named it (a stale entry: the queue names a folio
+/// each time it comes in) is young, and goes alone: its age says nothing of its neighbours'.
 fn with_neighbours<'a>(
     inner: &'a Inner,
     head: FolioLock<'a>,
     present: u32,
+    queued: usize,
     single: bool,
 ) -> Result<Vec<FolioLock<'a>>, FolioLock<'a>> {
+    let head_age = inner.queue_age(head.start());
     if inner.batch_staging.is_none()
         || single
         || present != 1
+        || (head_age as usize) < queued / 2
         || !inner.incompressible.is_compressible(head.start())
         || crate::clean::is_clean(&head)
     {
         return Err(head);
     }
-    let half_age = inner.queue_age(head.start()) / 2;
+    let half_age = head_age / 2;
     let nr_pages = (inner.len / PAGE_SIZE) as u32;
     let mut batch = vec![head];
     while batch.len() < BATCH_PAGES {
@@ -294,12 +301,21 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
                     crate::events::zapped_late(inner, p);
                 }
             }
-            // The neighbours keep their places in the queue.
-            give_up(inner, &batch[0]);
-            return Eviction::Failed;
+            // One page of the run could not move (pinned, zapped late, the mapping
+            // changing): the head goes alone, as it would have without its neighbours, who
+            // keep their places in the queue. (`evict` finds out for itself whether it can.)
+            let head = batch.into_iter().next().expect("the head");
+            let result = evict(inner, &head, true, false);
+            if result == Eviction::Freed {
+                inner.incompressible.evicted(false);
+            }
+            return result;
         }
     };
     let mut any = false;
+    // Moved back only once no page of the slot is read any more: `bytes` may only be taken
+    // while every page of it is there.
+    let mut unstored = Vec::new();
     for (i, folio) in batch.iter().enumerate() {
         let p = folio.start();
         inner.set_resident(p, false);
@@ -324,12 +340,17 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
                 if matches!(e, StoreError::CompressPoor(_)) {
                     inner.incompressible.set(p, true);
                 }
-                put_back(inner, folio, &mut staged, i, PutBack::All);
-                give_up(inner, folio);
+                unstored.push(i);
             }
         }
     }
-    inner.stats.batch_evictions.fetch_add(1, Relaxed);
+    for i in unstored {
+        put_back(inner, &batch[i], &mut staged, i, PutBack::All);
+        give_up(inner, &batch[i]);
+    }
+    if any {
+        inner.stats.batch_evictions.fetch_add(1, Relaxed);
+    }
     match any {
         true => Eviction::Freed,
         false => Eviction::Failed,

@@ -178,10 +178,17 @@ impl Inner {
         lru.push_back(start);
     }
 
-    /// How long ago (in queueings) the folio at `start` was queued for reclaim.
+    /// How long ago (in queueings) the folio at `start` was queued for reclaim. Zero for one
+    /// queued again between the two loads (it would otherwise wrap and look oldest).
     pub fn queue_age(&self, start: u32) -> u32 {
         let now = self.lru_seq.load(Relaxed);
-        now.wrapping_sub(self.queued_at[(start / self.folio_pages) as usize].load(Relaxed))
+        let age =
+            now.wrapping_sub(self.queued_at[(start / self.folio_pages) as usize].load(Relaxed));
+        if age > i32::MAX as u32 {
+            0
+        } else {
+            age
+        }
     }
 
     pub fn is_resident(&self, page: u32) -> bool {
@@ -284,13 +291,16 @@ fn batching(config: &RegionConfig) -> bool {
 struct FixedCharge {
     /// Threads that hold buffers: fault handlers, kswapd, readahead, the shrink worker.
     threads: usize,
+    /// Threads that may evict at once: fault handlers (direct reclaim), kswapd, readahead
+    /// (direct reclaim too), and the program's own `Region::reclaim_to`.
+    evicting: usize,
     bytes: u64,
 }
 
 impl FixedCharge {
     fn of(config: &RegionConfig, nr_pages: u32) -> FixedCharge {
         let fs = config.folio_size as u64;
-        let evicting = (config.fault_threads + config.kswapd_threads) as u64;
+        let evicting = config.fault_threads + config.kswapd_threads + READAHEAD_THREADS + 1;
         // Each evicting thread has a folio in flight in staging, or a batch of them.
         let in_flight = match batching(config) {
             true => (crate::reclaim::BATCH_PAGES * PAGE_SIZE) as u64,
@@ -307,10 +317,11 @@ impl FixedCharge {
             + 4 * u64::from(nr_pages.div_ceil(folio_pages));
         FixedCharge {
             threads,
+            evicting,
             // Resident and discarded bits, the incompressible marks, when each folio was
             // queued for reclaim, folios in flight in staging, buffers, the drop-behind queue.
             bytes: bitmaps
-                + evicting * in_flight
+                + evicting as u64 * in_flight
                 + io_buffers
                 + crate::reclaim::INACTIVE_MAX as u64 * 4,
         }
@@ -366,7 +377,8 @@ impl Region {
             return Err(RegionError::Config(format!(
                 "memory limit {} is below the region's fixed charge ({} bytes: buffers and \
                  staging for its {} threads, bitmaps) plus four folios ({} bytes); raise the \
-                 limit, or use smaller folios or fewer threads",
+                 limit, or use smaller folios or fewer threads (or, with 4 KiB folios, turn \
+                 batch_eviction off)",
                 config.memory_limit,
                 fixed.bytes,
                 fixed.threads,
@@ -434,11 +446,12 @@ impl Region {
         // limit), one TLB flush a batch instead of one a folio; they count as swap cache
         // until discarded.
         let batch_slots = ((config.memory_limit / 64).min(512 << 10) / fs as u64).max(1);
-        let evicting = (config.fault_threads + config.kswapd_threads) as u64;
+        let evicting = fixed.evicting as u64;
         let slots = (swapcache_budget / folio_pages as u64 + batch_slots + evicting) as u32 + 4;
         let staging = Staging::new(slots, fs, batch_slots as usize)?;
         // Batch evictions (4 KiB folios) stage in slots of their own, one per evicting thread
-        // and a few freed ones waiting for their batched discard.
+        // (charged as in flight) and a few freed ones waiting for their batched discard
+        // (counted in the usage while they hold pages).
         let batch_staging = match batching(&config) {
             true => Some(Staging::new(
                 evicting as u32 + 4,
