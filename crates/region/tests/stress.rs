@@ -268,11 +268,12 @@ fn locked_counters_rounds(r: &Region, secs: u64) {
     let z = r.zswap().stats();
     let s = r.stats();
     eprintln!(
-        "{rounds} rounds; faults {} (swap cache {}), evicted {}, zswpout {}, written back {}, \
-         clean installs {} / evictions {} / written {}",
+        "{rounds} rounds; faults {} (swap cache {}), evicted {} ({} batches), zswpout {}, \
+         written back {}, clean installs {} / evictions {} / written {}",
         s.faults,
         s.faults_swapcache,
         s.folios_evicted,
+        s.batch_evictions,
         z.get("zswpout"),
         z.get("written_back_pages"),
         s.clean_installs,
@@ -505,11 +506,12 @@ fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill)
         }
         let s = r.stats();
         eprintln!(
-            "folio {folio}: faults {}, evicted {}, evictions given up {}, discarded {} \
-             ({} still mapped when processed, {} zapped late), clean installs {}, \
+            "folio {folio}: faults {}, evicted {} ({} batches), evictions given up {}, \
+             discarded {} ({} still mapped when processed, {} zapped late), clean installs {}, \
              dropped behind {}, read ahead {}, stray {}, lost track {}",
             s.faults,
             s.folios_evicted,
+            s.batch_evictions,
             s.evict_failed,
             s.discarded_pages,
             s.discards_not_zapped,
@@ -618,10 +620,11 @@ fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
         let s = r.stats();
         let z = r.zswap().stats();
         eprintln!(
-            "folio {folio}: faults {}, evicted {}, swapped in from the pool {} / disk {}, \
-             clean installs {}, write-protect faults {}, read ahead {}, lost track {}",
+            "folio {folio}: faults {}, evicted {} ({} batches), swapped in from the pool {} / \
+             disk {}, clean installs {}, write-protect faults {}, read ahead {}, lost track {}",
             s.faults,
             s.folios_evicted,
+            s.batch_evictions,
             z.get("zswpin"),
             z.get("pswpin"),
             s.clean_installs,
