@@ -636,3 +636,95 @@ fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
         assert!(s.folios_evicted > 0 && s.faults > 0, "{s:?}");
     }
 }
+
+/// Batch evictions (4 KiB folios: a cold folio's cold neighbours go with it in one move)
+/// racing discards: writer threads rewrite whole pages of their own at random, discarder
+/// threads discard pages of their own (each must read zero at once) and write them again,
+/// and the two kinds own alternate 32-page blocks, so batches run across both. Every page
+/// ends holding its owner's last stamp.
+#[test]
+fn batch_evictions_racing_discards_lose_nothing() {
+    const BLOCK: usize = 32;
+    const PER_KIND: usize = 2;
+    let secs = stress_secs();
+    let r = stress_region(4096, 20);
+    let words = r.as_atomic_words();
+    let pages = STRESS_SIZE / 4096;
+    // Every 61st word of a page: its stamp, mixed with the word's index (the page compresses).
+    let write = |p: usize, stamp: u64| {
+        for w in (0..PAGE_WORDS).step_by(61) {
+            words[p * PAGE_WORDS + w].store(stamp ^ w as u64, Relaxed);
+        }
+    };
+    let holds = |p: usize, stamp: u64| {
+        (0..PAGE_WORDS)
+            .step_by(61)
+            .all(|w| words[p * PAGE_WORDS + w].load(Relaxed) == stamp ^ w as u64)
+    };
+    for p in 0..pages {
+        write(p, p as u64);
+    }
+    // Owner t of kind k: the pages of blocks with (block % 2 == k), every PER_KIND-th.
+    let owned = |kind: usize, t: usize| {
+        (0..pages).filter(move |p| (p / BLOCK) % 2 == kind && (p / BLOCK / 2) % PER_KIND == t)
+    };
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let stamps: Vec<Vec<(usize, u64)>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2 * PER_KIND)
+            .map(|i| {
+                let (kind, t) = (i % 2, i / 2);
+                let r = &r;
+                s.spawn(move || {
+                    let mine: Vec<usize> = owned(kind, t).collect();
+                    let mut last: Vec<u64> = mine.iter().map(|&p| p as u64).collect();
+                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ i as u64;
+                    let mut n = 0u64;
+                    while Instant::now() < deadline {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let k = (x % mine.len() as u64) as usize;
+                        let p = mine[k];
+                        if kind == 1 {
+                            r.discard(p * 4096, 4096).unwrap();
+                            let zero = (0..PAGE_WORDS)
+                                .step_by(61)
+                                .all(|w| words[p * PAGE_WORDS + w].load(Relaxed) == 0);
+                            assert!(
+                                zero,
+                                "page {p} kept data after its discard: word 0 {:#x}, word 61 \
+                                 {:#x}, its last stamp {:#x}",
+                                words[p * PAGE_WORDS].load(Relaxed),
+                                words[p * PAGE_WORDS + 61].load(Relaxed),
+                                last[k]
+                            );
+                        }
+                        n += 1;
+                        let stamp = (i as u64 + 1) << 48 | n;
+                        write(p, stamp);
+                        last[k] = stamp;
+                    }
+                    mine.into_iter().zip(last).collect()
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    for (p, stamp) in stamps.into_iter().flatten() {
+        assert!(holds(p, stamp), "page {p} lost stamp {stamp:#x}");
+    }
+    let s = r.stats();
+    eprintln!(
+        "evicted {} ({} batches), evictions given up {}, discarded {}, zapped late {}, \
+         stray {}, lost track {}",
+        s.folios_evicted,
+        s.batch_evictions,
+        s.evict_failed,
+        s.discarded_pages,
+        s.late_zaps,
+        s.stray_staged_pages,
+        s.lost_track,
+    );
+    assert!(s.batch_evictions > 0, "no batch: {s:?}");
+    assert_eq!(s.lost_track, 0);
+}
