@@ -16,7 +16,7 @@ use region::{Region, RegionConfig};
 use zswap::swap::{BackingDevice, DeviceError, FaultyDevice, MemoryDevice, SwapSlot};
 
 mod common;
-use common::{check, check_from, fill, page_data, PAGE};
+use common::{check, check_from, fill, page_data, xorshift, PAGE};
 
 // ---------------------------------------------------------------------------------------
 // Child processes.
@@ -603,9 +603,7 @@ fn stress_threads_updating_their_pages_under_reclaim_lose_nothing() {
                     let mut x = (rounds * 131 + t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                     let my_pages: usize = mine.iter().map(|(_, c)| c.len() / PAGE).sum();
                     for _ in 0..400 {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        xorshift(&mut x);
                         let mut p = (x as usize) % my_pages;
                         let (first, chunk) = mine
                             .iter_mut()

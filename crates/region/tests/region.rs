@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use region::{Region, RegionConfig, RegionError};
 
 mod common;
-use common::{check, check_from, fill, page_data, random_page, PAGE};
+use common::{check, check_from, fill, page_data, random_page, xorshift, PAGE};
 
 #[test]
 fn data_survives_reclaim_to_a_quarter_of_its_size() {
@@ -171,9 +171,7 @@ fn concurrent_updates_under_constant_reclaim_lose_nothing() {
                     let first = t * (size / THREADS) / PAGE;
                     let mut x = (t as u64 + 1) * 0x9E37_79B9;
                     for _ in 0..4000 {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        xorshift(&mut x);
                         let p = (x as usize) % (chunk.len() / PAGE);
                         let w = &mut chunk[p * PAGE + 8..p * PAGE + 16];
                         let v = u64::from_ne_bytes(w.try_into().unwrap()).wrapping_add(1);
@@ -445,9 +443,7 @@ fn incompressible_folios_that_come_back_stay_resident() {
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         let mut sum = 0u64;
         for _ in 0..16 * PAGES {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             let page = (x % PAGES as u64) as usize;
             sum = sum.wrapping_add(mem[page * PAGE + (x >> 52) as usize] as u64);
         }
@@ -568,9 +564,7 @@ fn incompressible_data_not_used_again_still_leaves() {
     while random_resident(&r) > RANDOM / 4 && std::time::Instant::now() < deadline {
         let mem = r.as_mut_slice();
         for _ in 0..PAGES {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             let page = RANDOM + (x % (PAGES - RANDOM) as u64) as usize;
             sum = sum.wrapping_add(mem[page * PAGE + (x >> 52) as usize] as u64);
         }
@@ -654,9 +648,7 @@ fn neighbouring_cold_folios_are_evicted_together_and_lose_nothing() {
         let mut seed_of = vec![21usize; pages];
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for round in 0..8 * pages {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             let p = (x % pages as u64) as usize;
             let seed = 100 + round % 7;
             r.as_mut_slice()[p * PAGE..(p + 1) * PAGE].copy_from_slice(&page_data(p, seed));

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use region::{Region, RegionConfig};
 
+mod common;
+use common::xorshift;
+
 const PAGE_WORDS: usize = 4096 / 8;
 const THREADS: usize = 8;
 
@@ -220,9 +223,7 @@ fn page_out_until(base: usize, deadline: Instant) {
     let chunk = 256 << 10;
     let mut x = 0x2545_F491_4F6C_DD1Du64 ^ deadline.elapsed().as_nanos() as u64;
     while Instant::now() < deadline {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         let at = (x as usize % (STRESS_SIZE / chunk)) * chunk;
         uffd::page_out(base + at, chunk).expect("MADV_PAGEOUT on the region");
         std::thread::sleep(Duration::from_millis(2));
@@ -249,9 +250,7 @@ fn locked_counters_rounds(r: &Region, secs: u64) {
                 s.spawn(move || {
                     let mut x = (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ rounds;
                     for _ in 0..2000 {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        xorshift(&mut x);
                         // Threads share pages: a quarter of the area is hot, for contention.
                         let p = if x.is_multiple_of(4) {
                             (x >> 8) as usize % (pages / 4)
@@ -309,9 +308,7 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
                     let mut x = (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                     while Instant::now() < deadline {
                         for _ in 0..256 {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
+                            xorshift(&mut x);
                             let p = (x >> 8) as usize % pages;
                             locked_increment(words, record, p, t + 1);
                         }
@@ -446,9 +443,7 @@ fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill)
                         let mut n = 0u64;
                         while Instant::now() < deadline {
                             for _ in 0..256 {
-                                x ^= x << 13;
-                                x ^= x >> 7;
-                                x ^= x << 17;
+                                xorshift(&mut x);
                                 let i = (x >> 8) as usize % stamps.len();
                                 let p = i * OWNERS + t;
                                 assert!(
@@ -578,9 +573,7 @@ fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
                     let mut buf = vec![0u8; 4096];
                     while Instant::now() < deadline {
                         for _ in 0..64 {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
+                            xorshift(&mut x);
                             let i = (x >> 8) as usize % stamps.len();
                             let page = &mut mem[i * 4096..(i + 1) * 4096];
                             let want = if stamps[i] == 0 {
@@ -680,9 +673,7 @@ fn batch_evictions_racing_discards_lose_nothing() {
                     let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ i as u64;
                     let mut n = 0u64;
                     while Instant::now() < deadline {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        xorshift(&mut x);
                         let k = (x % mine.len() as u64) as usize;
                         let p = mine[k];
                         if kind == 1 {

@@ -4,15 +4,21 @@
 
 pub const PAGE: usize = 4096;
 
+/// One step of xorshift64 (Marsaglia's 13, 7, 17): the tests' cheap, reproducible random
+/// numbers. `x` must not be 0.
+pub fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
 /// Page `i` of incompressible data: xorshift output seeded by `i` and `seed`.
 pub fn random_page(i: usize, seed: u64) -> Vec<u8> {
     let mut x = (i as u64 + seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut p = vec![0u8; PAGE];
     for w in p.chunks_exact_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w.copy_from_slice(&x.to_ne_bytes());
+        w.copy_from_slice(&xorshift(&mut x).to_ne_bytes());
     }
     p
 }
