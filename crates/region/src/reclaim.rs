@@ -281,14 +281,8 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     let mut staged = match staged {
         Ok(s) => s,
         Err(StageError::NoSlot) => {
-            // Every batch slot in flight (they are one per evicting thread, and then some):
-            // the head goes alone.
-            let head = batch.into_iter().next().expect("the head");
-            let result = evict(inner, &head, true, false);
-            if result == Eviction::Freed {
-                inner.incompressible.evicted(false);
-            }
-            return result;
+            // Every batch slot in flight (they are one per evicting thread, and then some).
+            return evict_head_alone(inner, batch);
         }
         Err(StageError::Partial {
             folio: mut partial, ..
@@ -302,14 +296,8 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
                 }
             }
             // One page of the run could not move (pinned, zapped late, the mapping
-            // changing): the head goes alone, as it would have without its neighbours, who
-            // keep their places in the queue. (`evict` finds out for itself whether it can.)
-            let head = batch.into_iter().next().expect("the head");
-            let result = evict(inner, &head, true, false);
-            if result == Eviction::Freed {
-                inner.incompressible.evicted(false);
-            }
-            return result;
+            // changing). (`evict` finds out for itself whether the head can.)
+            return evict_head_alone(inner, batch);
         }
     };
     let mut any = false;
@@ -348,13 +336,22 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
         put_back(inner, &batch[i], &mut staged, i, PutBack::All);
         give_up(inner, &batch[i]);
     }
-    if any {
-        inner.stats.batch_evictions.fetch_add(1, Relaxed);
+    if !any {
+        return Eviction::Failed;
     }
-    match any {
-        true => Eviction::Freed,
-        false => Eviction::Failed,
+    inner.stats.batch_evictions.fetch_add(1, Relaxed);
+    Eviction::Freed
+}
+
+/// A batch that could not go together: its head goes alone, as it would have without
+/// neighbours (unlocked here), who keep their places in the queue.
+fn evict_head_alone(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
+    let head = batch.into_iter().next().expect("the head");
+    let result = evict(inner, &head, true, false);
+    if result == Eviction::Freed {
+        inner.incompressible.evicted(false);
     }
+    result
 }
 
 /// An incompressible folio that came back in or was kept (incompressible.rs) stays while
