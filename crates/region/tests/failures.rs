@@ -131,7 +131,14 @@ fn evicted_to_device<D: BackingDevice + 'static>(dev: &Arc<D>) -> Region {
     )
     .unwrap();
     r.zswap().params().set_enabled(false);
-    fill(r.as_mut_slice(), 0);
+    // Filled from the end, a page a fault. Fault-around maps the pages after a first touch,
+    // and a fill from the start runs into pages it is still mapping: the fault a handler has
+    // read by then is served later, perhaps after the eviction below, as a swap-in from `dev`
+    // that no test asked for (with slow reads armed, it kept one of the two handlers in a
+    // 300 ms read). From the end, each fault's fault-around meets a touched page at once.
+    for (i, page) in r.as_mut_slice().chunks_mut(PAGE).enumerate().rev() {
+        page.copy_from_slice(&page_data(i, 0));
+    }
     wait_pages_in(&r, (size / PAGE) as u64);
     r.reclaim_to(0);
     let u = r.usage();
