@@ -69,8 +69,12 @@ pub(crate) struct Inner {
     pub group: Arc<ZswapGroup>,
     pub limit: u64,
     /// Bytes of bookkeeping sized by the region: resident bits, staging in flight, the
-    /// threads' I/O buffers, the drop-behind queue.
+    /// threads' I/O buffers, the drop-behind queue, freed staging slots waiting for their
+    /// discard (`dirty_reserve`).
     pub fixed_metadata: u64,
+    /// Bytes of freed staging slots that `fixed_metadata` covers: only dirty bytes past it
+    /// count in the usage.
+    pub dirty_reserve: u64,
     pub folio_pages: u32,
     pub folio_order: u8,
     /// One bit a page: present in the mapping. Changed under the page's folio lock.
@@ -135,13 +139,12 @@ impl Inner {
     pub fn usage(&self) -> Usage {
         Usage {
             resident: self.nr_resident.load(Relaxed) * PAGE_SIZE as u64,
-            // Staged folios, and freed staging slots not discarded yet.
+            // Staged folios, and freed staging slots not discarded yet beyond what the fixed
+            // charge holds for them.
             swapcache: self.swapcache.pages() * PAGE_SIZE as u64
-                + self.staging.dirty_bytes() as u64
                 + self
-                    .batch_staging
-                    .as_ref()
-                    .map_or(0, |b| b.dirty_bytes() as u64),
+                    .staging_dirty_bytes()
+                    .saturating_sub(self.dirty_reserve),
             // The pool's pages, and the freed ones it keeps for reuse: both are resident.
             pool: self.zswap.pool().charged_bytes(),
             metadata: self.fixed_metadata
@@ -149,6 +152,12 @@ impl Inner {
                 + self.zswap.pool().metadata_bytes()
                 + self.lru.lock().capacity() as u64 * 4,
         }
+    }
+
+    /// Bytes that freed staging slots hold until their batch is discarded.
+    fn staging_dirty_bytes(&self) -> u64 {
+        let batch = self.batch_staging.as_ref().map_or(0, |b| b.dirty_bytes());
+        (self.staging.dirty_bytes() + batch) as u64
     }
 
     /// Debug builds: where the page's resident bit was last cleared and last set.
@@ -287,6 +296,15 @@ fn batching(config: &RegionConfig) -> bool {
     config.batch_eviction && config.folio_size == PAGE_SIZE
 }
 
+/// Freed staging slots discarded at once, one TLB flush for all: up to 512 KiB of them (1/64
+/// of a small limit), at least one.
+fn discard_batch_slots(config: &RegionConfig) -> u64 {
+    ((config.memory_limit / 64).min(512 << 10) / config.folio_size as u64).max(1)
+}
+
+/// Freed batch-eviction slots (64 KiB each) discarded at once.
+const BATCH_DISCARD_SLOTS: usize = 4;
+
 /// What a region charges to its limit from the start, whatever the program does.
 struct FixedCharge {
     /// Threads that hold buffers: fault handlers, kswapd, readahead, the shrink worker.
@@ -294,6 +312,14 @@ struct FixedCharge {
     /// Threads that may evict at once: fault handlers (direct reclaim), kswapd, readahead
     /// (direct reclaim too), and the program's own `Region::reclaim_to`.
     evicting: usize,
+    /// Freed staging slots wait for a batch to be discarded together; until then they hold
+    /// pages. Charged up front, all but the slot that fills a batch (its release discards
+    /// the batch at once), so that an eviction, which frees its slot, never adds to the
+    /// usage on that account: counted as they come, they took a region of incompressible
+    /// data 250 KiB past its limit for milliseconds, each eviction into the pool adding a
+    /// page until the next discard. Dirty bytes past this (two batches discarding at once)
+    /// still count.
+    dirty_reserve: u64,
     bytes: u64,
 }
 
@@ -311,6 +337,13 @@ impl FixedCharge {
         // memory too, allocated on first use, so charged up front.
         let threads = config.fault_threads + config.kswapd_threads + READAHEAD_THREADS + 1;
         let io_buffers = threads as u64 * (fs + zswap::swap::file::BOUNCE_BYTES as u64);
+        let dirty_reserve = (discard_batch_slots(config) - 1) * fs
+            + match batching(config) {
+                true => {
+                    ((BATCH_DISCARD_SLOTS - 1) * crate::reclaim::BATCH_PAGES * PAGE_SIZE) as u64
+                }
+                false => 0,
+            };
         let folio_pages = (fs / PAGE_SIZE as u64) as u32;
         let bitmaps = 2 * u64::from(nr_pages).div_ceil(8)
             + crate::incompressible::IncompressibleFolios::bytes_for(nr_pages, folio_pages)
@@ -318,10 +351,13 @@ impl FixedCharge {
         FixedCharge {
             threads,
             evicting,
+            dirty_reserve,
             // Resident and discarded bits, the incompressible marks, when each folio was
-            // queued for reclaim, folios in flight in staging, buffers, the drop-behind queue.
+            // queued for reclaim, folios in flight in staging, freed slots, buffers, the
+            // drop-behind queue.
             bytes: bitmaps
                 + evicting as u64 * in_flight
+                + dirty_reserve
                 + io_buffers
                 + crate::reclaim::INACTIVE_MAX as u64 * 4,
         }
@@ -338,7 +374,18 @@ impl Region {
             return None;
         }
         let nr_pages = u32::try_from(size.div_ceil(fs) * fs / PAGE_SIZE).ok()?;
-        Some(FixedCharge::of(config, nr_pages).bytes + 4 * fs as u64)
+        // The fixed charge grows with the limit (the discard batch): the least limit that
+        // covers the charge at itself. Each step raises the limit by at most 1/64 of the
+        // last rise, so a few steps reach it.
+        let mut config = config.clone();
+        config.memory_limit = 0;
+        loop {
+            let need = FixedCharge::of(&config, nr_pages).bytes + 4 * fs as u64;
+            if need <= config.memory_limit {
+                return Some(config.memory_limit);
+            }
+            config.memory_limit = need;
+        }
     }
 
     /// A region of `size` bytes (rounded up to whole folios) managed under `config`.
@@ -442,21 +489,20 @@ impl Region {
         // folio in flight per thread that evicts.
         let swapcache_budget =
             (config.memory_limit / 32 / PAGE_SIZE as u64).max(folio_pages as u64);
-        // Freed staging slots are discarded in batches of up to 512 KiB (1/64 of a small
-        // limit), one TLB flush a batch instead of one a folio; they count as swap cache
-        // until discarded.
-        let batch_slots = ((config.memory_limit / 64).min(512 << 10) / fs as u64).max(1);
+        // Freed staging slots are discarded in batches (`discard_batch_slots`), one TLB
+        // flush a batch instead of one a folio; charged up front (`FixedCharge`).
+        let batch_slots = discard_batch_slots(&config);
         let evicting = fixed.evicting as u64;
         let slots = (swapcache_budget / folio_pages as u64 + batch_slots + evicting) as u32 + 4;
         let staging = Staging::new(slots, fs, batch_slots as usize)?;
         // Batch evictions (4 KiB folios) stage in slots of their own, one per evicting thread
         // (charged as in flight) and a few freed ones waiting for their batched discard
-        // (counted in the usage while they hold pages).
+        // (charged in the fixed charge's `dirty_reserve`).
         let batch_staging = match batching(&config) {
             true => Some(Staging::new(
-                evicting as u32 + 4,
+                (evicting as usize + BATCH_DISCARD_SLOTS) as u32,
                 crate::reclaim::BATCH_PAGES * PAGE_SIZE,
-                4,
+                BATCH_DISCARD_SLOTS,
             )?),
             false => None,
         };
@@ -477,6 +523,7 @@ impl Region {
             group,
             limit: config.memory_limit,
             fixed_metadata: fixed.bytes,
+            dirty_reserve: fixed.dirty_reserve,
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,
             resident: (0..nr_pages.div_ceil(64))
