@@ -7,11 +7,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use region::{Region, RegionConfig};
+use region::{Region, RegionConfig, Usage};
 use zswap::compress::CompressorSpec;
+use zswap::stats::StatsSnapshot;
 
 use super::stats::CpuTimes;
 use super::systems::{Latency, System, UzswapConfig, UzswapMode, WorkloadResult};
@@ -30,6 +31,33 @@ fn proc_kb(path: &str, key: &str) -> u64 {
 }
 
 /// VmRSS of this process, in bytes.
+/// Set in the environment, the uzswap side prints where its memory is once a second (on
+/// stderr): the region's usage and the pool's contents while the workload runs, which the
+/// figures at the end (after the workload's verification pass) do not show.
+pub const TRACE_ENV: &str = "UZSWAP_BENCH_TRACE";
+
+fn trace_line(t0: Instant, u: &Usage, stats: &StatsSnapshot) {
+    let get = |k: &str| {
+        stats
+            .lines
+            .iter()
+            .find(|(n, _)| n == k)
+            .map_or(0, |(_, v)| *v)
+    };
+    eprintln!(
+        "trace {:>5.1} s: resident {} MiB, swap cache {} MiB, pool {} MiB, metadata {} MiB; \
+         stored_pages {}, stored_incompressible_pages {}, written_back_pages {}",
+        t0.elapsed().as_secs_f64(),
+        u.resident >> 20,
+        u.swapcache >> 20,
+        u.pool >> 20,
+        u.metadata >> 20,
+        get("stored_pages"),
+        get("stored_incompressible_pages"),
+        get("written_back_pages"),
+    );
+}
+
 fn rss() -> u64 {
     proc_kb("/proc/self/status", "VmRSS:")
 }
@@ -150,12 +178,18 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
     let (cache_baseline, max_cache) = (page_cache(), AtomicU64::new(0));
     let probe = region.usage_probe();
     let engine = region.zswap().clone();
+    let trace = std::env::var_os(TRACE_ENV).is_some();
     let output = std::thread::scope(|s| {
         s.spawn(|| {
+            let (t0, mut last_trace) = (Instant::now(), None::<Instant>);
             while !done.load(Relaxed) {
                 max_rss.fetch_max(rss().saturating_sub(baseline), Relaxed);
                 max_usage.fetch_max(probe.usage().total(), Relaxed);
                 max_cache.fetch_max(page_cache().saturating_sub(cache_baseline), Relaxed);
+                if trace && last_trace.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    last_trace = Some(Instant::now());
+                    trace_line(t0, &probe.usage(), &engine.stats());
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
