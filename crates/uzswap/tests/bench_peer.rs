@@ -261,6 +261,45 @@ fn cli_errors_are_one_line_exit_2() {
     }
 }
 
+/// With `UZSWAP_BENCH_TRACE` set, the uzswap side prints where its memory is once a second
+/// while the workload runs.
+#[test]
+fn the_trace_shows_the_uzswap_side_while_it_runs() {
+    let out = uzswap()
+        .args([
+            "bench",
+            "mix",
+            "--size",
+            "48M",
+            "--memory-high",
+            "40M",
+            "--seconds",
+            "2",
+            "--runs",
+            "1",
+            "--corpus",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus"),
+        ])
+        .env("UZSWAP_BENCH_TRACE", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<_> = err.lines().filter(|l| l.starts_with("trace ")).collect();
+    // The fill, two seconds of accesses and the verification: a line a second.
+    assert!(lines.len() >= 2, "{err}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("resident") && l.contains("stored_pages")),
+        "{err}"
+    );
+    assert!(
+        lines.iter().any(|l| !l.contains("stored_pages 0,")),
+        "nothing was ever stored: {err}"
+    );
+}
+
 /// `--uzswap-memory-high` runs the uzswap side under its own limit (equal memory with a v1
 /// peer, whose pool is outside its cgroup), says so in the settings, and holds that limit.
 #[test]
