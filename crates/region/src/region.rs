@@ -374,9 +374,9 @@ impl Region {
             return None;
         }
         let nr_pages = u32::try_from(size.div_ceil(fs) * fs / PAGE_SIZE).ok()?;
-        // The fixed charge grows with the limit (the discard batch): the least limit that
-        // covers the charge at itself. Each step raises the limit by at most 1/64 of the
-        // last rise, so a few steps reach it.
+        // The fixed charge grows with the limit (the discard batch, capped at 512 KiB): the
+        // least limit that covers the charge at itself. From 0 the limit only rises, each
+        // step by about 1/64 of the last rise (in whole folios), so a few steps reach it.
         let mut config = config.clone();
         config.memory_limit = 0;
         loop {

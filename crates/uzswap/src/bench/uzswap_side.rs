@@ -30,34 +30,29 @@ fn proc_kb(path: &str, key: &str) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// VmRSS of this process, in bytes.
 /// Set in the environment, the uzswap side prints where its memory is once a second (on
 /// stderr): the region's usage and the pool's contents while the workload runs, which the
 /// figures at the end (after the workload's verification pass) do not show.
 pub const TRACE_ENV: &str = "UZSWAP_BENCH_TRACE";
 
 fn trace_line(t0: Instant, u: &Usage, stats: &StatsSnapshot) {
-    let get = |k: &str| {
-        stats
-            .lines
-            .iter()
-            .find(|(n, _)| n == k)
-            .map_or(0, |(_, v)| *v)
-    };
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
     eprintln!(
-        "trace {:>5.1} s: resident {} MiB, swap cache {} MiB, pool {} MiB, metadata {} MiB; \
-         stored_pages {}, stored_incompressible_pages {}, written_back_pages {}",
+        "trace {:>5.1} s: resident {:.1} MiB, swap cache {:.1} MiB, pool {:.1} MiB, \
+         metadata {:.1} MiB; stored_pages {}, stored_incompressible_pages {}, \
+         written_back_pages {}",
         t0.elapsed().as_secs_f64(),
-        u.resident >> 20,
-        u.swapcache >> 20,
-        u.pool >> 20,
-        u.metadata >> 20,
-        get("stored_pages"),
-        get("stored_incompressible_pages"),
-        get("written_back_pages"),
+        mib(u.resident),
+        mib(u.swapcache),
+        mib(u.pool),
+        mib(u.metadata),
+        stats.get("stored_pages"),
+        stats.get("stored_incompressible_pages"),
+        stats.get("written_back_pages"),
     );
 }
 
+/// VmRSS of this process, in bytes.
 fn rss() -> u64 {
     proc_kb("/proc/self/status", "VmRSS:")
 }
