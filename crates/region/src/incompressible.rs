@@ -42,8 +42,9 @@
 //! as-is stops coming back, the region's incompressible data is not in use: first stores are
 //! as-is again, marked folios are no longer passed over, and cold incompressible data leaves
 //! for disk as before. Folios a sequential scan has passed go whatever they hold.
-//! Reclaim that finds nothing but incompressible folios (16 kept in one call) stores the next
-//! as-is, so it never leaves a fault without room.
+//! Reclaim that finds nothing but incompressible folios (16 kept in one call of direct
+//! reclaim; 1,024 for kswapd, which no fault waits on) stores the next as-is, so it never
+//! leaves a fault without room.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 

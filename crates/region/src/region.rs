@@ -661,7 +661,7 @@ impl Region {
     /// queued again, is waited for a little rather than taken as the end.
     pub fn reclaim_to(&self, target: u64) {
         for _ in 0..100 {
-            crate::reclaim::reclaim_to(&self.inner, target);
+            crate::reclaim::reclaim_to(&self.inner, target, crate::reclaim::KEPT_PER_CALL);
             let u = self.inner.usage();
             if u.total() <= target || (u.resident == 0 && u.swapcache == 0) {
                 return;
