@@ -551,6 +551,61 @@ fn a_region_of_incompressible_data_still_keeps_its_limit() {
     );
 }
 
+/// kswapd meeting a run of incompressible folios never evicted keeps them (tried in place,
+/// found incompressible) and stores as-is only its probes: no fault waits on it, so it need
+/// not give up after a few kept folios, as direct reclaim does (one in 17 would then go to
+/// the pool as-is, every one to come back at its next use). The program writes slowly enough
+/// that kswapd alone reclaims: before each page, it waits until the usage is 64 KiB short of
+/// the limit.
+#[test]
+fn kswapd_keeps_a_run_of_incompressible_folios() {
+    const RANDOM: usize = 2048;
+    const PAGES: usize = 3 * RANDOM;
+    let limit: u64 = 20 << 20;
+    let mut r = Region::new(PAGES * PAGE, RegionConfig::new(limit).folio_size(PAGE)).unwrap();
+    let probe = r.usage_probe();
+    // kswapd works from the limit less half its margin (1/64 of the limit) down to the limit
+    // less the margin; a fault reclaims for itself only past the limit. Writing only while
+    // 64 KiB short of it leaves room for kswapd's own evictions in flight.
+    let quiet = limit - (64 << 10);
+    let wait_for_kswapd = || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while probe.usage().total() > quiet {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kswapd never got below the trigger"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    // The random pages first, so they are the oldest and reclaim meets them all in a row.
+    let expected = |i: usize| {
+        if i < RANDOM {
+            random_page(i, 5)
+        } else {
+            page_data(i, 5)
+        }
+    };
+    for i in 0..PAGES {
+        wait_for_kswapd();
+        r.as_mut_slice()[i * PAGE..(i + 1) * PAGE].copy_from_slice(&expected(i));
+    }
+    let s = r.stats();
+    let as_is = r.zswap().stats().get("stored_incompressible_pages");
+    eprintln!(
+        "{as_is} random pages stored as-is, {} kept, {} folios evicted, {} direct reclaims",
+        s.incompressible_kept, s.folios_evicted, s.direct_reclaim
+    );
+    assert_eq!(s.direct_reclaim, 0, "a fault reclaimed: not kswapd alone");
+    assert!(s.incompressible_kept > RANDOM as u64 / 2, "{s:?}");
+    // The probes: one in eight of the folios kept, at most 32 an epoch (4 s) in a region of
+    // 6,144 folios; and the first one found, before anything was known.
+    assert!(as_is <= 80, "{as_is} random pages stored as-is");
+    for (i, p) in r.as_mut_slice().chunks(PAGE).enumerate() {
+        assert!(p == &expected(i)[..], "page {i} read back wrong");
+    }
+}
+
 /// Incompressible data that is not used again still leaves. Reclaim meeting random pages
 /// first keeps them (refault detection starts out assuming a region's incompressible data is
 /// in use, incompressible.rs), but its probes, stored as-is, do not come back; an epoch (4 s)
