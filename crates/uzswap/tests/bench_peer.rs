@@ -127,6 +127,58 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
+/// Under the page-out controller the cgroup's OOM killer is off, and a worker whose charge
+/// waits at the hard stop must be woken once the controller has made room: a v1 cgroup wakes
+/// its OOM waiters when memory is freed or its limit raised, never when pages are swapped out,
+/// which is all the controller does. With `memory.swappiness` 0 the cgroup's own reclaim never
+/// swaps, so a writer of 256 MiB under a 48 MiB target (hard stop 112 MiB) waits at the hard
+/// stop whenever it outruns the controller, and finishes only if every wait is ended.
+#[test]
+fn a_peer_worker_waiting_at_the_hard_stop_is_woken_by_the_controller() {
+    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    if !is_root()
+        || !Path::new(CGROUP_V1_MEMORY).exists()
+        || !Path::new("/sys/module/zswap").exists()
+    {
+        eprintln!("skipped: needs root, a cgroup v1 memory controller and zswap");
+        return;
+    }
+    let before = SavedSettings::read().unwrap();
+    let v = json_of(&[
+        "bench",
+        "usemem",
+        "--workers",
+        "1",
+        "--size",
+        "256M",
+        "--memory-high",
+        "48M",
+        "--system",
+        "kernel-zswap",
+        "--runs",
+        "1",
+        "--page-cluster",
+        "0",
+        "--peer-swappiness",
+        "0",
+        "--json",
+    ]);
+    let sys = &v["systems"][0];
+    assert_eq!(sys["failed_runs"], serde_json::json!([]), "{sys}");
+    let run = &sys["runs"][0];
+    assert!(run["output"]["verified"].as_bool().unwrap(), "{run}");
+    assert_eq!(v["settings"]["cgroup_swappiness"], "0");
+    let waits = run["stats"]["controller_oom_waits"].as_i64().unwrap();
+    assert!(waits > 0, "the writer never waited at the hard stop: {run}");
+    // Each wait ends within a few of the controller's samples (10 ms apart).
+    let longest = run["stats"]["controller_longest_oom_wait_ms"]
+        .as_i64()
+        .unwrap();
+    assert!(longest < 2_000, "{run}");
+    assert_eq!(SavedSettings::read().unwrap(), before);
+    assert!(our_cgroups().is_empty(), "cgroup left: {:?}", our_cgroups());
+}
+
 #[test]
 fn a_refused_compressor_fails_and_restores() {
     let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());

@@ -70,6 +70,10 @@ pub struct CommonArgs {
     /// hard limit 64 MiB above (a memory.high stand-in), or memory.limit_in_bytes alone.
     #[arg(long, value_enum, default_value_t = Reclaim::Controller)]
     pub peer_reclaim: Reclaim,
+    /// memory.swappiness of the kernel peers' cgroups (default: inherit the root's). 0 keeps
+    /// the cgroup's own reclaim from swapping, so that only the page-out controller does.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=200))]
+    pub peer_swappiness: Option<u32>,
     /// Seed of the random content and accesses.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -188,6 +192,7 @@ impl Runner {
                 page_cluster: c.page_cluster,
                 max_pool_percent: c.max_pool_percent,
                 reclaim: c.peer_reclaim,
+                swappiness: c.peer_swappiness,
                 worker_exe: std::env::current_exe()?,
             })?)
         } else {

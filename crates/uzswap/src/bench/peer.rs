@@ -12,7 +12,12 @@
 //! workloads see one policy) a controller thread pages out random 1 MiB chunks of the worker's
 //! area with `process_madvise(MADV_PAGEOUT)` whenever the cgroup's usage passes the target,
 //! and `memory.limit_in_bytes` = target + 64 MiB is only the hard stop. The compression then
-//! runs in the controller, on the other core; its CPU time is reported as helper CPU.
+//! runs in the controller, on the other core; its CPU time is reported as helper CPU. The
+//! cgroup's OOM killer is off under the controller (`memory.oom_control`): a charge that the
+//! worker's own reclaim cannot make room for at the hard stop (it found nothing to reclaim
+//! while the controller held the pages isolated for its own page-out; 1 mix run in 5 was
+//! OOM-killed so) waits instead, and the controller, which has made room by then, wakes it;
+//! the waits are counted.
 //! `Reclaim::Limit` uses `memory.limit_in_bytes` = target alone (the kernel's own reclaim, as
 //! the notes' usemem rows were measured).
 
@@ -26,22 +31,21 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
-/// A peer's worker was killed by the OOM killer in its cgroup: the cgroup's hard limit (64 MiB
-/// over the target) caught what the page-out controller had not paged out yet. A property of
-/// that run, not of the setup: the benchmark leaves the run out and goes on.
+/// A peer's worker was killed by the OOM killer in its cgroup (`--peer-reclaim limit`), or
+/// stood in an OOM wait longer than [`OOM_WAIT_MAX`] under the controller. A property of that
+/// run, not of the setup: the benchmark leaves the run out and goes on.
 #[derive(Debug)]
 pub struct OomKilled {
-    status: String,
-    ooms: u64,
+    /// The worker's exit status and what ended it.
+    why: String,
 }
 
 impl std::fmt::Display for OomKilled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "the worker died ({}; {} OOM kills in its cgroup: the limit is too tight for this \
-             reclaim policy)",
-            self.status, self.ooms
+            "the worker died ({}: the limit is too tight for this reclaim policy)",
+            self.why
         )
     }
 }
@@ -73,6 +77,10 @@ const DEBUGFS: &str = "/sys/kernel/debug";
 const CHUNK: usize = 1 << 20;
 /// Slack of the hard limit above the controller's target.
 pub const HARD_LIMIT_SLACK: u64 = 64 << 20;
+/// Longest OOM wait of a controller run's worker before the run is given up: a wait ends
+/// within milliseconds when the controller's page-outs uncharge memory, so one this long means
+/// they cannot.
+const OOM_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// How the peer's memory is held to the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -95,6 +103,8 @@ pub struct PeerOptions {
     /// zswap `max_pool_percent` for the runs; None leaves it.
     pub max_pool_percent: Option<u32>,
     pub reclaim: Reclaim,
+    /// `memory.swappiness` of each run's cgroup; None inherits the root's.
+    pub swappiness: Option<u32>,
     /// The `uzswap` binary, run as `uzswap bench worker SPEC`.
     pub worker_exe: PathBuf,
 }
@@ -317,6 +327,9 @@ impl PeerMachine {
                 Reclaim::Limit => "limit".into(),
             },
         );
+        if let Some(v) = self.opts.swappiness {
+            s.insert("cgroup_swappiness".into(), v.to_string());
+        }
         s
     }
 
@@ -422,14 +435,23 @@ impl Cgroup {
             .parse()
             .with_context(|| format!("bad number in {}", self.file(f).display()))
     }
-    fn oom_kills(&self) -> Option<u64> {
-        let t = std::fs::read_to_string(self.file("memory.oom_control")).ok()?;
-        t.lines()
-            .find_map(|l| l.strip_prefix("oom_kill "))?
-            .trim()
-            .parse()
-            .ok()
+    /// A line of `memory.oom_control`: `oom_kill` (kills so far), `under_oom` (1 while a
+    /// charge waits with the OOM killer off).
+    fn oom_control(&self, key: &str) -> Option<u64> {
+        oom_control_field(&self.file("memory.oom_control"), key)
     }
+    fn oom_kills(&self) -> Option<u64> {
+        self.oom_control("oom_kill")
+    }
+}
+
+fn oom_control_field(path: &Path, key: &str) -> Option<u64> {
+    let t = std::fs::read_to_string(path).ok()?;
+    t.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 impl Drop for Cgroup {
@@ -505,6 +527,12 @@ struct MonitorReport {
     pageout_bytes: u64,
     pageout_errors: u64,
     last_error: Option<String>,
+    /// OOM waits seen (samples 10 ms apart that found `under_oom 1` after one that did not),
+    /// and the longest, sampled.
+    oom_waits: u64,
+    longest_oom_wait: Duration,
+    /// The worker was killed after an OOM wait of [`OOM_WAIT_MAX`].
+    oom_wait_gave_up: bool,
 }
 
 struct Monitor {
@@ -518,6 +546,11 @@ struct Monitor {
     pool_baseline: u64,
     target: u64,
     controller: bool,
+    /// The cgroup's `memory.oom_control`, watched for OOM waits under the controller.
+    oom_control: PathBuf,
+    /// The cgroup's `memory.limit_in_bytes` and its value.
+    limit: PathBuf,
+    hard: u64,
     stop: Arc<AtomicBool>,
 }
 
@@ -552,6 +585,9 @@ fn monitor(m: Monitor) -> MonitorReport {
     let (start, len) = m.area;
     let chunks = len.div_ceil(CHUNK).max(1);
     let mut last_sample = Instant::now() - Duration::from_secs(1);
+    let mut oom_wait_since: Option<Instant> = None;
+    let mut oom_waiting = false;
+    let mut limit_raised = false;
     while !m.stop.load(Ordering::Relaxed) {
         let usage: u64 = read_trim(&m.usage)
             .ok()
@@ -568,12 +604,35 @@ fn monitor(m: Monitor) -> MonitorReport {
             let pool = zswap_pool_bytes().saturating_sub(m.pool_baseline);
             let held = usage.saturating_sub(m.baseline) + pool;
             rep.max_memory = rep.max_memory.max(held);
+            if m.controller {
+                oom_waiting = oom_control_field(&m.oom_control, "under_oom") == Some(1);
+                match (oom_waiting, oom_wait_since) {
+                    (true, None) => {
+                        rep.oom_waits += 1;
+                        oom_wait_since = Some(Instant::now());
+                    }
+                    (true, Some(t)) if t.elapsed() > OOM_WAIT_MAX => {
+                        // The wake-ups below have not ended it: give the run up.
+                        rep.oom_wait_gave_up = true;
+                        let _ = rustix::process::pidfd_send_signal(
+                            m.pidfd.as_fd(),
+                            rustix::process::Signal::KILL,
+                        );
+                        break;
+                    }
+                    (false, Some(t)) => {
+                        rep.longest_oom_wait = rep.longest_oom_wait.max(t.elapsed());
+                        oom_wait_since = None;
+                    }
+                    _ => {}
+                }
+            }
         }
         if m.controller && usage > m.target {
             // One random 1 MiB chunk per MiB of excess (up to 16) in one call: a fast writer
             // (a fill at 1 GB/s) outruns one chunk a call, and at the hard limit the cgroup's
             // own reclaim takes over, which is what OOM-killed random workloads.
-            let n = (((usage - m.target) as usize) / CHUNK).clamp(1, 16);
+            let n = ((usage.saturating_sub(m.target) as usize) / CHUNK).clamp(1, 16);
             let ranges: Vec<(usize, usize)> = (0..n)
                 .map(|_| {
                     let c = rng.gen_range(0..chunks);
@@ -598,6 +657,24 @@ fn monitor(m: Monitor) -> MonitorReport {
         } else {
             std::thread::sleep(Duration::from_millis(1));
         }
+        if oom_waiting {
+            // A v1 cgroup wakes its OOM waiters when memory is freed or its limit raised, but
+            // not when a page is swapped out: the page-outs above make room and never wake the
+            // worker. Raising the limit by a page and setting it back wakes it, to retry its
+            // charge.
+            if write_setting(&m.limit, &(m.hard + PAGE as u64).to_string()).is_ok() {
+                limit_raised = true;
+            }
+            oom_waiting = false; // until the next sample
+        }
+        // Set back at once; a write that lowers the limit can fail (EBUSY) while usage is
+        // above it and the cgroup's reclaim cannot bring it under: try again next time round.
+        if limit_raised && write_setting(&m.limit, &m.hard.to_string()).is_ok() {
+            limit_raised = false;
+        }
+    }
+    if let Some(t) = oom_wait_since {
+        rep.longest_oom_wait = rep.longest_oom_wait.max(t.elapsed());
     }
     rep.cpu = CpuTimes::from_stat_file(thread_stat)
         .zip(cpu0)
@@ -631,6 +708,9 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         stdout,
     };
     WORKER_PID.store(pid, Ordering::SeqCst);
+    if let Some(v) = opts.swappiness {
+        write_setting(&cg.file("memory.swappiness"), &v.to_string())?;
+    }
     // Into the cgroup before it allocates anything: it waits for "start".
     write_setting(&cg.file("cgroup.procs"), &pid.to_string())?;
     w.send("start")?;
@@ -641,7 +721,9 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         }
         let ooms = cg.oom_kills().unwrap_or(0);
         if ooms > 0 {
-            return anyhow::Error::new(OomKilled { status, ooms });
+            return anyhow::Error::new(OomKilled {
+                why: format!("{status}; {ooms} OOM kills in its cgroup"),
+            });
         }
         anyhow!("the worker died ({status})")
     };
@@ -659,6 +741,11 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         Reclaim::Limit => target,
     };
     write_setting(&cg.file("memory.limit_in_bytes"), &hard.to_string())?;
+    if opts.reclaim == Reclaim::Controller {
+        // A charge at the hard stop that the worker's own reclaim cannot satisfy waits for
+        // the controller (see the monitor), instead of killing the run.
+        write_setting(&cg.file("memory.oom_control"), "1")?;
+    }
     let _ = write_setting(&cg.file("memory.max_usage_in_bytes"), "0");
     let before = Snapshot::take();
     let cpu_before =
@@ -688,6 +775,9 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         pool_baseline,
         target,
         controller: opts.reclaim == Reclaim::Controller,
+        oom_control: cg.file("memory.oom_control"),
+        limit: cg.file("memory.limit_in_bytes"),
+        hard,
         stop: stop.clone(),
     };
     let handle = std::thread::spawn(move || monitor(mon));
@@ -702,6 +792,15 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
     let rep = handle
         .join()
         .map_err(|_| anyhow!("monitor thread panicked"))?;
+    if rep.oom_wait_gave_up {
+        let status = w.child.wait().map(|s| s.to_string()).unwrap_or_default();
+        return Err(anyhow::Error::new(OomKilled {
+            why: format!(
+                "{status}; killed after an OOM wait of {} s in its cgroup",
+                OOM_WAIT_MAX.as_secs()
+            ),
+        }));
+    }
     let line = match result_line? {
         Some(l) => l,
         None => return Err(died(&mut w, &cg)),
@@ -730,6 +829,12 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         r.stats.insert(
             "controller_pageout_errors".into(),
             rep.pageout_errors as i64,
+        );
+        r.stats
+            .insert("controller_oom_waits".into(), rep.oom_waits as i64);
+        r.stats.insert(
+            "controller_longest_oom_wait_ms".into(),
+            rep.longest_oom_wait.as_millis() as i64,
         );
         if let Some(e) = rep.last_error {
             r.settings.insert("controller_last_error".into(), e);
