@@ -69,31 +69,46 @@ pub(crate) enum Stop {
 
 /// Read events until the region stops; serve each.
 pub(crate) fn handler_loop(inner: &Inner) {
+    crate::spare::mark_handler();
     // Reserved once: a reader must not allocate between reads (see the uffd crate).
     let mut events = Vec::with_capacity(uffd::EVENT_BATCH);
     while !inner.stop.load(Relaxed) {
-        let deferred = std::mem::take(&mut *inner.deferred.lock());
-        for ev in deferred {
-            handle_event(inner, ev);
-        }
-        match inner.uffd.wait_readable_or_rung(
-            &inner.deferred_bell,
-            Some(std::time::Duration::from_millis(100)),
-        ) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => panic!("waiting on the userfaultfd failed: {e}"),
-        }
-        events.clear();
-        match crate::events::read_events(inner, &mut events) {
-            Ok(_) => {}
-            Err(e) if e.is_retry() => continue,
-            Err(e) => panic!("reading the userfaultfd failed: {e}"),
-        }
-        for ev in events.drain(..) {
-            handle_event(inner, ev);
-        }
+        serve_events(inner, &mut events, std::time::Duration::from_millis(100));
     }
+}
+
+/// Serve the deferred events, wait up to `timeout` for the userfaultfd (or the deferred
+/// bell), read what is there and serve it. `events` is empty and has room for a batch.
+/// Returns how many events were served.
+pub(crate) fn serve_events(
+    inner: &Inner,
+    events: &mut Vec<Event>,
+    timeout: std::time::Duration,
+) -> usize {
+    let deferred = std::mem::take(&mut *inner.deferred.lock());
+    let mut served = deferred.len();
+    for ev in deferred {
+        handle_event(inner, ev);
+    }
+    match inner
+        .uffd
+        .wait_readable_or_rung(&inner.deferred_bell, Some(timeout))
+    {
+        Ok(true) => {}
+        Ok(false) => return served,
+        Err(e) => panic!("waiting on the userfaultfd failed: {e}"),
+    }
+    events.clear();
+    match crate::events::read_events(inner, events) {
+        Ok(_) => {}
+        Err(e) if e.is_retry() => return served,
+        Err(e) => panic!("reading the userfaultfd failed: {e}"),
+    }
+    served += events.len();
+    for ev in events.drain(..) {
+        handle_event(inner, ev);
+    }
+    served
 }
 
 fn handle_event(inner: &Inner, ev: Event) {
@@ -417,7 +432,11 @@ fn from_engine(
                 }
             }
         };
-        Gate::unlocked(gate, &mut reads);
+        let on_disk = missing.iter().any(|&p| folio.state(p).kind == Kind::OnDisk);
+        Gate::unlocked(gate, || match on_disk {
+            true => crate::spare::disk_read(inner, &mut reads),
+            false => reads(),
+        });
         discard_read_meanwhile(inner, folio, missing.iter().copied())?;
         let mut i = 0;
         while i < nr {
@@ -472,7 +491,11 @@ pub(crate) fn load_whole(
     gate: &mut Gate,
 ) -> Result<bool, Stop> {
     let nr = folio.nr_pages() as usize;
-    let loaded = Gate::unlocked(gate, || inner.group.load(folio, buf));
+    let on_disk = folio.offsets().any(|p| folio.state(p).kind == Kind::OnDisk);
+    let loaded = Gate::unlocked(gate, || match on_disk {
+        true => crate::spare::disk_read(inner, || inner.group.load(folio, buf)),
+        false => inner.group.load(folio, buf),
+    });
     discard_read_meanwhile(inner, folio, folio.offsets())?;
     let Ok(loaded) = loaded else {
         return Ok(false);

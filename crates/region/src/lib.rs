@@ -4,7 +4,8 @@
 //! memory limit (reclaim.rs), the region's swap cache of staged folios (swapcache.rs), clean
 //! folios that keep their disk copy (clean.rs), incompressible folios left resident
 //! (incompressible.rs), readahead and drop-behind for sequential
-//! scans (readahead.rs) and the discard and move events (events.rs).
+//! scans (readahead.rs), the spare handler that serves events while the others wait on the
+//! disk (spare.rs) and the discard and move events (events.rs).
 #![forbid(unsafe_code)]
 
 mod clean;
@@ -15,6 +16,7 @@ mod incompressible;
 mod readahead;
 mod reclaim;
 mod region;
+mod spare;
 mod stats;
 mod swapcache;
 

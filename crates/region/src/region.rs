@@ -117,6 +117,9 @@ pub(crate) struct Inner {
     /// Folios read from disk kept clean (clean.rs).
     pub clean: crate::clean::CleanTracking,
     pub readahead: crate::readahead::Readahead,
+    /// Regular fault handler threads, and the spare's state (spare.rs).
+    pub fault_threads: usize,
+    pub spares: crate::spare::SpareHandlers,
     /// Pages a fault could not read from the device once, left missing: poisoned if they
     /// fail again (fault.rs).
     pub read_failed: Mutex<std::collections::HashSet<u32>>,
@@ -307,10 +310,11 @@ const BATCH_DISCARD_SLOTS: usize = 4;
 
 /// What a region charges to its limit from the start, whatever the program does.
 struct FixedCharge {
-    /// Threads that hold buffers: fault handlers, kswapd, readahead, the shrink worker.
+    /// Threads that hold buffers: fault handlers (the spare too), kswapd, readahead, the
+    /// shrink worker.
     threads: usize,
-    /// Threads that may evict at once: fault handlers (direct reclaim), kswapd, readahead
-    /// (direct reclaim too), and the program's own `Region::reclaim_to`.
+    /// Threads that may evict at once: fault handlers and the spare (direct reclaim),
+    /// kswapd, readahead (direct reclaim too), and the program's own `Region::reclaim_to`.
     evicting: usize,
     /// Freed staging slots wait for a batch to be discarded together; until then they hold
     /// pages. Charged up front, all but the slot that fills a batch (its release discards
@@ -326,7 +330,9 @@ struct FixedCharge {
 impl FixedCharge {
     fn of(config: &RegionConfig, nr_pages: u32) -> FixedCharge {
         let fs = config.folio_size as u64;
-        let evicting = config.fault_threads + config.kswapd_threads + READAHEAD_THREADS + 1;
+        // The fault handlers, the spare included (spare.rs).
+        let handlers = config.fault_threads + crate::spare::SPARE_HANDLERS;
+        let evicting = handlers + config.kswapd_threads + READAHEAD_THREADS + 1;
         // Each evicting thread has a folio in flight in staging, or a batch of them.
         let in_flight = match batching(config) {
             true => (crate::reclaim::BATCH_PAGES * PAGE_SIZE) as u64,
@@ -335,7 +341,7 @@ impl FixedCharge {
         // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O
         // from an unaligned buffer, a bounce buffer of at most `BOUNCE_BYTES`: resident
         // memory too, allocated on first use, so charged up front.
-        let threads = config.fault_threads + config.kswapd_threads + READAHEAD_THREADS + 1;
+        let threads = handlers + config.kswapd_threads + READAHEAD_THREADS + 1;
         let io_buffers = threads as u64 * (fs + zswap::swap::file::BOUNCE_BYTES as u64);
         let dirty_reserve = (discard_batch_slots(config) - 1) * fs
             + match batching(config) {
@@ -553,6 +559,8 @@ impl Region {
             pending: Mutex::new(Vec::new()),
             clean: crate::clean::CleanTracking::new(wp && config.keep_clean),
             readahead: Default::default(),
+            fault_threads: config.fault_threads,
+            spares: Default::default(),
             read_failed: Mutex::new(std::collections::HashSet::new()),
         });
 
@@ -562,6 +570,13 @@ impl Region {
             threads.push(spawn_critical(format!("uzswap-fault-{i}"), move || {
                 crate::fault::handler_loop(&inner)
             }));
+        }
+        for i in 0..crate::spare::SPARE_HANDLERS {
+            let inner = inner.clone();
+            threads.push(spawn_critical(
+                format!("uzswap-fault-spare-{i}"),
+                move || crate::spare::spare_loop(&inner),
+            ));
         }
         for i in 0..READAHEAD_THREADS {
             let inner = inner.clone();

@@ -61,6 +61,8 @@ pub(crate) struct RegionStats {
     pub late_zaps: AtomicU64,
     /// Pages found in a staging slot that should have been empty (left there and discarded).
     pub stray_staged_pages: AtomicU64,
+    /// Events served by the spare handler, while every regular one waited on the disk.
+    pub spare_events: AtomicU64,
     latency_ns: Mutex<Histogram<u64>>,
 }
 
@@ -95,6 +97,7 @@ impl Default for RegionStats {
             discards_not_zapped: AtomicU64::new(0),
             late_zaps: AtomicU64::new(0),
             stray_staged_pages: AtomicU64::new(0),
+            spare_events: AtomicU64::new(0),
             latency_ns: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             ),
@@ -146,6 +149,7 @@ impl RegionStats {
             discards_not_zapped: self.discards_not_zapped.load(Relaxed),
             late_zaps: self.late_zaps.load(Relaxed),
             stray_staged_pages: self.stray_staged_pages.load(Relaxed),
+            spare_events: self.spare_events.load(Relaxed),
             fault_latency_p50: q(0.5),
             fault_latency_p99: q(0.99),
             fault_latency_max: Duration::from_nanos(h.max()),
@@ -185,6 +189,7 @@ pub struct RegionStatsSnapshot {
     pub discards_not_zapped: u64,
     pub late_zaps: u64,
     pub stray_staged_pages: u64,
+    pub spare_events: u64,
     pub fault_latency_p50: Duration,
     pub fault_latency_p99: Duration,
     pub fault_latency_max: Duration,

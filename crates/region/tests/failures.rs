@@ -230,6 +230,37 @@ fn a_slow_disk_read_does_not_hold_up_other_events() {
     check_from(&mem[101 * PAGE..], 101, 0);
 }
 
+/// With every regular handler (two) inside a slow disk read, the spare handler reads the
+/// events: a `madvise` on a third page returns at once instead of waiting for a read to end.
+#[test]
+fn with_every_handler_on_the_disk_the_spare_serves_events() {
+    let dev = ArmedReads::new(|_| std::thread::sleep(Duration::from_millis(300)));
+    let mut r = evicted_to_device(&dev);
+    dev.arm(true);
+    let took = std::thread::scope(|s| {
+        let words = r.as_atomic_words();
+        s.spawn(move || words[0].load(Ordering::Relaxed));
+        // One fault at a time, so that each handler reads one (a handler reads every event
+        // there is at once).
+        std::thread::sleep(Duration::from_millis(30));
+        s.spawn(move || words[50 * PAGE / 8].load(Ordering::Relaxed));
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        r.discard(100 * PAGE, PAGE).unwrap();
+        t.elapsed()
+    });
+    dev.arm(false);
+    assert!(
+        took < Duration::from_millis(150),
+        "the discard's event was read only after {took:?}"
+    );
+    assert!(r.stats().spare_events > 0, "{:?}", r.stats());
+    let mem = r.as_mut_slice();
+    check_from(&mem[..100 * PAGE], 0, 0);
+    assert!(mem[100 * PAGE..101 * PAGE].iter().all(|&b| b == 0));
+    check_from(&mem[101 * PAGE..], 101, 0);
+}
+
 fn faulty_device() -> Arc<FaultyDevice> {
     Arc::new(FaultyDevice::new(Arc::new(MemoryDevice::new(256))))
 }

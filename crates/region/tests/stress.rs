@@ -268,7 +268,7 @@ fn locked_counters_rounds(r: &Region, secs: u64) {
     let s = r.stats();
     eprintln!(
         "{rounds} rounds; faults {} (swap cache {}), evicted {} ({} batches), zswpout {}, \
-         written back {}, clean installs {} / evictions {} / written {}",
+         written back {}, clean installs {} / evictions {} / written {}, spare handler events {}",
         s.faults,
         s.faults_swapcache,
         s.folios_evicted,
@@ -278,6 +278,7 @@ fn locked_counters_rounds(r: &Region, secs: u64) {
         s.clean_installs,
         s.clean_evictions,
         s.wp_faults,
+        s.spare_events,
     );
     assert!(s.folios_evicted > 0 && s.faults > 0);
     assert!(
@@ -503,7 +504,7 @@ fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill)
         eprintln!(
             "folio {folio}: faults {}, evicted {} ({} batches), evictions given up {}, \
              discarded {} ({} still mapped when processed, {} zapped late), clean installs {}, \
-             dropped behind {}, read ahead {}, stray {}, lost track {}",
+             dropped behind {}, read ahead {}, spare handler events {}, stray {}, lost track {}",
             s.faults,
             s.folios_evicted,
             s.batch_evictions,
@@ -514,6 +515,7 @@ fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill)
             s.clean_installs,
             s.dropped_behind,
             s.readahead_folios,
+            s.spare_events,
             s.stray_staged_pages,
             s.lost_track
         );

@@ -280,7 +280,7 @@ fn cli_errors_are_one_line_exit_2() {
             "--uzswap-memory-high is for usemem and mix",
         ),
         (
-            // 2 MiB folios (usemem's default): about 53 MiB needed at the least.
+            // 2 MiB folios (usemem's default): about 57 MiB needed at the least.
             &["bench", "usemem", "--size", "64M", "--memory-high", "32M"][..],
             "below what a uzswap region of 2048 KiB folios charges",
         ),

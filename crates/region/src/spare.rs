@@ -1,0 +1,96 @@
+//! The spare fault handler: it reads the userfaultfd only while every regular handler waits
+//! on the disk.
+//!
+//! A fault served from the swap file reads the disk synchronously in the handler that took it
+//! (milliseconds on a busy device, where the pool takes microseconds). With every handler in
+//! such a read, every other event would wait behind them: a fault on a page in the pool, and
+//! a program's `madvise`, which does not return before a handler has read its event. The
+//! kernel's swap-in has no such head-of-line wait (each faulting thread does its own read).
+//! Adding handlers that always poll is no answer: every thread that polls the userfaultfd is
+//! woken for every fault (bench mix spends 9% of its faulting thread in those wake-ups with
+//! two). The spare sleeps on its own condition variable instead and polls only while it is
+//! needed.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::region::Inner;
+
+/// Spare handlers a region runs besides its `fault_threads`.
+pub(crate) const SPARE_HANDLERS: usize = 1;
+
+#[derive(Debug, Default)]
+pub(crate) struct SpareHandlers {
+    /// Fault handlers (the spare included) inside a read that may wait on the disk.
+    on_disk: AtomicUsize,
+    lock: Mutex<()>,
+    needed: Condvar,
+}
+
+thread_local! {
+    /// This thread handles faults (a regular handler or the spare); readahead threads, which
+    /// read the disk too, hold up no event.
+    static HANDLER: Cell<bool> = const { Cell::new(false) };
+}
+
+pub(crate) fn mark_handler() {
+    HANDLER.with(|h| h.set(true));
+}
+
+/// Decrements the count of handlers on the disk, also if the read panics.
+struct OnDisk<'a>(&'a AtomicUsize);
+
+impl Drop for OnDisk<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+/// Run `read`, which may wait on the disk. In a fault handler, the spare polls meanwhile if
+/// this leaves no regular handler polling.
+pub(crate) fn disk_read<R>(inner: &Inner, read: impl FnOnce() -> R) -> R {
+    if !HANDLER.with(Cell::get) {
+        return read();
+    }
+    let s = &inner.spares;
+    let _on_disk = OnDisk(&s.on_disk);
+    if s.on_disk.fetch_add(1, SeqCst) + 1 >= inner.fault_threads {
+        // Under the lock, which the spare holds from its check to its wait: not lost.
+        let _g = s.lock.lock();
+        s.needed.notify_all();
+    }
+    read()
+}
+
+fn needed(inner: &Inner) -> bool {
+    inner.spares.on_disk.load(SeqCst) >= inner.fault_threads
+}
+
+/// The spare's thread: sleep until every regular handler is on the disk, then serve events
+/// as a handler does until one of them is back.
+pub(crate) fn spare_loop(inner: &Inner) {
+    mark_handler();
+    // Reserved once: a reader must not allocate between reads (see the uffd crate).
+    let mut events = Vec::with_capacity(uffd::EVENT_BATCH);
+    while !inner.stop.load(Relaxed) {
+        {
+            let mut g = inner.spares.lock.lock();
+            while !needed(inner) && !inner.stop.load(Relaxed) {
+                // Timed, to see `stop`.
+                inner
+                    .spares
+                    .needed
+                    .wait_for(&mut g, Duration::from_millis(100));
+            }
+        }
+        while needed(inner) && !inner.stop.load(Relaxed) {
+            // A short poll: the spare should stop polling soon after a handler is back, as
+            // each poller costs every fault a wake-up.
+            let served = crate::fault::serve_events(inner, &mut events, Duration::from_millis(5));
+            inner.stats.spare_events.fetch_add(served as u64, Relaxed);
+        }
+    }
+}
