@@ -253,6 +253,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         ("fault_around".into(), rs.fault_around as i64),
         ("lost_track".into(), rs.lost_track as i64),
         ("stray_staged_pages".into(), rs.stray_staged_pages as i64),
+        ("spare_events".into(), rs.spare_events as i64),
         // System-wide: on an otherwise idle machine, the swap file's cached pages.
         (
             "page_cache_growth_max_bytes".into(),
