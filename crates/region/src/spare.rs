@@ -92,5 +92,10 @@ pub(crate) fn spare_loop(inner: &Inner) {
             let served = crate::fault::serve_events(inner, &mut events, Duration::from_millis(5));
             inner.stats.spare_events.fetch_add(served as u64, Relaxed);
         }
+        // The last poll may have taken the deferred bell's ring for events deferred after it
+        // served the queue: ring again for a regular handler, which serves them at once.
+        if !inner.deferred.lock().is_empty() {
+            inner.deferred_bell.ring();
+        }
     }
 }

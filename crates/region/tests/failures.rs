@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -234,17 +234,29 @@ fn a_slow_disk_read_does_not_hold_up_other_events() {
 /// events: a `madvise` on a third page returns at once instead of waiting for a read to end.
 #[test]
 fn with_every_handler_on_the_disk_the_spare_serves_events() {
-    let dev = ArmedReads::new(|_| std::thread::sleep(Duration::from_millis(300)));
+    static IN_READ: AtomicUsize = AtomicUsize::new(0);
+    let dev = ArmedReads::new(|_| {
+        IN_READ.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(300));
+        IN_READ.fetch_sub(1, Ordering::SeqCst);
+    });
     let mut r = evicted_to_device(&dev);
+    let reads_under_way = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while IN_READ.load(Ordering::SeqCst) < n {
+            assert!(Instant::now() < deadline, "{n} reads never under way");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
     dev.arm(true);
     let took = std::thread::scope(|s| {
         let words = r.as_atomic_words();
         s.spawn(move || words[0].load(Ordering::Relaxed));
-        // One fault at a time, so that each handler reads one (a handler reads every event
-        // there is at once).
-        std::thread::sleep(Duration::from_millis(30));
+        // The second fault only once a handler is in the first one's read: a handler reads
+        // every event there is at once, and one that took both would serve them in turn.
+        reads_under_way(1);
         s.spawn(move || words[50 * PAGE / 8].load(Ordering::Relaxed));
-        std::thread::sleep(Duration::from_millis(50));
+        reads_under_way(2);
         let t = Instant::now();
         r.discard(100 * PAGE, PAGE).unwrap();
         t.elapsed()

@@ -438,14 +438,15 @@ impl Cgroup {
     /// A line of `memory.oom_control`: `oom_kill` (kills so far), `under_oom` (1 while a
     /// charge waits with the OOM killer off).
     fn oom_control(&self, key: &str) -> Option<u64> {
-        oom_control_field(&self.file("memory.oom_control"), key)
+        cgroup_field(&self.file("memory.oom_control"), key)
     }
     fn oom_kills(&self) -> Option<u64> {
         self.oom_control("oom_kill")
     }
 }
 
-fn oom_control_field(path: &Path, key: &str) -> Option<u64> {
+/// The value of a `KEY VALUE` line of a cgroup file (`memory.oom_control`, `memory.stat`).
+fn cgroup_field(path: &Path, key: &str) -> Option<u64> {
     let t = std::fs::read_to_string(path).ok()?;
     t.lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))?
@@ -527,8 +528,8 @@ struct MonitorReport {
     pageout_bytes: u64,
     pageout_errors: u64,
     last_error: Option<String>,
-    /// OOM waits seen (samples 10 ms apart that found `under_oom 1` after one that did not),
-    /// and the longest, sampled.
+    /// OOM waits seen (samples 10 ms apart that found `under_oom 1` after one that did not,
+    /// or after pages were charged), and the longest, sampled.
     oom_waits: u64,
     longest_oom_wait: Duration,
     /// The worker was killed after an OOM wait of [`OOM_WAIT_MAX`].
@@ -546,8 +547,10 @@ struct Monitor {
     pool_baseline: u64,
     target: u64,
     controller: bool,
-    /// The cgroup's `memory.oom_control`, watched for OOM waits under the controller.
+    /// The cgroup's `memory.oom_control`, watched for OOM waits under the controller, and
+    /// its `memory.stat`, for the pages charged meanwhile.
     oom_control: PathBuf,
+    stat: PathBuf,
     /// The cgroup's `memory.limit_in_bytes` and its value.
     limit: PathBuf,
     hard: u64,
@@ -585,7 +588,8 @@ fn monitor(m: Monitor) -> MonitorReport {
     let (start, len) = m.area;
     let chunks = len.div_ceil(CHUNK).max(1);
     let mut last_sample = Instant::now() - Duration::from_secs(1);
-    let mut oom_wait_since: Option<Instant> = None;
+    // The worker's OOM wait as sampled: since when, and the cgroup's `pgpgin` then.
+    let mut oom_wait: Option<(Instant, Option<u64>)> = None;
     let mut oom_waiting = false;
     let mut limit_raised = false;
     while !m.stop.load(Ordering::Relaxed) {
@@ -605,26 +609,34 @@ fn monitor(m: Monitor) -> MonitorReport {
             let held = usage.saturating_sub(m.baseline) + pool;
             rep.max_memory = rep.max_memory.max(held);
             if m.controller {
-                oom_waiting = oom_control_field(&m.oom_control, "under_oom") == Some(1);
-                match (oom_waiting, oom_wait_since) {
-                    (true, None) => {
-                        rep.oom_waits += 1;
-                        oom_wait_since = Some(Instant::now());
+                oom_waiting = cgroup_field(&m.oom_control, "under_oom") == Some(1);
+                // A worker that charged pages since the last sample got on between them (a
+                // wake-up below let it, and it waited again): a new wait.
+                let charged = match oom_waiting {
+                    true => cgroup_field(&m.stat, "pgpgin"),
+                    false => None,
+                };
+                match oom_wait {
+                    Some((since, at)) if oom_waiting && charged == at => {
+                        if since.elapsed() > OOM_WAIT_MAX {
+                            // The wake-ups below have not ended it: give the run up.
+                            rep.oom_wait_gave_up = true;
+                            let _ = rustix::process::pidfd_send_signal(
+                                m.pidfd.as_fd(),
+                                rustix::process::Signal::KILL,
+                            );
+                            break;
+                        }
                     }
-                    (true, Some(t)) if t.elapsed() > OOM_WAIT_MAX => {
-                        // The wake-ups below have not ended it: give the run up.
-                        rep.oom_wait_gave_up = true;
-                        let _ = rustix::process::pidfd_send_signal(
-                            m.pidfd.as_fd(),
-                            rustix::process::Signal::KILL,
-                        );
-                        break;
+                    _ => {
+                        if let Some((since, _)) = oom_wait.take() {
+                            rep.longest_oom_wait = rep.longest_oom_wait.max(since.elapsed());
+                        }
+                        if oom_waiting {
+                            rep.oom_waits += 1;
+                            oom_wait = Some((Instant::now(), charged));
+                        }
                     }
-                    (false, Some(t)) => {
-                        rep.longest_oom_wait = rep.longest_oom_wait.max(t.elapsed());
-                        oom_wait_since = None;
-                    }
-                    _ => {}
                 }
             }
         }
@@ -661,8 +673,9 @@ fn monitor(m: Monitor) -> MonitorReport {
             // A v1 cgroup wakes its OOM waiters when memory is freed or its limit raised, but
             // not when a page is swapped out: the page-outs above make room and never wake the
             // worker. Raising the limit by a page and setting it back wakes it, to retry its
-            // charge.
-            if write_setting(&m.limit, &(m.hard + PAGE as u64).to_string()).is_ok() {
+            // charge. (Not while it is still raised: that would not raise it.)
+            if !limit_raised && write_setting(&m.limit, &(m.hard + PAGE as u64).to_string()).is_ok()
+            {
                 limit_raised = true;
             }
             oom_waiting = false; // until the next sample
@@ -673,8 +686,11 @@ fn monitor(m: Monitor) -> MonitorReport {
             limit_raised = false;
         }
     }
-    if let Some(t) = oom_wait_since {
-        rep.longest_oom_wait = rep.longest_oom_wait.max(t.elapsed());
+    if limit_raised {
+        let _ = write_setting(&m.limit, &m.hard.to_string());
+    }
+    if let Some((since, _)) = oom_wait {
+        rep.longest_oom_wait = rep.longest_oom_wait.max(since.elapsed());
     }
     rep.cpu = CpuTimes::from_stat_file(thread_stat)
         .zip(cpu0)
@@ -776,6 +792,7 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         target,
         controller: opts.reclaim == Reclaim::Controller,
         oom_control: cg.file("memory.oom_control"),
+        stat: cg.file("memory.stat"),
         limit: cg.file("memory.limit_in_bytes"),
         hard,
         stop: stop.clone(),
