@@ -493,19 +493,15 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         inner.stats.clean_evictions.fetch_add(1, Relaxed);
     } else {
         // Tried in place above; the program may have written it since.
-        let mut stored = if refuse_as_is {
-            inner.group.swap_out_unless_poor(folio, staged.bytes())
+        // Found incompressible only now (the try in place could not run, or the program
+        // wrote it since): kept, but for the probes, which are stored as-is.
+        let stored = if refuse_as_is {
+            inner
+                .group
+                .swap_out_unless_poor(folio, staged.bytes(), &|| inner.incompressible.keep_found())
         } else {
             inner.group.swap_out(folio, staged.bytes())
         };
-        if refuse_as_is
-            && matches!(stored, Err(StoreError::CompressPoor(_)))
-            && !inner.incompressible.keep_found()
-        {
-            // Found incompressible only now (the try in place could not run, or the program
-            // wrote it since), and a probe: stored as-is after all.
-            stored = inner.group.swap_out(folio, staged.bytes());
-        }
         match stored {
             Ok(SwapOutResult::Stored) if keep_staged => {
                 let length = inner.group.stored_length(folio);

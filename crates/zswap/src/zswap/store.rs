@@ -55,12 +55,13 @@ pub enum SwapOutResult {
 }
 
 /// When a page that does not compress is stored as-is (raw).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AsIs {
+#[derive(Clone, Copy)]
+enum AsIs<'a> {
     /// When writeback is possible (the kernel's rule: it keeps LRU order for writeback).
     WhenWritebackIsOn,
-    /// Only beside pages that compress: a folio none of whose pages compress is refused.
-    BesideCompressed,
+    /// As `WhenWritebackIsOn`, but a folio none of whose pages compress is refused if the
+    /// caller says so, asked only then.
+    UnlessRefused(&'a dyn Fn() -> bool),
 }
 
 /// A page's new entry before it is published.
@@ -112,17 +113,20 @@ impl ZswapGroup {
         self.swap_out_with(folio, data, AsIs::WhenWritebackIsOn)
     }
 
-    /// `swap_out`, but a folio none of whose pages compress (zero pages aside) is refused
-    /// (`CompressPoor`, counted as `reject_compress_poor`), neither stored as-is nor written:
-    /// for a caller that would rather keep such a folio (a region whose incompressible data
-    /// keeps coming back in). A folio some of whose pages compress is stored as `swap_out`
+    /// `swap_out`, but a folio none of whose pages compress (zero pages aside) is refused if
+    /// `refuse()` says so (`CompressPoor`, counted as `reject_compress_poor`), neither stored
+    /// as-is nor written: for a caller that would rather keep such a folio (a region whose
+    /// incompressible data keeps coming back in). `refuse` is asked only about such a folio,
+    /// once its pages are compressed: a folio it does not refuse is stored as-is without
+    /// being compressed again. A folio some of whose pages compress is stored as `swap_out`
     /// stores it, the rest as-is.
     pub fn swap_out_unless_poor(
         &self,
         folio: &FolioLock,
         data: &[u8],
+        refuse: &dyn Fn() -> bool,
     ) -> Result<SwapOutResult, StoreError> {
-        self.swap_out_with(folio, data, AsIs::BesideCompressed)
+        self.swap_out_with(folio, data, AsIs::UnlessRefused(refuse))
     }
 
     /// The bytes `data` (a folio, or any whole pages) would take stored now: a zero page
@@ -153,7 +157,9 @@ impl ZswapGroup {
     ) -> Result<SwapOutResult, StoreError> {
         match self.store_with(folio, data, as_is) {
             Ok(()) => Ok(SwapOutResult::Stored),
-            Err(e @ StoreError::CompressPoor(_)) if as_is == AsIs::BesideCompressed => Err(e),
+            Err(e @ StoreError::CompressPoor(_)) if matches!(as_is, AsIs::UnlessRefused(_)) => {
+                Err(e)
+            }
             Err(e) if self.writeback_allowed() => match self.swap_writepage(folio, data) {
                 Ok(()) => Ok(SwapOutResult::WrittenToDisk(e)),
                 Err(_) => Err(e),
@@ -214,10 +220,12 @@ impl ZswapGroup {
                 .iter()
                 .filter(|e| matches!(e, NewEntry::Compressed(..)))
                 .count() as u64;
-            if failed.is_none() && as_is == AsIs::BesideCompressed && compressed == 0 {
+            if let (None, AsIs::UnlessRefused(refuse), 0) = (failed, as_is, compressed) {
                 if let Some(i) = new.iter().position(|e| matches!(e, NewEntry::Raw(_))) {
-                    Stats::inc(&s.stats.reject_compress_poor);
-                    failed = Some(StoreError::CompressPoor(folio.start() + i as u32));
+                    if refuse() {
+                        Stats::inc(&s.stats.reject_compress_poor);
+                        failed = Some(StoreError::CompressPoor(folio.start() + i as u32));
+                    }
                 }
             }
             if let Some(e) = failed {
@@ -405,9 +413,11 @@ mod tests {
         assert_eq!(group.stored_length(&page), 0, "nothing stored there");
     }
 
-    /// `swap_out_unless_poor` refuses a folio none of whose pages compress: nothing is stored
-    /// at any of its offsets and nothing is written, though writeback is on, where `swap_out`
-    /// stores it as-is. A folio with a page that compresses is stored, the rest as-is.
+    /// `swap_out_unless_poor` refuses a folio none of whose pages compress when the caller
+    /// says so: nothing is stored at any of its offsets and nothing is written, though
+    /// writeback is on. Not refused, it is stored as-is, as `swap_out` stores it, and counts
+    /// as no rejection. A folio with a page that compresses is stored, the rest as-is, and
+    /// the caller is not asked.
     #[test]
     fn swap_out_unless_poor_refuses_what_does_not_compress() {
         use super::{StoreError, SwapOutResult};
@@ -423,8 +433,16 @@ mod tests {
         ]
         .concat();
         let folio = group.lock_folio(0, 2);
+        let asked = std::cell::Cell::new(0);
+        let asked = &asked;
+        let refuse = |answer: bool| {
+            move || {
+                asked.set(asked.get() + 1);
+                answer
+            }
+        };
         assert_eq!(
-            group.swap_out_unless_poor(&folio, &random),
+            group.swap_out_unless_poor(&folio, &random, &refuse(true)),
             Err(StoreError::CompressPoor(1))
         );
         let stats = zswap.stats();
@@ -433,16 +451,25 @@ mod tests {
         for o in 0..4 {
             assert_eq!(group.peek(o).kind, crate::swap::Kind::Empty, "page {o}");
         }
-        assert_eq!(group.swap_out(&folio, &random), Ok(SwapOutResult::Stored));
-        assert_eq!(zswap.stats().get("stored_incompressible_pages"), 3);
+        // Not refused (a probe): stored as-is, and not counted as a rejection.
+        assert_eq!(
+            group.swap_out_unless_poor(&folio, &random, &refuse(false)),
+            Ok(SwapOutResult::Stored)
+        );
+        let stats = zswap.stats();
+        assert_eq!(stats.get("stored_incompressible_pages"), 3);
+        assert_eq!(stats.get("reject_compress_poor"), 1);
+        assert_eq!(asked.get(), 2);
 
+        // A folio with a page that compresses is stored without asking.
         let mixed = [text_page(), random_page(7)].concat();
         let folio = group.lock_folio(4, 1);
         assert_eq!(
-            group.swap_out_unless_poor(&folio, &mixed),
+            group.swap_out_unless_poor(&folio, &mixed, &refuse(true)),
             Ok(SwapOutResult::Stored)
         );
         assert_eq!(zswap.stats().get("stored_incompressible_pages"), 4);
+        assert_eq!(asked.get(), 2);
     }
 
     #[test]
