@@ -161,7 +161,12 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
         return;
     };
     crate::reclaim::throttle(inner);
-    let folio = inner.group.lock_folio(start, inner.folio_order);
+    // A folio someone holds (a fault or readahead reading it from disk, reclaim writing it)
+    // may keep this handler as long as a disk read.
+    let folio = match inner.group.is_locked(start) {
+        true => crate::spare::blocking(inner, || inner.group.lock_folio(start, inner.folio_order)),
+        false => inner.group.lock_folio(start, inner.folio_order),
+    };
     inner.stats.faults.fetch_add(1, Relaxed);
     // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped).
@@ -434,7 +439,7 @@ fn from_engine(
         };
         let on_disk = missing.iter().any(|&p| folio.state(p).kind == Kind::OnDisk);
         Gate::unlocked(gate, || match on_disk {
-            true => crate::spare::disk_read(inner, &mut reads),
+            true => crate::spare::blocking(inner, &mut reads),
             false => reads(),
         });
         discard_read_meanwhile(inner, folio, missing.iter().copied())?;
@@ -493,7 +498,7 @@ pub(crate) fn load_whole(
     let nr = folio.nr_pages() as usize;
     let on_disk = folio.offsets().any(|p| folio.state(p).kind == Kind::OnDisk);
     let loaded = Gate::unlocked(gate, || match on_disk {
-        true => crate::spare::disk_read(inner, || inner.group.load(folio, buf)),
+        true => crate::spare::blocking(inner, || inner.group.load(folio, buf)),
         false => inner.group.load(folio, buf),
     });
     discard_read_meanwhile(inner, folio, folio.offsets())?;

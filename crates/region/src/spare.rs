@@ -2,9 +2,10 @@
 //! on the disk.
 //!
 //! A fault served from the swap file reads the disk synchronously in the handler that took it
-//! (milliseconds on a busy device, where the pool takes microseconds). With every handler in
-//! such a read, every other event would wait behind them: a fault on a page in the pool, and
-//! a program's `madvise`, which does not return before a handler has read its event. The
+//! (milliseconds on a busy device, where the pool takes microseconds), and a fault on a folio
+//! someone holds waits for its holder, who may be in such a read. With every handler in such
+//! a wait, every other event would wait behind them: a fault on a page in the pool, and a
+//! program's `madvise`, which does not return before a handler has read its event. The
 //! kernel's swap-in has no such head-of-line wait (each faulting thread does its own read).
 //! Adding handlers that always poll is no answer: every thread that polls the userfaultfd is
 //! woken for every fault (bench mix spends 9% of its faulting thread in those wake-ups with
@@ -24,7 +25,8 @@ pub(crate) const SPARE_HANDLERS: usize = 1;
 
 #[derive(Debug, Default)]
 pub(crate) struct SpareHandlers {
-    /// Fault handlers (the spare included) inside a read that may wait on the disk.
+    /// Fault handlers (the spare included) inside a wait that may last as long as a disk
+    /// read (`blocking`).
     on_disk: AtomicUsize,
     lock: Mutex<()>,
     needed: Condvar,
@@ -49,11 +51,12 @@ impl Drop for OnDisk<'_> {
     }
 }
 
-/// Run `read`, which may wait on the disk. In a fault handler, the spare polls meanwhile if
-/// this leaves no regular handler polling.
-pub(crate) fn disk_read<R>(inner: &Inner, read: impl FnOnce() -> R) -> R {
+/// Run `wait`, which may last as long as a disk read: a read from the swap file, or taking a
+/// folio lock that someone holds (perhaps across such a read). In a fault handler, the spare
+/// polls meanwhile if this leaves no regular handler polling.
+pub(crate) fn blocking<R>(inner: &Inner, wait: impl FnOnce() -> R) -> R {
     if !HANDLER.with(Cell::get) {
-        return read();
+        return wait();
     }
     let s = &inner.spares;
     let _on_disk = OnDisk(&s.on_disk);
@@ -62,15 +65,15 @@ pub(crate) fn disk_read<R>(inner: &Inner, read: impl FnOnce() -> R) -> R {
         let _g = s.lock.lock();
         s.needed.notify_all();
     }
-    read()
+    wait()
 }
 
 fn needed(inner: &Inner) -> bool {
     inner.spares.on_disk.load(SeqCst) >= inner.fault_threads
 }
 
-/// The spare's thread: sleep until every regular handler is on the disk, then serve events
-/// as a handler does until one of them is back.
+/// The spare's thread: sleep until every regular handler is in a `blocking` wait, then serve
+/// events as a handler does until one of them is back.
 pub(crate) fn spare_loop(inner: &Inner) {
     mark_handler();
     // Reserved once: a reader must not allocate between reads (see the uffd crate).

@@ -273,6 +273,45 @@ fn with_every_handler_on_the_disk_the_spare_serves_events() {
     check_from(&mem[101 * PAGE..], 101, 0);
 }
 
+/// A handler waiting for a folio that another holds across a slow disk read counts as on
+/// the disk too: with one handler in the read of page 0 and the other waiting for page 0's
+/// folio (a second thread faulted on it), the spare reads the events.
+#[test]
+fn a_handler_waiting_for_a_folio_under_a_disk_read_leaves_events_to_the_spare() {
+    static IN_READ: AtomicUsize = AtomicUsize::new(0);
+    let dev = ArmedReads::new(|_| {
+        IN_READ.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(300));
+        IN_READ.fetch_sub(1, Ordering::SeqCst);
+    });
+    let mut r = evicted_to_device(&dev);
+    dev.arm(true);
+    let took = std::thread::scope(|s| {
+        let words = r.as_atomic_words();
+        s.spawn(move || words[0].load(Ordering::Relaxed));
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while IN_READ.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "the read never began");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        s.spawn(move || words[1].load(Ordering::Relaxed));
+        // Time for the other handler to read that fault and wait for the folio.
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        r.discard(100 * PAGE, PAGE).unwrap();
+        t.elapsed()
+    });
+    dev.arm(false);
+    assert!(
+        took < Duration::from_millis(150),
+        "the discard's event was read only after {took:?}"
+    );
+    assert!(r.stats().spare_events > 0, "{:?}", r.stats());
+    let mem = r.as_mut_slice();
+    check_from(&mem[..100 * PAGE], 0, 0);
+    check_from(&mem[101 * PAGE..], 101, 0);
+}
+
 fn faulty_device() -> Arc<FaultyDevice> {
     Arc::new(FaultyDevice::new(Arc::new(MemoryDevice::new(256))))
 }

@@ -267,6 +267,11 @@ impl ZswapGroup {
         self.cache.lock_folio(start, order)
     }
 
+    /// Whether some owner holds the folio that contains `offset` right now (a hint).
+    pub fn is_locked(&self, offset: u32) -> bool {
+        self.cache.is_locked(offset)
+    }
+
     /// The entry of a page as it is now (unlocked: a hint).
     pub fn peek(&self, offset: u32) -> PageState {
         self.cache.peek(offset)
