@@ -93,7 +93,7 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) {
     let Some((_, start)) = crate::fault::faulting_folio(inner, addr) else {
         return;
     };
-    let folio = inner.group.lock_folio(start, inner.folio_order);
+    let folio = crate::spare::lock_folio(inner, start);
     inner.stats.wp_faults.fetch_add(1, Relaxed);
     // The folio's pages are one unit: the engine's copies of all of them go, so reclaim
     // stores the folio whole next time.

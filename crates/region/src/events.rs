@@ -133,7 +133,7 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
     let mut fstart = first & !(fp - 1);
     let mut deadline = Instant::now() + ZAP_WAIT;
     while fstart < last {
-        let folio = inner.group.lock_folio(fstart, inner.folio_order);
+        let folio = crate::spare::lock_folio(inner, fstart);
         // Never moved back: that could land after the kernel's zap. The engine has it all.
         drop(inner.swapcache.take(fstart));
         crate::fault::forget_read_failures(inner, &folio);

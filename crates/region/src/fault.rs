@@ -161,12 +161,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
         return;
     };
     crate::reclaim::throttle(inner);
-    // A folio someone holds (a fault or readahead reading it from disk, reclaim writing it)
-    // may keep this handler as long as a disk read.
-    let folio = match inner.group.is_locked(start) {
-        true => crate::spare::blocking(inner, || inner.group.lock_folio(start, inner.folio_order)),
-        false => inner.group.lock_folio(start, inner.folio_order),
-    };
+    let folio = crate::spare::lock_folio(inner, start);
     inner.stats.faults.fetch_add(1, Relaxed);
     // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped).

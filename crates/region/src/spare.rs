@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use zswap::swap::FolioLock;
+
 use crate::region::Inner;
 
 /// Spare handlers a region runs besides its `fault_threads`.
@@ -66,6 +68,17 @@ pub(crate) fn blocking<R>(inner: &Inner, wait: impl FnOnce() -> R) -> R {
         s.needed.notify_all();
     }
     wait()
+}
+
+/// Lock the folio at `start` (of the region's folio size) for an event a handler serves: a
+/// folio someone holds (a fault or readahead reading it from disk, reclaim storing or writing
+/// it) may keep the handler as long as a disk read, a `blocking` wait.
+pub(crate) fn lock_folio(inner: &Inner, start: u32) -> FolioLock<'_> {
+    if !inner.group.is_locked(start) {
+        return inner.group.lock_folio(start, inner.folio_order);
+    }
+    inner.stats.folio_lock_waits.fetch_add(1, Relaxed);
+    blocking(inner, || inner.group.lock_folio(start, inner.folio_order))
 }
 
 fn needed(inner: &Inner) -> bool {

@@ -63,6 +63,8 @@ pub(crate) struct RegionStats {
     pub stray_staged_pages: AtomicU64,
     /// Events served by the spare handler, while every regular one waited on the disk.
     pub spare_events: AtomicU64,
+    /// Events a handler served that waited for a folio someone held (spare.rs).
+    pub folio_lock_waits: AtomicU64,
     latency_ns: Mutex<Histogram<u64>>,
 }
 
@@ -98,6 +100,7 @@ impl Default for RegionStats {
             late_zaps: AtomicU64::new(0),
             stray_staged_pages: AtomicU64::new(0),
             spare_events: AtomicU64::new(0),
+            folio_lock_waits: AtomicU64::new(0),
             latency_ns: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             ),
@@ -150,6 +153,7 @@ impl RegionStats {
             late_zaps: self.late_zaps.load(Relaxed),
             stray_staged_pages: self.stray_staged_pages.load(Relaxed),
             spare_events: self.spare_events.load(Relaxed),
+            folio_lock_waits: self.folio_lock_waits.load(Relaxed),
             fault_latency_p50: q(0.5),
             fault_latency_p99: q(0.99),
             fault_latency_max: Duration::from_nanos(h.max()),
@@ -190,6 +194,7 @@ pub struct RegionStatsSnapshot {
     pub late_zaps: u64,
     pub stray_staged_pages: u64,
     pub spare_events: u64,
+    pub folio_lock_waits: u64,
     pub fault_latency_p50: Duration,
     pub fault_latency_p99: Duration,
     pub fault_latency_max: Duration,

@@ -295,8 +295,11 @@ fn a_handler_waiting_for_a_folio_under_a_disk_read_leaves_events_to_the_spare() 
             std::thread::sleep(Duration::from_millis(1));
         }
         s.spawn(move || words[1].load(Ordering::Relaxed));
-        // Time for the other handler to read that fault and wait for the folio.
-        std::thread::sleep(Duration::from_millis(50));
+        // Until the other handler has read that fault and waits for the folio.
+        while r.stats().folio_lock_waits == 0 {
+            assert!(Instant::now() < deadline, "no handler waited for the folio");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let t = Instant::now();
         r.discard(100 * PAGE, PAGE).unwrap();
         t.elapsed()
@@ -309,6 +312,7 @@ fn a_handler_waiting_for_a_folio_under_a_disk_read_leaves_events_to_the_spare() 
     assert!(r.stats().spare_events > 0, "{:?}", r.stats());
     let mem = r.as_mut_slice();
     check_from(&mem[..100 * PAGE], 0, 0);
+    assert!(mem[100 * PAGE..101 * PAGE].iter().all(|&b| b == 0));
     check_from(&mem[101 * PAGE..], 101, 0);
 }
 

@@ -119,7 +119,8 @@ impl ZswapGroup {
     /// incompressible data keeps coming back in). `refuse` is asked only about such a folio,
     /// once its pages are compressed: a folio it does not refuse is stored as-is without
     /// being compressed again. A folio some of whose pages compress is stored as `swap_out`
-    /// stores it, the rest as-is.
+    /// stores it, the rest as-is. `refuse` runs inside the store (this thread's scratch
+    /// buffers borrowed, a compressor held): it must not call into the group.
     pub fn swap_out_unless_poor(
         &self,
         folio: &FolioLock,
