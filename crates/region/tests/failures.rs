@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use region::{Region, RegionConfig};
+use region::{Region, RegionConfig, RegionStatsSnapshot};
 use zswap::swap::{BackingDevice, DeviceError, FaultyDevice, MemoryDevice, SwapSlot};
 
 mod common;
@@ -200,23 +200,49 @@ impl BackingDevice for ArmedReads {
     }
 }
 
-/// A handler waiting for the disk does not hold up the others: a `madvise` on another page
-/// returns once a handler has read its event, and reading events waits for every install
-/// in flight (events.rs). The engine's reads are done with that gate given up; held across
-/// them, this discard waited for the whole 300 ms read.
-#[test]
-fn a_slow_disk_read_does_not_hold_up_other_events() {
-    // Reads take 300 ms once armed.
-    let dev = ArmedReads::new(|_| std::thread::sleep(Duration::from_millis(300)));
-    let mut r = evicted_to_device(&dev);
+/// A read armed on a device of `evicted_to_device`: 300 ms, counted in `in_read` while it
+/// lasts, so a test can tell when handlers are inside one.
+fn slow_read(in_read: &AtomicUsize) {
+    in_read.fetch_add(1, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(300));
+    in_read.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// A thread of `s` reads page 0; returns once a handler is in the slow read of it.
+fn fault_page_0_into_a_read<'s, 'r>(
+    s: &'s std::thread::Scope<'s, 'r>,
+    r: &'r Region,
+    in_read: &AtomicUsize,
+) {
+    let words = r.as_atomic_words();
+    s.spawn(move || words[0].load(Ordering::Relaxed));
+    wait_until("a handler in the read of page 0", || {
+        in_read.load(Ordering::SeqCst) == 1
+    });
+}
+
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: never");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Slow reads armed, `hold` puts handlers where the test wants them (faulting with threads
+/// of the scope it is given); then page 100 is discarded. The discard must return within
+/// 150 ms (a `madvise` returns once a handler has read its event) and every page must read
+/// back as it should, page 100 as zeros. Returns the region's statistics after.
+fn discard_while_handlers_wait<H>(dev: &ArmedReads, mut r: Region, hold: H) -> RegionStatsSnapshot
+where
+    H: for<'s, 'r> FnOnce(&'s std::thread::Scope<'s, 'r>, &'r Region),
+{
     dev.arm(true);
+    let region = &r;
     let took = std::thread::scope(|s| {
-        let words = r.as_atomic_words();
-        s.spawn(move || words[0].load(Ordering::Relaxed));
-        // Long enough for a handler to be in the read of page 0.
-        std::thread::sleep(Duration::from_millis(50));
+        hold(s, region);
         let t = Instant::now();
-        r.discard(100 * PAGE, PAGE).unwrap();
+        region.discard(100 * PAGE, PAGE).unwrap();
         t.elapsed()
     });
     dev.arm(false);
@@ -224,10 +250,24 @@ fn a_slow_disk_read_does_not_hold_up_other_events() {
         took < Duration::from_millis(150),
         "the discard's event was read only after {took:?}"
     );
+    let stats = r.stats();
     let mem = r.as_mut_slice();
     check_from(&mem[..100 * PAGE], 0, 0);
     assert!(mem[100 * PAGE..101 * PAGE].iter().all(|&b| b == 0));
     check_from(&mem[101 * PAGE..], 101, 0);
+    stats
+}
+
+/// A handler waiting for the disk does not hold up the others: a `madvise` on another page
+/// returns once a handler has read its event, and reading events waits for every install
+/// in flight (events.rs). The engine's reads are done with that gate given up; held across
+/// them, this discard waited for the whole 300 ms read.
+#[test]
+fn a_slow_disk_read_does_not_hold_up_other_events() {
+    static IN_READ: AtomicUsize = AtomicUsize::new(0);
+    let dev = ArmedReads::new(|_| slow_read(&IN_READ));
+    let r = evicted_to_device(&dev);
+    discard_while_handlers_wait(&dev, r, |s, r| fault_page_0_into_a_read(s, r, &IN_READ));
 }
 
 /// With every regular handler (two) inside a slow disk read, the spare handler reads the
@@ -235,42 +275,19 @@ fn a_slow_disk_read_does_not_hold_up_other_events() {
 #[test]
 fn with_every_handler_on_the_disk_the_spare_serves_events() {
     static IN_READ: AtomicUsize = AtomicUsize::new(0);
-    let dev = ArmedReads::new(|_| {
-        IN_READ.fetch_add(1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(300));
-        IN_READ.fetch_sub(1, Ordering::SeqCst);
-    });
-    let mut r = evicted_to_device(&dev);
-    let reads_under_way = |n: usize| {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while IN_READ.load(Ordering::SeqCst) < n {
-            assert!(Instant::now() < deadline, "{n} reads never under way");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    };
-    dev.arm(true);
-    let took = std::thread::scope(|s| {
-        let words = r.as_atomic_words();
-        s.spawn(move || words[0].load(Ordering::Relaxed));
+    let dev = ArmedReads::new(|_| slow_read(&IN_READ));
+    let r = evicted_to_device(&dev);
+    let stats = discard_while_handlers_wait(&dev, r, |s, r| {
         // The second fault only once a handler is in the first one's read: a handler reads
         // every event there is at once, and one that took both would serve them in turn.
-        reads_under_way(1);
+        fault_page_0_into_a_read(s, r, &IN_READ);
+        let words = r.as_atomic_words();
         s.spawn(move || words[50 * PAGE / 8].load(Ordering::Relaxed));
-        reads_under_way(2);
-        let t = Instant::now();
-        r.discard(100 * PAGE, PAGE).unwrap();
-        t.elapsed()
+        wait_until("both handlers in reads", || {
+            IN_READ.load(Ordering::SeqCst) == 2
+        });
     });
-    dev.arm(false);
-    assert!(
-        took < Duration::from_millis(150),
-        "the discard's event was read only after {took:?}"
-    );
-    assert!(r.stats().spare_events > 0, "{:?}", r.stats());
-    let mem = r.as_mut_slice();
-    check_from(&mem[..100 * PAGE], 0, 0);
-    assert!(mem[100 * PAGE..101 * PAGE].iter().all(|&b| b == 0));
-    check_from(&mem[101 * PAGE..], 101, 0);
+    assert!(stats.spare_events > 0, "{stats:?}");
 }
 
 /// A handler waiting for a folio that another holds across a slow disk read counts as on
@@ -279,41 +296,17 @@ fn with_every_handler_on_the_disk_the_spare_serves_events() {
 #[test]
 fn a_handler_waiting_for_a_folio_under_a_disk_read_leaves_events_to_the_spare() {
     static IN_READ: AtomicUsize = AtomicUsize::new(0);
-    let dev = ArmedReads::new(|_| {
-        IN_READ.fetch_add(1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(300));
-        IN_READ.fetch_sub(1, Ordering::SeqCst);
-    });
-    let mut r = evicted_to_device(&dev);
-    dev.arm(true);
-    let took = std::thread::scope(|s| {
+    let dev = ArmedReads::new(|_| slow_read(&IN_READ));
+    let r = evicted_to_device(&dev);
+    let stats = discard_while_handlers_wait(&dev, r, |s, r| {
+        fault_page_0_into_a_read(s, r, &IN_READ);
         let words = r.as_atomic_words();
-        s.spawn(move || words[0].load(Ordering::Relaxed));
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while IN_READ.load(Ordering::SeqCst) == 0 {
-            assert!(Instant::now() < deadline, "the read never began");
-            std::thread::sleep(Duration::from_millis(1));
-        }
         s.spawn(move || words[1].load(Ordering::Relaxed));
-        // Until the other handler has read that fault and waits for the folio.
-        while r.stats().folio_lock_waits == 0 {
-            assert!(Instant::now() < deadline, "no handler waited for the folio");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let t = Instant::now();
-        r.discard(100 * PAGE, PAGE).unwrap();
-        t.elapsed()
+        wait_until("a handler waiting for page 0's folio", || {
+            r.stats().folio_lock_waits > 0
+        });
     });
-    dev.arm(false);
-    assert!(
-        took < Duration::from_millis(150),
-        "the discard's event was read only after {took:?}"
-    );
-    assert!(r.stats().spare_events > 0, "{:?}", r.stats());
-    let mem = r.as_mut_slice();
-    check_from(&mem[..100 * PAGE], 0, 0);
-    assert!(mem[100 * PAGE..101 * PAGE].iter().all(|&b| b == 0));
-    check_from(&mem[101 * PAGE..], 101, 0);
+    assert!(stats.spare_events > 0, "{stats:?}");
 }
 
 fn faulty_device() -> Arc<FaultyDevice> {
