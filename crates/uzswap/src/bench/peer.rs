@@ -578,6 +578,75 @@ fn vm_rss(pid: i32) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The worker's OOM waits at the hard stop, as the controller samples them, and the wake-up
+/// it gives them.
+#[derive(Default)]
+struct OomWatch {
+    /// The wait under way: since when, and the cgroup's `pgpgin` then.
+    wait: Option<(Instant, Option<u64>)>,
+    /// The last sample found the worker waiting, and it has not been woken since.
+    to_wake: bool,
+    /// The limit is a page up, to be set back.
+    limit_raised: bool,
+}
+
+impl OomWatch {
+    /// Read whether the worker waits; false when one wait has lasted `OOM_WAIT_MAX`.
+    fn sample(&mut self, m: &Monitor, rep: &mut MonitorReport) -> bool {
+        let waiting = cgroup_field(&m.oom_control, "under_oom") == Some(1);
+        self.to_wake = waiting;
+        // A worker that charged pages since the last sample got on between them (a wake-up
+        // let it, and it waited again): a new wait.
+        let charged = match waiting {
+            true => cgroup_field(&m.stat, "pgpgin"),
+            false => None,
+        };
+        if let Some((since, at)) = self.wait {
+            if waiting && charged == at {
+                return since.elapsed() <= OOM_WAIT_MAX;
+            }
+        }
+        self.end_wait(rep);
+        if waiting {
+            rep.oom_waits += 1;
+            self.wait = Some((Instant::now(), charged));
+        }
+        true
+    }
+
+    fn end_wait(&mut self, rep: &mut MonitorReport) {
+        if let Some((since, _)) = self.wait.take() {
+            rep.longest_oom_wait = rep.longest_oom_wait.max(since.elapsed());
+        }
+    }
+
+    /// A v1 cgroup wakes its OOM waiters when memory is freed or its limit raised, but not
+    /// when a page is swapped out: the controller's page-outs make room and never wake the
+    /// worker. Raising the limit by a page and setting it back wakes it, to retry its charge
+    /// (not while it is still raised: that would not raise it). Setting it back can fail
+    /// (EBUSY) while usage is above it and the cgroup's reclaim cannot bring it under: tried
+    /// again at the next call.
+    fn wake(&mut self, m: &Monitor) {
+        if self.to_wake
+            && !self.limit_raised
+            && write_setting(&m.limit, &(m.hard + PAGE as u64).to_string()).is_ok()
+        {
+            self.limit_raised = true;
+        }
+        self.to_wake = false; // until the next sample
+        if self.limit_raised && write_setting(&m.limit, &m.hard.to_string()).is_ok() {
+            self.limit_raised = false;
+        }
+    }
+
+    fn finish(&mut self, m: &Monitor, rep: &mut MonitorReport) {
+        if self.limit_raised {
+            let _ = write_setting(&m.limit, &m.hard.to_string());
+        }
+        self.end_wait(rep);
+    }
+}
+
 /// Sample RSS, cgroup usage and the zswap pool; as the controller, page out random 1 MiB chunks of the
 /// worker's area while usage is above the target.
 fn monitor(m: Monitor) -> MonitorReport {
@@ -588,10 +657,7 @@ fn monitor(m: Monitor) -> MonitorReport {
     let (start, len) = m.area;
     let chunks = len.div_ceil(CHUNK).max(1);
     let mut last_sample = Instant::now() - Duration::from_secs(1);
-    // The worker's OOM wait as sampled: since when, and the cgroup's `pgpgin` then.
-    let mut oom_wait: Option<(Instant, Option<u64>)> = None;
-    let mut oom_waiting = false;
-    let mut limit_raised = false;
+    let mut oom = OomWatch::default();
     while !m.stop.load(Ordering::Relaxed) {
         let usage: u64 = read_trim(&m.usage)
             .ok()
@@ -608,36 +674,14 @@ fn monitor(m: Monitor) -> MonitorReport {
             let pool = zswap_pool_bytes().saturating_sub(m.pool_baseline);
             let held = usage.saturating_sub(m.baseline) + pool;
             rep.max_memory = rep.max_memory.max(held);
-            if m.controller {
-                oom_waiting = cgroup_field(&m.oom_control, "under_oom") == Some(1);
-                // A worker that charged pages since the last sample got on between them (a
-                // wake-up below let it, and it waited again): a new wait.
-                let charged = match oom_waiting {
-                    true => cgroup_field(&m.stat, "pgpgin"),
-                    false => None,
-                };
-                match oom_wait {
-                    Some((since, at)) if oom_waiting && charged == at => {
-                        if since.elapsed() > OOM_WAIT_MAX {
-                            // The wake-ups below have not ended it: give the run up.
-                            rep.oom_wait_gave_up = true;
-                            let _ = rustix::process::pidfd_send_signal(
-                                m.pidfd.as_fd(),
-                                rustix::process::Signal::KILL,
-                            );
-                            break;
-                        }
-                    }
-                    _ => {
-                        if let Some((since, _)) = oom_wait.take() {
-                            rep.longest_oom_wait = rep.longest_oom_wait.max(since.elapsed());
-                        }
-                        if oom_waiting {
-                            rep.oom_waits += 1;
-                            oom_wait = Some((Instant::now(), charged));
-                        }
-                    }
-                }
+            if m.controller && !oom.sample(&m, &mut rep) {
+                // The wake-ups below have not ended a wait: give the run up.
+                rep.oom_wait_gave_up = true;
+                let _ = rustix::process::pidfd_send_signal(
+                    m.pidfd.as_fd(),
+                    rustix::process::Signal::KILL,
+                );
+                break;
             }
         }
         if m.controller && usage > m.target {
@@ -669,29 +713,9 @@ fn monitor(m: Monitor) -> MonitorReport {
         } else {
             std::thread::sleep(Duration::from_millis(1));
         }
-        if oom_waiting {
-            // A v1 cgroup wakes its OOM waiters when memory is freed or its limit raised, but
-            // not when a page is swapped out: the page-outs above make room and never wake the
-            // worker. Raising the limit by a page and setting it back wakes it, to retry its
-            // charge. (Not while it is still raised: that would not raise it.)
-            if !limit_raised && write_setting(&m.limit, &(m.hard + PAGE as u64).to_string()).is_ok()
-            {
-                limit_raised = true;
-            }
-            oom_waiting = false; // until the next sample
-        }
-        // Set back at once; a write that lowers the limit can fail (EBUSY) while usage is
-        // above it and the cgroup's reclaim cannot bring it under: try again next time round.
-        if limit_raised && write_setting(&m.limit, &m.hard.to_string()).is_ok() {
-            limit_raised = false;
-        }
+        oom.wake(&m);
     }
-    if limit_raised {
-        let _ = write_setting(&m.limit, &m.hard.to_string());
-    }
-    if let Some((since, _)) = oom_wait {
-        rep.longest_oom_wait = rep.longest_oom_wait.max(since.elapsed());
-    }
+    oom.finish(&m, &mut rep);
     rep.cpu = CpuTimes::from_stat_file(thread_stat)
         .zip(cpu0)
         .map(|(a, b)| a.minus(b));
