@@ -132,8 +132,8 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
 /// its OOM waiters when memory is freed or its limit raised, never when pages are swapped out,
 /// which is all the controller does. With `memory.swappiness` 0 the cgroup's own reclaim never
 /// swaps, so a writer of 512 MiB under a 48 MiB target (hard stop 112 MiB) waits at the hard
-/// stop whenever it outruns the controller (6-11 times a run here; at 256 MiB, once in eight
-/// runs not at all), and finishes only if every wait is ended.
+/// stop whenever it outruns the controller (6-11 times in most runs here; in about one run
+/// in ten, not at all), and finishes only if every wait is ended.
 #[test]
 fn a_peer_worker_waiting_at_the_hard_stop_is_woken_by_the_controller() {
     let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
@@ -157,7 +157,7 @@ fn a_peer_worker_waiting_at_the_hard_stop_is_woken_by_the_controller() {
         "--system",
         "kernel-zswap",
         "--runs",
-        "1",
+        "3",
         "--page-cluster",
         "0",
         "--peer-swappiness",
@@ -166,16 +166,22 @@ fn a_peer_worker_waiting_at_the_hard_stop_is_woken_by_the_controller() {
     ]);
     let sys = &v["systems"][0];
     assert_eq!(sys["failed_runs"], serde_json::json!([]), "{sys}");
-    let run = &sys["runs"][0];
-    assert!(run["output"]["verified"].as_bool().unwrap(), "{run}");
+    let runs = sys["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{sys}");
+    let mut waits = 0;
+    for run in runs {
+        assert!(run["output"]["verified"].as_bool().unwrap(), "{run}");
+        waits += run["stats"]["controller_oom_waits"].as_i64().unwrap();
+        // Each wait ends within a few of the controller's samples (10 ms apart).
+        let longest = run["stats"]["controller_longest_oom_wait_ms"]
+            .as_i64()
+            .unwrap();
+        assert!(longest < 2_000, "{run}");
+    }
     assert_eq!(v["settings"]["cgroup_swappiness"], "0");
-    let waits = run["stats"]["controller_oom_waits"].as_i64().unwrap();
-    assert!(waits > 0, "the writer never waited at the hard stop: {run}");
-    // Each wait ends within a few of the controller's samples (10 ms apart).
-    let longest = run["stats"]["controller_longest_oom_wait_ms"]
-        .as_i64()
-        .unwrap();
-    assert!(longest < 2_000, "{run}");
+    // Whether a writer outruns the controller is up to the scheduler: about one run in ten
+    // never waits. Three runs, every one finished, at least one that waited.
+    assert!(waits > 0, "the writer never waited at the hard stop: {sys}");
     assert_eq!(SavedSettings::read().unwrap(), before);
     assert!(our_cgroups().is_empty(), "cgroup left: {:?}", our_cgroups());
 }
