@@ -26,7 +26,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
@@ -59,6 +59,7 @@ use serde::{Deserialize, Serialize};
 
 use super::stats::{self, CpuTimes, Snapshot};
 use super::systems::{System, WorkloadResult};
+use super::worker;
 use super::workload::{WorkloadOutput, WorkloadSpec, PAGE};
 
 pub const ZSWAP_PARAMS: &str = "/sys/module/zswap/parameters";
@@ -479,6 +480,8 @@ struct Worker {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
+    /// What it said in an "error" line.
+    error: Option<String>,
 }
 
 impl Worker {
@@ -492,7 +495,8 @@ impl Worker {
             .map_err(|e| anyhow!("worker gone: {e}"))
     }
 
-    /// The next line that starts with `want` (an "error ..." line is the worker's error).
+    /// The next line that starts with `want`; None if the worker ended instead, after an
+    /// "error ..." line (kept in `error`) or without a word.
     fn expect(&mut self, want: &str) -> Result<Option<String>> {
         let mut line = String::new();
         if self.stdout.read_line(&mut line)? == 0 {
@@ -500,7 +504,8 @@ impl Worker {
         }
         let line = line.trim_end();
         if let Some(e) = line.strip_prefix("error ") {
-            bail!("worker: {e}");
+            self.error = Some(e.to_string());
+            return Ok(None);
         }
         match line.strip_prefix(want) {
             Some(rest) => Ok(Some(rest.trim().to_string())),
@@ -746,6 +751,7 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         child,
         stdin,
         stdout,
+        error: None,
     };
     WORKER_PID.store(pid, Ordering::SeqCst);
     if let Some(v) = opts.swappiness {
@@ -755,17 +761,11 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
     write_setting(&cg.file("cgroup.procs"), &pid.to_string())?;
     w.send("start")?;
     let died = |w: &mut Worker, cg: &Cgroup| -> anyhow::Error {
-        let status = w.child.wait().map(|s| s.to_string()).unwrap_or_default();
+        let status = w.child.wait();
         if interrupted() {
             return anyhow!("interrupted");
         }
-        let ooms = cg.oom_kills().unwrap_or(0);
-        if ooms > 0 {
-            return anyhow::Error::new(OomKilled {
-                why: format!("{status}; {ooms} OOM kills in its cgroup"),
-            });
-        }
-        anyhow!("the worker died ({status})")
+        worker_ended(status.ok(), w.error.take(), cg.oom_kills().unwrap_or(0))
     };
     if w.expect("ready")?.is_none() {
         return Err(died(&mut w, &cg));
@@ -893,6 +893,30 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
     Ok(r)
 }
 
+/// Why a worker ended before its result: killed by its cgroup's OOM killer, or a charge it
+/// made outside a page fault failed at the hard stop (runs the benchmark leaves out), or an
+/// error of its own (`said`, its "error" line), which ends the command.
+fn worker_ended(status: Option<ExitStatus>, said: Option<String>, ooms: u64) -> anyhow::Error {
+    let status_text = status.map(|s| s.to_string()).unwrap_or_default();
+    if ooms > 0 {
+        return anyhow::Error::new(OomKilled {
+            why: format!("{status_text}; {ooms} OOM kills in its cgroup"),
+        });
+    }
+    if status.is_some_and(|s| s.code() == Some(worker::NOMEM_EXIT)) {
+        return anyhow::Error::new(OomKilled {
+            why: format!(
+                "{status_text}; a charge failed at the hard stop: {}",
+                said.as_deref().unwrap_or("ENOMEM")
+            ),
+        });
+    }
+    match said {
+        Some(e) => anyhow!("worker: {e}"),
+        None => anyhow!("the worker died ({status_text})"),
+    }
+}
+
 static RUN_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Swap file size for workloads of at most `area` bytes: every swapped page, zswap's included,
@@ -910,6 +934,31 @@ mod tests {
         let e = check_root(1000).unwrap_err().to_string();
         assert!(e.contains("need root") && !e.contains('\n'), "{e}");
         assert!(check_root(0).is_ok());
+    }
+
+    #[test]
+    fn a_worker_whose_charge_failed_is_left_out_like_an_oom_kill() {
+        use std::os::unix::process::ExitStatusExt;
+        let is_oom = |e: &anyhow::Error| e.chain().any(|c| c.is::<OomKilled>());
+        let exited = |code: i32| Some(ExitStatus::from_raw(code << 8));
+        let nomem = worker_ended(
+            exited(worker::NOMEM_EXIT),
+            Some("writing the result: Cannot allocate memory (os error 12)".into()),
+            0,
+        );
+        assert!(is_oom(&nomem), "{nomem:#}");
+        assert!(format!("{nomem:#}").contains("a charge failed at the hard stop"));
+        // The line that would have said so may be the charge that failed.
+        assert!(is_oom(&worker_ended(exited(worker::NOMEM_EXIT), None, 0)));
+        assert!(is_oom(&worker_ended(
+            Some(ExitStatus::from_raw(9)),
+            None,
+            1
+        )));
+        let own = worker_ended(exited(2), Some("bad spec".into()), 0);
+        assert!(!is_oom(&own));
+        assert_eq!(format!("{own:#}"), "worker: bad spec");
+        assert!(!is_oom(&worker_ended(exited(0), None, 0)));
     }
 
     #[test]

@@ -3,8 +3,11 @@
 //! Line protocol with the parent (`peer.rs`), so that the worker is inside its cgroup before it
 //! allocates and the parent can read its CPU time and the pool gauges before it exits:
 //! parent "start" → worker loads the corpus, "ready" → parent sets the limit, "go" → worker
-//! allocates, "area ADDR LEN", runs, "result JSON" (or "error MSG" at any point) → worker
-//! waits for EOF on stdin, then exits.
+//! allocates, "area ADDR LEN", runs, "result JSON" → worker waits for EOF on stdin, then
+//! exits. A worker that fails says "error MSG" and exits at once (the parent reads its status):
+//! with [`NOMEM_EXIT`] if what failed was a charge outside a page fault (`ENOMEM`: a v1 cgroup
+//! at its hard stop with the OOM killer off fails such a charge rather than waiting), which
+//! may have been the very line that would have said so.
 
 use std::io::{BufRead, Write};
 
@@ -12,19 +15,38 @@ use anyhow::{bail, Result};
 
 use super::workload::{run_on_memory, Content, WorkloadSpec, PAGE};
 
+/// The worker's exit status when a charge failed with `ENOMEM`.
+pub const NOMEM_EXIT: i32 = 3;
+
 pub fn run(spec_json: &str) -> Result<()> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut out = std::io::stdout().lock();
-    let r = protocol(spec_json, &mut input, &mut out);
-    if let Err(e) = &r {
-        let msg = format!("{e:#}").replace('\n', " ");
-        let _ = writeln!(out, "error {msg}").and_then(|_| out.flush());
+    match protocol(spec_json, &mut input, &mut out) {
+        Ok(_memory) => {
+            // Hold the memory until the parent has read what it needs.
+            let mut rest = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut input, &mut rest);
+            Ok(())
+        }
+        Err(e) => {
+            let msg = format!("{e:#}").replace('\n', " ");
+            let _ = writeln!(out, "error {msg}").and_then(|_| out.flush());
+            if is_nomem(&e) {
+                std::process::exit(NOMEM_EXIT);
+            }
+            Err(e)
+        }
     }
-    // Hold the memory until the parent has read what it needs.
-    let mut rest = Vec::new();
-    let _ = std::io::Read::read_to_end(&mut input, &mut rest);
-    r.map(|_| ())
+}
+
+/// The error is, or was caused by, `ENOMEM`.
+fn is_nomem(e: &anyhow::Error) -> bool {
+    let nomem = rustix::io::Errno::NOMEM.raw_os_error();
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(nomem))
+    })
 }
 
 fn wait_for(input: &mut impl BufRead, want: &str) -> Result<()> {
@@ -59,4 +81,20 @@ fn protocol(spec_json: &str, input: &mut impl BufRead, out: &mut impl Write) -> 
     writeln!(out, "result {}", serde_json::to_string(&output)?)?;
     out.flush()?;
     Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_charge_is_told_from_other_errors() {
+        let nomem = std::io::Error::from_raw_os_error(rustix::io::Errno::NOMEM.raw_os_error());
+        assert!(is_nomem(
+            &anyhow::Error::new(nomem).context("writing the result")
+        ));
+        let other = std::io::Error::from_raw_os_error(rustix::io::Errno::PIPE.raw_os_error());
+        assert!(!is_nomem(&anyhow::Error::new(other)));
+        assert!(!is_nomem(&anyhow::anyhow!("bad spec")));
+    }
 }
