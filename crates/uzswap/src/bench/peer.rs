@@ -12,14 +12,19 @@
 //! workloads see one policy) a controller thread pages out random 1 MiB chunks of the worker's
 //! area with `process_madvise(MADV_PAGEOUT)` whenever the cgroup's usage passes the target,
 //! and `memory.limit_in_bytes` = target + 64 MiB is only the hard stop. The compression then
-//! runs in the controller, on the other core; its CPU time is reported as helper CPU. The
-//! cgroup's OOM killer is off under the controller (`memory.oom_control`): a charge that the
-//! worker's own reclaim cannot make room for at the hard stop (it found nothing to reclaim
-//! while the controller held the pages isolated for its own page-out; 1 mix run in 5 was
-//! OOM-killed so) waits instead, and the controller, which has made room by then, wakes it;
-//! the waits are counted.
+//! runs in the controller, on the other core; its CPU time is reported as helper CPU.
 //! `Reclaim::Limit` uses `memory.limit_in_bytes` = target alone (the kernel's own reclaim, as
-//! the notes' usemem rows were measured).
+//! the notes' usemem rows were measured): the same limit as uzswap's, held the way memory.high
+//! is, by the faulting task's own reclaim, with no helper on the other core.
+//!
+//! The cgroup's OOM killer is off under both (`memory.oom_control`). A charge that the
+//! worker's own reclaim cannot make room for at the hard stop waits instead, and the monitor
+//! wakes it to try again (see [`OomWatch`]); the waits are counted. Such charges fail now and
+//! then without anything being wrong: under the controller, the worker's reclaim found nothing
+//! to reclaim while the controller held the pages isolated for its own page-out (1 mix run in
+//! 5 was OOM-killed so); under the limit alone, a random workload with zswap on was
+//! OOM-killed in most runs (`mix --size 300M --memory-high 250M`: 6 runs of 6), and with the
+//! killer off it waits once or twice a run, for milliseconds.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -31,9 +36,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
-/// A peer's worker was killed by the OOM killer in its cgroup (`--peer-reclaim limit`), or
-/// stood in an OOM wait longer than [`OOM_WAIT_MAX`] under the controller. A property of that
-/// run, not of the setup: the benchmark leaves the run out and goes on.
+/// A peer's worker was killed by the OOM killer in its cgroup, stood in an OOM wait longer
+/// than [`OOM_WAIT_MAX`], or had a charge fail at the hard stop. A property of that run, not
+/// of the setup: the benchmark leaves the run out and goes on.
 #[derive(Debug)]
 pub struct OomKilled {
     /// The worker's exit status and what ended it.
@@ -78,9 +83,9 @@ const DEBUGFS: &str = "/sys/kernel/debug";
 const CHUNK: usize = 1 << 20;
 /// Slack of the hard limit above the controller's target.
 pub const HARD_LIMIT_SLACK: u64 = 64 << 20;
-/// Longest OOM wait of a controller run's worker before the run is given up: a wait ends
-/// within milliseconds when the controller's page-outs uncharge memory, so one this long means
-/// they cannot.
+/// Longest OOM wait of a worker before the run is given up: a wait ends within milliseconds
+/// once the controller's page-outs or the worker's own reclaim, woken to retry, make room, so
+/// one this long means neither can.
 const OOM_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// How the peer's memory is held to the limit.
@@ -583,8 +588,8 @@ fn vm_rss(pid: i32) -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// The worker's OOM waits at the hard stop, as the controller samples them, and the wake-up
-/// it gives them.
+/// The worker's OOM waits at the hard stop, as the monitor samples them, and the wake-up it
+/// gives them.
 #[derive(Default)]
 struct OomWatch {
     /// The wait under way: since when, and the cgroup's `pgpgin` then.
@@ -627,10 +632,11 @@ impl OomWatch {
 
     /// A v1 cgroup wakes its OOM waiters when memory is freed or its limit raised, but not
     /// when a page is swapped out: the controller's page-outs make room and never wake the
-    /// worker. Raising the limit by a page and setting it back wakes it, to retry its charge
-    /// (not while it is still raised: that would not raise it). Setting it back can fail
-    /// (EBUSY) while usage is above it and the cgroup's reclaim cannot bring it under: tried
-    /// again at the next call.
+    /// worker, and under the limit alone nothing makes room but the worker's own reclaim,
+    /// which has given up once. Raising the limit by a page and setting it back wakes it, to
+    /// retry its charge and its reclaim (not while it is still raised: that would not raise
+    /// it). Setting it back can fail (EBUSY) while usage is above it and the cgroup's reclaim
+    /// cannot bring it under: tried again at the next call.
     fn wake(&mut self, m: &Monitor) {
         if self.to_wake
             && !self.limit_raised
@@ -679,7 +685,7 @@ fn monitor(m: Monitor) -> MonitorReport {
             let pool = zswap_pool_bytes().saturating_sub(m.pool_baseline);
             let held = usage.saturating_sub(m.baseline) + pool;
             rep.max_memory = rep.max_memory.max(held);
-            if m.controller && !oom.sample(&m, &mut rep) {
+            if !oom.sample(&m, &mut rep) {
                 // The wake-ups below have not ended a wait: give the run up.
                 rep.oom_wait_gave_up = true;
                 let _ = rustix::process::pidfd_send_signal(
@@ -781,11 +787,9 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         Reclaim::Limit => target,
     };
     write_setting(&cg.file("memory.limit_in_bytes"), &hard.to_string())?;
-    if opts.reclaim == Reclaim::Controller {
-        // A charge at the hard stop that the worker's own reclaim cannot satisfy waits for
-        // the controller (see the monitor), instead of killing the run.
-        write_setting(&cg.file("memory.oom_control"), "1")?;
-    }
+    // A charge at the hard stop that the worker's own reclaim cannot satisfy waits to be
+    // woken by the monitor, instead of killing the run.
+    write_setting(&cg.file("memory.oom_control"), "1")?;
     let _ = write_setting(&cg.file("memory.max_usage_in_bytes"), "0");
     let before = Snapshot::take();
     let cpu_before =
@@ -871,16 +875,16 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
             "controller_pageout_errors".into(),
             rep.pageout_errors as i64,
         );
-        r.stats
-            .insert("controller_oom_waits".into(), rep.oom_waits as i64);
-        r.stats.insert(
-            "controller_longest_oom_wait_ms".into(),
-            rep.longest_oom_wait.as_millis() as i64,
-        );
         if let Some(e) = rep.last_error {
             r.settings.insert("controller_last_error".into(), e);
         }
     }
+    r.stats
+        .insert("cgroup_oom_waits".into(), rep.oom_waits as i64);
+    r.stats.insert(
+        "cgroup_longest_oom_wait_ms".into(),
+        rep.longest_oom_wait.as_millis() as i64,
+    );
     r.gauges = gauges;
     r.gauges.insert("baseline_bytes".into(), baseline as i64);
     r.max_rss_bytes = Some(rep.max_rss.saturating_sub(rss_baseline));
