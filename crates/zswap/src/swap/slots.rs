@@ -145,8 +145,11 @@ pub struct SlotAllocator {
     no_run: u16,
     /// Per cluster: some slot was allocated (written) since the cluster's last discard.
     dirty: Vec<bool>,
-    /// Dirty clusters that became wholly free (maybe in use again since; checked on take).
+    /// Dirty clusters that became wholly free (maybe in use again since; checked on take),
+    /// each at most once (`queued`): without discard nothing takes them, and a cluster that
+    /// fills and empties again must not add to the queue every time.
     dirty_free: Vec<u32>,
+    queued: Vec<bool>,
 }
 
 impl SlotAllocator {
@@ -170,6 +173,7 @@ impl SlotAllocator {
             no_run: 0,
             dirty: vec![false; nr_clusters],
             dirty_free: Vec::new(),
+            queued: vec![false; nr_clusters],
         };
         // In reverse, so that `last()` of the free set is the lowest cluster: the file is
         // used from its start, which keeps a young device's extents few.
@@ -234,9 +238,9 @@ impl SlotAllocator {
     pub fn take_dirty_free_clusters(&mut self) -> Vec<(SwapSlot, u32)> {
         let mut queued = std::mem::take(&mut self.dirty_free);
         queued.sort_unstable();
-        queued.dedup();
         let mut out = Vec::new();
         for c in queued {
+            self.queued[c as usize] = false;
             let len = self.cluster_len(c);
             if self.dirty[c as usize] && u32::from(self.cluster_free[c as usize]) == len {
                 let start = c * CLUSTER_SLOTS;
@@ -435,7 +439,11 @@ impl SlotAllocator {
                 self.dirty[c as usize] = true;
             } else {
                 *cf += n as u16;
-                if self.dirty[c as usize] && u32::from(*cf) == self.cluster_len(c) {
+                if self.dirty[c as usize]
+                    && u32::from(*cf) == self.cluster_len(c)
+                    && !self.queued[c as usize]
+                {
+                    self.queued[c as usize] = true;
                     self.dirty_free.push(c);
                 }
             }
@@ -627,6 +635,30 @@ mod tests {
             .iter()
             .all(|&(c, _)| c.0 / CLUSTER_SLOTS != s2.0 / CLUSTER_SLOTS));
         a.free(s2, 1);
+        assert_eq!(a.take_dirty_free_clusters().len(), 1);
+    }
+
+    /// Without discard nothing takes the queue of emptied clusters: a cluster that fills and
+    /// empties again and again is queued once, so the queue stays within one entry a cluster.
+    #[test]
+    fn the_discard_queue_holds_a_cluster_once_however_often_it_empties() {
+        let mut a = SlotAllocator::new(4 * CLUSTER_SLOTS);
+        for _ in 0..1000 {
+            let run = a.alloc(CLUSTER_SLOTS).unwrap();
+            let one = a.alloc(1).unwrap();
+            a.free(run, CLUSTER_SLOTS);
+            a.free(one, 1);
+        }
+        assert!(a.dirty_free.len() <= 4, "{} queued", a.dirty_free.len());
+        // Still handed out, once each, when asked.
+        let got = a.take_dirty_free_clusters();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(a.dirty_free.is_empty());
+        for (s, n) in got {
+            a.free_discarded(s, n);
+        }
+        let s = a.alloc(1).unwrap();
+        a.free(s, 1);
         assert_eq!(a.take_dirty_free_clusters().len(), 1);
     }
 
