@@ -320,7 +320,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     for (i, folio) in batch.iter().enumerate() {
         let p = folio.start();
         inner.set_resident(p, false);
-        inner.set_discarded(p, false);
+        crate::events::left_for_the_engine(inner, p);
         let bytes = &staged.bytes()[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
         match inner.group.swap_out(folio, bytes) {
             Ok(result) => {
@@ -486,8 +486,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
     let clean = keep_staged && crate::clean::is_clean(folio);
     for p in folio.offsets() {
         inner.set_resident(p, false);
-        // Out of the mapping: no late zap can touch it now.
-        inner.set_discarded(p, false);
+        crate::events::left_for_the_engine(inner, p);
     }
     if clean {
         inner.stats.clean_evictions.fetch_add(1, Relaxed);

@@ -114,6 +114,8 @@ pub(crate) struct Inner {
     pub event_gate: parking_lot::RwLock<()>,
     /// Discarded page ranges read but not yet processed.
     pub pending: Mutex<Vec<crate::events::PendingDiscard>>,
+    /// Discarded page ranges processed lately, whose zap may still come (events.rs).
+    pub recent_discards: Mutex<crate::events::RecentDiscards>,
     /// Folios read from disk kept clean (clean.rs).
     pub clean: crate::clean::CleanTracking,
     pub readahead: crate::readahead::Readahead,
@@ -557,6 +559,7 @@ impl Region {
             deferred_bell: uffd::Doorbell::new().map_err(RegionError::Uffd)?,
             event_gate: parking_lot::RwLock::new(()),
             pending: Mutex::new(Vec::new()),
+            recent_discards: Default::default(),
             clean: crate::clean::CleanTracking::new(wp && config.keep_clean),
             readahead: Default::default(),
             fault_threads: config.fault_threads,
