@@ -256,14 +256,16 @@ fn zapped(inner: &Inner, p: u32, deadline: Instant) -> bool {
     }
 }
 
-/// A page we count resident is not mapped, and the engine holds nothing for it: if a discard
-/// covered it since it last left for the engine, the kernel unmapped it after we processed
-/// the discard (see above), and it reads zero now. Count it missing and say so; false when
+/// A page of the locked `folio` we count resident is not mapped: if it is marked (a discard
+/// covered it lately, see above), the kernel unmapped it after we processed the discard, and
+/// it reads zero now. Count it missing, drop the clean copy the engine may keep of it (one
+/// brought back clean since: it holds data from before the zap), and say so; false when
 /// nothing explains it.
-pub(crate) fn zapped_late(inner: &Inner, p: u32) -> bool {
+pub(crate) fn zapped_late(inner: &Inner, folio: &zswap::swap::FolioLock, p: u32) -> bool {
     if !inner.is_discarded(p) {
         return false;
     }
+    inner.group.invalidate_page(folio, p);
     inner.set_resident(p, false);
     inner.stats.late_zaps.fetch_add(1, Relaxed);
     true

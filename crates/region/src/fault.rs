@@ -553,10 +553,10 @@ pub(crate) fn forget_read_failures(inner: &Inner, folio: &FolioLock) {
 /// forever. If the engine holds the page, it is served from there; if nothing does, its data
 /// is gone, and the process is stopped rather than handed zeros (invariant 7).
 fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
-    let held = folio.state(page).kind != Kind::Empty;
-    if !held && crate::events::zapped_late(inner, page) {
+    if crate::events::zapped_late(inner, folio, page) {
         return; // served as the zero page it now is
     }
+    let held = folio.state(page).kind != Kind::Empty;
     inner.stats.lost_track.fetch_add(1, Relaxed);
     // What the folio looks like, for the report: state, resident, mapped, page by page.
     let pages: Vec<String> = folio

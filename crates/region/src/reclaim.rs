@@ -305,7 +305,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
                 put_back(inner, folio, &mut partial, i, PutBack::WhatMoved);
                 let p = folio.start();
                 if inner.is_resident(p) && !uffd::page_mapped(inner.page_addr(p)).unwrap_or(true) {
-                    crate::events::zapped_late(inner, p);
+                    crate::events::zapped_late(inner, folio, p);
                 }
             }
             // One page of the run could not move (pinned, zapped late, the mapping
@@ -473,7 +473,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
                     if inner.is_resident(p)
                         && !uffd::page_mapped(inner.page_addr(p)).unwrap_or(true)
                     {
-                        crate::events::zapped_late(inner, p);
+                        crate::events::zapped_late(inner, folio, p);
                     }
                 }
                 give_up(inner, folio);
