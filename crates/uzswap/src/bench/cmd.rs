@@ -441,10 +441,11 @@ fn print_table(
 /// runs left out failed.
 type Runs = (Vec<Vec<WorkloadResult>>, Vec<Vec<String>>);
 
-/// Run every system `runs` times, alternating. A kernel peer's run whose worker the OOM
-/// killer took is left out, and said so: its page-out controller can lag the workload (the
-/// cgroup's hard limit is 64 MiB over), and the runs that did finish stand. Any other failure
-/// (a setup refused, a check of the data that failed) stops the benchmark.
+/// Run every system `runs` times, alternating. A kernel peer's run whose worker could not be
+/// held to the limit (`peer::OomKilled`: an OOM wait over 10 s, a charge that failed at the
+/// hard stop, or the OOM killer, were it on) is left out, and said so, and the runs that did
+/// finish stand. Any other failure (a setup refused, a check of the data that failed) stops
+/// the benchmark.
 fn alternate(
     runner: &mut Runner,
     systems: &[System],

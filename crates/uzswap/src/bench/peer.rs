@@ -15,7 +15,9 @@
 //! runs in the controller, on the other core; its CPU time is reported as helper CPU.
 //! `Reclaim::Limit` uses `memory.limit_in_bytes` = target alone (the kernel's own reclaim, as
 //! the notes' usemem rows were measured): the same limit as uzswap's, held the way memory.high
-//! is, by the faulting task's own reclaim, with no helper on the other core.
+//! is, by the faulting task's own reclaim, with no page-out helper on the other core (the
+//! monitor reclaims only when it sets the limit back after waking an OOM wait; its CPU time
+//! is reported as helper CPU in both modes).
 //!
 //! The cgroup's OOM killer is off under both (`memory.oom_control`). A charge that the
 //! worker's own reclaim cannot make room for at the hard stop waits instead, and the monitor
@@ -500,6 +502,18 @@ impl Worker {
             .map_err(|e| anyhow!("worker gone: {e}"))
     }
 
+    /// What is left to read of a worker that has ended: its "error ..." line, if any, kept
+    /// in `error`.
+    fn read_error_line(&mut self) {
+        let mut line = String::new();
+        while self.error.is_none() && matches!(self.stdout.read_line(&mut line), Ok(n) if n > 0) {
+            if let Some(e) = line.trim_end().strip_prefix("error ") {
+                self.error = Some(e.to_string());
+            }
+            line.clear();
+        }
+    }
+
     /// The next line that starts with `want`; None if the worker ended instead, after an
     /// "error ..." line (kept in `error`) or without a word.
     fn expect(&mut self, want: &str) -> Result<Option<String>> {
@@ -557,8 +571,8 @@ struct Monitor {
     pool_baseline: u64,
     target: u64,
     controller: bool,
-    /// The cgroup's `memory.oom_control`, watched for OOM waits under the controller, and
-    /// its `memory.stat`, for the pages charged meanwhile.
+    /// The cgroup's `memory.oom_control`, watched for OOM waits, and its `memory.stat`, for
+    /// the pages charged meanwhile.
     oom_control: PathBuf,
     stat: PathBuf,
     /// The cgroup's `memory.limit_in_bytes` and its value.
@@ -765,15 +779,16 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
     }
     // Into the cgroup before it allocates anything: it waits for "start".
     write_setting(&cg.file("cgroup.procs"), &pid.to_string())?;
-    w.send("start")?;
     let died = |w: &mut Worker, cg: &Cgroup| -> anyhow::Error {
         let status = w.child.wait();
         if interrupted() {
             return anyhow!("interrupted");
         }
+        // Gone before we read what it said (it failed before reading "start", say).
+        w.read_error_line();
         worker_ended(status.ok(), w.error.take(), cg.oom_kills().unwrap_or(0))
     };
-    if w.expect("ready")?.is_none() {
+    if w.send("start").is_err() || w.expect("ready")?.is_none() {
         return Err(died(&mut w, &cg));
     }
     // The worker's baseline (binary, corpus) is not the workload's: the limit applies on top,
@@ -850,15 +865,25 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         Some(l) => l,
         None => return Err(died(&mut w, &cg)),
     };
-    let output: WorkloadOutput =
-        serde_json::from_str(&line).map_err(|e| anyhow!("bad worker result: {e}"))?;
+    let output: WorkloadOutput = match serde_json::from_str(&line) {
+        Ok(o) => o,
+        Err(e) => {
+            // A result line cut short by a failed charge, the error line after it.
+            w.stdin = None;
+            let status = w.child.wait().ok();
+            if status.is_some_and(|s| s.code() == Some(worker::NOMEM_EXIT)) {
+                return Err(worker_ended(status, Some(line), 0));
+            }
+            bail!("bad worker result: {e}");
+        }
+    };
     let max_usage = cg.read_u64("memory.max_usage_in_bytes").ok();
     w.stdin = None; // EOF: the worker exits.
     let _ = w.child.wait();
 
     let mut r = WorkloadResult::new(system, output, spec.memory_high);
     r.cpu = cpu.map(|c| c.minus(cpu_before)).unwrap_or_default();
-    r.helper_cpu = rep.cpu.filter(|_| opts.reclaim == Reclaim::Controller);
+    r.helper_cpu = rep.cpu;
     r.stats = after.delta(&before);
     if let (Some(a), Some(b)) = (majflt, majflt_before) {
         // The worker's own, not the machine's (/proc/vmstat counts every process's).

@@ -5,9 +5,9 @@
 //! parent "start" → worker loads the corpus, "ready" → parent sets the limit, "go" → worker
 //! allocates, "area ADDR LEN", runs, "result JSON" → worker waits for EOF on stdin, then
 //! exits. A worker that fails says "error MSG" and exits at once (the parent reads its status):
-//! with [`NOMEM_EXIT`] if what failed was a charge outside a page fault (`ENOMEM`: a v1 cgroup
-//! at its hard stop with the OOM killer off fails such a charge rather than waiting), which
-//! may have been the very line that would have said so.
+//! with [`NOMEM_EXIT`] if what failed after "go" (under the limit) was a charge outside a page
+//! fault (`ENOMEM`: a v1 cgroup at its hard stop with the OOM killer off fails such a charge
+//! rather than waiting), which may have been the very line that would have said so.
 
 use std::io::{BufRead, Write};
 
@@ -22,7 +22,8 @@ pub fn run(spec_json: &str) -> Result<()> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut out = std::io::stdout().lock();
-    match protocol(spec_json, &mut input, &mut out) {
+    let mut limited = false;
+    match protocol(spec_json, &mut input, &mut out, &mut limited) {
         Ok(_memory) => {
             // Hold the memory until the parent has read what it needs.
             let mut rest = Vec::new();
@@ -32,7 +33,8 @@ pub fn run(spec_json: &str) -> Result<()> {
         Err(e) => {
             let msg = format!("{e:#}").replace('\n', " ");
             let _ = writeln!(out, "error {msg}").and_then(|_| out.flush());
-            if is_nomem(&e) {
+            // Before "go" no limit was set: an ENOMEM then is an error of its own.
+            if limited && is_nomem(&e) {
                 std::process::exit(NOMEM_EXIT);
             }
             Err(e)
@@ -58,7 +60,13 @@ fn wait_for(input: &mut impl BufRead, want: &str) -> Result<()> {
     Ok(())
 }
 
-fn protocol(spec_json: &str, input: &mut impl BufRead, out: &mut impl Write) -> Result<Vec<u8>> {
+/// `limited` is set once the parent has set the limit (it said "go").
+fn protocol(
+    spec_json: &str,
+    input: &mut impl BufRead,
+    out: &mut impl Write,
+    limited: &mut bool,
+) -> Result<Vec<u8>> {
     let spec: WorkloadSpec = serde_json::from_str(spec_json)?;
     wait_for(input, "start")?;
     let content = if spec.needs_content() {
@@ -69,6 +77,7 @@ fn protocol(spec_json: &str, input: &mut impl BufRead, out: &mut impl Write) -> 
     writeln!(out, "ready")?;
     out.flush()?;
     wait_for(input, "go")?;
+    *limited = true;
     let n = spec.area_bytes();
     // Zeroed allocation: mmap'd and untouched, so nothing is charged until the workload
     // writes. One page extra to align the area, so its pages are the kernel's pages.
