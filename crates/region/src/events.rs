@@ -28,11 +28,13 @@
 //! count it resident. So every page of a processed range is marked discarded until it next
 //! leaves for the engine: a marked page found unmapped while counted resident (by a fault, or
 //! by reclaim moving it) reads zero, as the discard promised, and counts as missing. An
-//! unmarked one is a bug, and the process is stopped (fault.rs, `lost_track`). Leaving for the
-//! engine ends the mark only once the zap can no longer come (`LATE_ZAP_WINDOW` after the
-//! processing): a page faulted in, evicted and brought back (a failed store puts it back, a
-//! fault takes it from the swap cache, or the pool serves it) before the zap is zapped all the
-//! same, and unmarked it would stop the process. (Serving a pending
+//! unmarked one is a bug, and the process is stopped (fault.rs, `lost_track`). A page faulted
+//! in, evicted and brought back (a failed store puts it back, a fault takes it from the swap
+//! cache, or the pool serves it) before the zap is zapped all the same, so leaving for the
+//! engine ends the mark only if the discard was processed more than `LATE_ZAP_WINDOW` ago: a
+//! guess at how long a zap can be put off, past which a late zap still stops the process, as
+//! before. A page that leaves within the window keeps its mark until it leaves again after
+//! it; meanwhile its `lost_track` check reads as a late zap. (Serving a pending
 //! page with zeros before processing, as this once did, let a write made after `madvise`
 //! returned be evicted and then freed by the late processing: the discard stress test with a
 //! large pool found it.)
@@ -47,52 +49,43 @@ use crate::region::Inner;
 
 /// How long after its processing a discard's zap is still looked for: the discarding thread
 /// zaps once it runs again after its event was read, which a loaded machine may put off for
-/// a while. Only the marks of the range's pages last that long: a page that leaves for the
-/// engine meanwhile keeps its mark, which matters only if the page is then found unmapped.
+/// a while.
 const LATE_ZAP_WINDOW: Duration = Duration::from_secs(10);
 
-/// Ranges processed less than `LATE_ZAP_WINDOW` ago, at most `RECENT_MAX` of them: past that,
-/// every mark is kept until the window has passed since the last overflow (a mark kept too
-/// long costs nothing but a narrower check in `lost_track`).
-#[derive(Debug)]
+/// Ranges processed less than `LATE_ZAP_WINDOW` ago, oldest first, at most `RECENT_MAX` of
+/// them: past that, every page counts as covered until the window has passed since the last
+/// range that did not fit (a mark kept too long only turns `lost_track`'s check of that page
+/// into a late zap).
+#[derive(Debug, Default)]
 pub(crate) struct RecentDiscards {
-    ranges: Vec<(u32, u32, Instant)>,
+    ranges: std::collections::VecDeque<(u32, u32, Instant)>,
     overflow: Option<Instant>,
-    window: Duration,
 }
 
 const RECENT_MAX: usize = 1024;
 
-impl Default for RecentDiscards {
-    fn default() -> Self {
-        RecentDiscards {
-            ranges: Vec::new(),
-            overflow: None,
-            window: LATE_ZAP_WINDOW,
-        }
-    }
-}
-
 impl RecentDiscards {
-    fn prune(&mut self) {
-        let window = self.window;
-        self.ranges.retain(|&(_, _, at)| at.elapsed() < window);
-        if self.overflow.is_some_and(|at| at.elapsed() >= window) {
+    fn prune(&mut self, now: Instant) {
+        let old = |at: Instant| now.saturating_duration_since(at) >= LATE_ZAP_WINDOW;
+        while self.ranges.front().is_some_and(|&(_, _, at)| old(at)) {
+            self.ranges.pop_front();
+        }
+        if self.overflow.is_some_and(old) {
             self.overflow = None;
         }
     }
 
-    fn push(&mut self, first: u32, last: u32) {
-        self.prune();
+    fn push(&mut self, first: u32, last: u32, now: Instant) {
+        self.prune(now);
         if self.ranges.len() < RECENT_MAX {
-            self.ranges.push((first, last, Instant::now()));
+            self.ranges.push_back((first, last, now));
         } else {
-            self.overflow = Some(Instant::now());
+            self.overflow = Some(now);
         }
     }
 
-    fn covers(&mut self, p: u32) -> bool {
-        self.prune();
+    fn covers(&mut self, p: u32, now: Instant) -> bool {
+        self.prune(now);
         self.overflow.is_some() || self.ranges.iter().any(|&(f, l, _)| (f..l).contains(&p))
     }
 }
@@ -100,7 +93,7 @@ impl RecentDiscards {
 /// Page `p` left the mapping for the engine (reclaim moved it out): its discard mark goes,
 /// unless the discard that set it was processed so lately that its zap may still come.
 pub(crate) fn left_for_the_engine(inner: &Inner, p: u32) {
-    if inner.is_discarded(p) && !inner.recent_discards.lock().covers(p) {
+    if inner.is_discarded(p) && !inner.recent_discards.lock().covers(p, Instant::now()) {
         inner.set_discarded(p, false);
     }
 }
@@ -223,7 +216,10 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
         fstart += fp;
     }
     // Before it stops being pending: a page that an install may map from now on is covered.
-    inner.recent_discards.lock().push(first, last);
+    inner
+        .recent_discards
+        .lock()
+        .push(first, last, Instant::now());
     let mut pending = inner.pending.lock();
     if let Some(i) = pending.iter().position(|d| *d == claimed) {
         pending.swap_remove(i);
@@ -289,21 +285,16 @@ fn remap(inner: &Inner, from: usize, to: usize, len: usize) {
 mod tests {
     use super::*;
 
-    fn recent(window_ms: u64) -> RecentDiscards {
-        RecentDiscards {
-            window: Duration::from_millis(window_ms),
-            ..Default::default()
-        }
-    }
-
     #[test]
     fn a_range_is_covered_for_the_window_and_no_longer() {
-        let mut r = recent(100);
-        r.push(10, 20);
-        assert!(r.covers(10) && r.covers(19));
-        assert!(!r.covers(9) && !r.covers(20));
-        std::thread::sleep(Duration::from_millis(120));
-        assert!(!r.covers(15), "the window has passed");
+        let t0 = Instant::now();
+        let mut r = RecentDiscards::default();
+        r.push(10, 20, t0);
+        assert!(r.covers(10, t0) && r.covers(19, t0));
+        assert!(!r.covers(9, t0) && !r.covers(20, t0));
+        let almost = t0 + LATE_ZAP_WINDOW - Duration::from_millis(1);
+        assert!(r.covers(15, almost));
+        assert!(!r.covers(15, t0 + LATE_ZAP_WINDOW), "the window has passed");
         assert!(r.ranges.is_empty());
     }
 
@@ -311,15 +302,19 @@ mod tests {
     /// until a window has passed since the last range that did not fit.
     #[test]
     fn too_many_ranges_keep_every_mark_for_a_window() {
-        let mut r = recent(100);
+        let t0 = Instant::now();
+        let mut r = RecentDiscards::default();
         for i in 0..RECENT_MAX as u32 {
-            r.push(2 * i, 2 * i + 1);
+            r.push(2 * i, 2 * i + 1, t0);
         }
-        assert!(!r.covers(1), "between ranges, and nothing overflowed");
-        r.push(1_000_000, 1_000_001);
-        assert!(r.covers(1), "overflowed: every mark kept");
-        assert!(r.ranges.len() <= RECENT_MAX);
-        std::thread::sleep(Duration::from_millis(120));
-        assert!(!r.covers(1) && !r.covers(0));
+        assert!(!r.covers(1, t0), "between ranges, and nothing overflowed");
+        let t1 = t0 + Duration::from_secs(1);
+        r.push(1_000_000, 1_000_001, t1);
+        assert!(r.covers(1, t1), "overflowed: every mark kept");
+        assert_eq!(r.ranges.len(), RECENT_MAX);
+        // The ranges expire a window after t0, the overflow a window after t1.
+        assert!(r.covers(1, t0 + LATE_ZAP_WINDOW));
+        assert!(r.ranges.is_empty());
+        assert!(!r.covers(1, t1 + LATE_ZAP_WINDOW));
     }
 }

@@ -84,8 +84,9 @@ pub(crate) struct Inner {
     /// caller's file initial and line), for the report of a page we lost track of.
     #[cfg(debug_assertions)]
     pub resident_trail: Box<[[std::sync::atomic::AtomicU32; 2]]>,
-    /// One bit a page: covered by a discard since the page last left for the engine, so the
-    /// kernel may unmap it behind our back (events.rs). Changed under the page's folio lock.
+    /// One bit a page: covered by a discard whose zap may still come, so the kernel may
+    /// unmap it behind our back (events.rs: kept until the page leaves for the engine after
+    /// `LATE_ZAP_WINDOW`). Changed under the page's folio lock.
     pub discarded: Box<[AtomicU64]>,
     /// Folios in the order they came in: reclaim takes the oldest (FIFO with the swap cache
     /// as second chance). Entries may be stale; reclaim checks under the folio lock.
