@@ -612,6 +612,12 @@ impl Region {
         self.mem.as_managed_slice()
     }
 
+    /// The shared state, for the crate's own tests.
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
     /// The region's memory as atomic 64-bit words that any number of threads may share.
     pub fn as_atomic_words(&self) -> &[std::sync::atomic::AtomicU64] {
         self.mem.as_atomic_words()
