@@ -88,12 +88,15 @@ pub(crate) fn is_clean(folio: &FolioLock) -> bool {
     folio.offsets().all(|p| held(folio.state(p).kind))
 }
 
-/// A write hit a write-protected page of the region at `addr`.
-pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) {
+/// A write hit a write-protected page of the region at `addr`. False if left undone, as
+/// `serve_fault`.
+pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
     let Some((_, start)) = crate::fault::faulting_folio(inner, addr) else {
-        return;
+        return true;
     };
-    let folio = crate::spare::lock_folio(inner, start);
+    let Some(folio) = crate::spare::lock_folio_for_fault(inner, start) else {
+        return false;
+    };
     inner.stats.wp_faults.fetch_add(1, Relaxed);
     // The folio's pages are one unit: the engine's copies of all of them go, so reclaim
     // stores the folio whole next time.
@@ -125,4 +128,5 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) {
         }
     };
     let _ = inner.uffd.wake(folio_addr, len);
+    true
 }

@@ -79,21 +79,29 @@ pub(crate) fn handler_loop(inner: &Inner) {
 
 /// Serve the deferred events, wait up to `timeout` for the userfaultfd (or the deferred
 /// bell), read what is there and serve it. `events` is empty and has room for a batch.
-/// Returns how many events were served.
+/// Returns how many events were served. The spare leaves the deferred events and the bell
+/// to the regular handlers: it defers some itself (spare.rs), and would take them back.
 pub(crate) fn serve_events(
     inner: &Inner,
     events: &mut Vec<Event>,
     timeout: std::time::Duration,
 ) -> usize {
-    let deferred = std::mem::take(&mut *inner.deferred.lock());
+    let spare = crate::spare::is_spare();
+    let deferred = match spare {
+        false => std::mem::take(&mut *inner.deferred.lock()),
+        true => Vec::new(),
+    };
     let mut served = deferred.len();
     for ev in deferred {
         handle_event(inner, ev);
     }
-    match inner
-        .uffd
-        .wait_readable_or_rung(&inner.deferred_bell, Some(timeout))
-    {
+    let ready = match spare {
+        false => inner
+            .uffd
+            .wait_readable_or_rung(&inner.deferred_bell, Some(timeout)),
+        true => inner.uffd.wait_readable(Some(timeout)),
+    };
+    match ready {
         Ok(true) => {}
         Ok(false) => return served,
         Err(e) => panic!("waiting on the userfaultfd failed: {e}"),
@@ -112,16 +120,22 @@ pub(crate) fn serve_events(
 }
 
 fn handle_event(inner: &Inner, ev: Event) {
-    match ev {
+    let served = match ev {
         Event::Pagefault { addr, flags, .. } if flags.wp => {
             crate::clean::serve_wp_fault(inner, addr)
         }
         Event::Pagefault { addr, flags, .. } => serve_fault(inner, addr, flags.write),
         Event::Remove { start, end } | Event::Unmap { start, end } => {
-            crate::events::discard(inner, start, end)
+            crate::events::discard(inner, start, end);
+            true
         }
         // Moves are applied as they are read (events.rs).
-        _ => {}
+        _ => true,
+    };
+    if !served {
+        // Left by the spare to a regular handler, which the bell wakes.
+        inner.deferred.lock().push(ev);
+        inner.deferred_bell.ring();
     }
 }
 
@@ -153,15 +167,18 @@ pub(crate) fn faulting_folio(inner: &Inner, addr: usize) -> Option<(u32, u32)> {
     Some((page, page & !(inner.folio_pages - 1)))
 }
 
-/// Bring back the folio holding `addr`.
-pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
+/// Bring back the folio holding `addr`. False if left undone: the spare found the folio held
+/// (spare.rs), and the fault is to be deferred.
+pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     let t0 = Instant::now();
     let base_at_fault = inner.base();
     let Some((page, start)) = faulting_folio(inner, addr) else {
-        return;
+        return true;
     };
     crate::reclaim::throttle(inner);
-    let folio = crate::spare::lock_folio(inner, start);
+    let Some(folio) = crate::spare::lock_folio_for_fault(inner, start) else {
+        return false;
+    };
     inner.stats.faults.fetch_add(1, Relaxed);
     // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped).
@@ -231,6 +248,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) {
     if inner.usage().total() > inner.limit.saturating_sub(inner.folio_bytes() as u64 * 4) {
         inner.wake_kswapd();
     }
+    true
 }
 
 /// How far past a first touch untouched memory is mapped at once.

@@ -10,7 +10,9 @@
 //! Adding handlers that always poll is no answer: every thread that polls the userfaultfd is
 //! woken for every fault (bench mix spends 9% of its faulting thread in those wake-ups with
 //! two). The spare sleeps on its own condition variable instead and polls only while it is
-//! needed.
+//! needed. It never waits itself for a folio someone holds (a second fault on a folio under a
+//! disk read): it leaves that fault to a regular handler, in the deferred queue, and goes on
+//! polling.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
@@ -38,6 +40,12 @@ thread_local! {
     /// This thread handles faults (a regular handler or the spare); readahead threads, which
     /// read the disk too, hold up no event.
     static HANDLER: Cell<bool> = const { Cell::new(false) };
+    /// This thread is the spare.
+    static SPARE: Cell<bool> = const { Cell::new(false) };
+}
+
+pub(crate) fn is_spare() -> bool {
+    SPARE.with(Cell::get)
 }
 
 pub(crate) fn mark_handler() {
@@ -81,6 +89,18 @@ pub(crate) fn lock_folio(inner: &Inner, start: u32) -> FolioLock<'_> {
     blocking(inner, || inner.group.lock_folio(start, inner.folio_order))
 }
 
+/// `lock_folio` for a fault: None when the spare finds the folio held, as only regular
+/// handlers may wait for it (the caller defers the fault). Its holder may release it before
+/// `lock_folio` takes it; a holder that comes between the check and the lock is waited for,
+/// as any handler would.
+pub(crate) fn lock_folio_for_fault(inner: &Inner, start: u32) -> Option<FolioLock<'_>> {
+    if is_spare() && inner.group.is_locked(start) {
+        inner.stats.spare_deferred.fetch_add(1, Relaxed);
+        return None;
+    }
+    Some(lock_folio(inner, start))
+}
+
 fn needed(inner: &Inner) -> bool {
     inner.spares.on_disk.load(SeqCst) >= inner.fault_threads
 }
@@ -89,6 +109,7 @@ fn needed(inner: &Inner) -> bool {
 /// events as a handler does until one of them is back.
 pub(crate) fn spare_loop(inner: &Inner) {
     mark_handler();
+    SPARE.with(|s| s.set(true));
     // Reserved once: a reader must not allocate between reads (see the uffd crate).
     let mut events = Vec::with_capacity(uffd::EVENT_BATCH);
     while !inner.stop.load(Relaxed) {
@@ -107,11 +128,6 @@ pub(crate) fn spare_loop(inner: &Inner) {
             // each poller costs every fault a wake-up.
             let served = crate::fault::serve_events(inner, &mut events, Duration::from_millis(5));
             inner.stats.spare_events.fetch_add(served as u64, Relaxed);
-        }
-        // The last poll may have taken the deferred bell's ring for events deferred after it
-        // served the queue: ring again for a regular handler, which serves them at once.
-        if !inner.deferred.lock().is_empty() {
-            inner.deferred_bell.ring();
         }
     }
 }

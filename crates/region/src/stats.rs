@@ -65,6 +65,8 @@ pub(crate) struct RegionStats {
     pub spare_events: AtomicU64,
     /// Events a handler served that waited for a folio someone held (spare.rs).
     pub folio_lock_waits: AtomicU64,
+    /// Faults on a folio someone held that the spare left to a regular handler (spare.rs).
+    pub spare_deferred: AtomicU64,
     latency_ns: Mutex<Histogram<u64>>,
 }
 
@@ -101,6 +103,7 @@ impl Default for RegionStats {
             stray_staged_pages: AtomicU64::new(0),
             spare_events: AtomicU64::new(0),
             folio_lock_waits: AtomicU64::new(0),
+            spare_deferred: AtomicU64::new(0),
             latency_ns: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             ),
@@ -154,6 +157,7 @@ impl RegionStats {
             stray_staged_pages: self.stray_staged_pages.load(Relaxed),
             spare_events: self.spare_events.load(Relaxed),
             folio_lock_waits: self.folio_lock_waits.load(Relaxed),
+            spare_deferred: self.spare_deferred.load(Relaxed),
             fault_latency_p50: q(0.5),
             fault_latency_p99: q(0.99),
             fault_latency_max: Duration::from_nanos(h.max()),
@@ -195,6 +199,7 @@ pub struct RegionStatsSnapshot {
     pub stray_staged_pages: u64,
     pub spare_events: u64,
     pub folio_lock_waits: u64,
+    pub spare_deferred: u64,
     pub fault_latency_p50: Duration,
     pub fault_latency_p99: Duration,
     pub fault_latency_max: Duration,

@@ -309,6 +309,31 @@ fn a_handler_waiting_for_a_folio_under_a_disk_read_leaves_events_to_the_spare() 
     assert!(stats.spare_events > 0, "{stats:?}");
 }
 
+/// The spare never waits for a held folio itself: with one handler in the read of page 0,
+/// the other waiting for page 0's folio, and a third fault on page 0 read by the spare, the
+/// spare leaves that fault to a regular handler and goes on reading events. (It once waited
+/// for the folio too, and then nobody read the discard's event until the read ended.)
+#[test]
+fn the_spare_leaves_a_fault_on_a_held_folio_and_goes_on_serving() {
+    static IN_READ: AtomicUsize = AtomicUsize::new(0);
+    let dev = ArmedReads::new(|_| slow_read(&IN_READ));
+    let r = evicted_to_device(&dev);
+    let stats = discard_while_handlers_wait(&dev, r, |s, r| {
+        fault_page_0_into_a_read(s, r, &IN_READ);
+        let words = r.as_atomic_words();
+        s.spawn(move || words[1].load(Ordering::Relaxed));
+        wait_until("a handler waiting for page 0's folio", || {
+            r.stats().folio_lock_waits > 0
+        });
+        s.spawn(move || words[2].load(Ordering::Relaxed));
+        wait_until("the spare's turn at the third fault on page 0", || {
+            let st = r.stats();
+            st.spare_deferred > 0 || st.folio_lock_waits > 1
+        });
+    });
+    assert_eq!(stats.spare_deferred, 1, "{stats:?}");
+}
+
 fn faulty_device() -> Arc<FaultyDevice> {
     Arc::new(FaultyDevice::new(Arc::new(MemoryDevice::new(256))))
 }

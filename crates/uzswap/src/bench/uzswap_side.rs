@@ -254,6 +254,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         ("lost_track".into(), rs.lost_track as i64),
         ("stray_staged_pages".into(), rs.stray_staged_pages as i64),
         ("spare_events".into(), rs.spare_events as i64),
+        ("spare_deferred".into(), rs.spare_deferred as i64),
         // System-wide: on an otherwise idle machine, the swap file's cached pages.
         (
             "page_cache_growth_max_bytes".into(),
