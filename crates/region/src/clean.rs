@@ -94,9 +94,10 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
     let Some((_, start)) = crate::fault::faulting_folio(inner, addr) else {
         return true;
     };
-    let Some(folio) = crate::spare::lock_folio_for_fault(inner, start) else {
+    if crate::spare::leaves(inner, start) {
         return false;
-    };
+    }
+    let folio = crate::spare::lock_folio(inner, start);
     inner.stats.wp_faults.fetch_add(1, Relaxed);
     // The folio's pages are one unit: the engine's copies of all of them go, so reclaim
     // stores the folio whole next time.

@@ -79,29 +79,25 @@ pub(crate) fn handler_loop(inner: &Inner) {
 
 /// Serve the deferred events, wait up to `timeout` for the userfaultfd (or the deferred
 /// bell), read what is there and serve it. `events` is empty and has room for a batch.
-/// Returns how many events were served. The spare leaves the deferred events and the bell
-/// to the regular handlers: it defers some itself (spare.rs), and would take them back.
+/// Returns how many events were served. The faults the spare left (spare.rs) are for the
+/// regular handlers only: the spare would take them back.
 pub(crate) fn serve_events(
     inner: &Inner,
     events: &mut Vec<Event>,
     timeout: std::time::Duration,
 ) -> usize {
-    let spare = crate::spare::is_spare();
-    let deferred = match spare {
-        false => std::mem::take(&mut *inner.deferred.lock()),
-        true => Vec::new(),
-    };
+    let mut deferred = std::mem::take(&mut *inner.deferred.lock());
+    if !crate::spare::is_spare() {
+        deferred.append(&mut inner.left_by_spare.lock());
+    }
     let mut served = deferred.len();
     for ev in deferred {
         handle_event(inner, ev);
     }
-    let ready = match spare {
-        false => inner
-            .uffd
-            .wait_readable_or_rung(&inner.deferred_bell, Some(timeout)),
-        true => inner.uffd.wait_readable(Some(timeout)),
-    };
-    match ready {
+    match inner
+        .uffd
+        .wait_readable_or_rung(&inner.deferred_bell, Some(timeout))
+    {
         Ok(true) => {}
         Ok(false) => return served,
         Err(e) => panic!("waiting on the userfaultfd failed: {e}"),
@@ -134,7 +130,7 @@ fn handle_event(inner: &Inner, ev: Event) {
     };
     if !served {
         // Left by the spare to a regular handler, which the bell wakes.
-        inner.deferred.lock().push(ev);
+        inner.left_by_spare.lock().push(ev);
         inner.deferred_bell.ring();
     }
 }
@@ -175,10 +171,11 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     let Some((page, start)) = faulting_folio(inner, addr) else {
         return true;
     };
-    crate::reclaim::throttle(inner);
-    let Some(folio) = crate::spare::lock_folio_for_fault(inner, start) else {
+    if crate::spare::leaves(inner, start) {
         return false;
-    };
+    }
+    crate::reclaim::throttle(inner);
+    let folio = crate::spare::lock_folio(inner, start);
     inner.stats.faults.fetch_add(1, Relaxed);
     // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped).

@@ -108,6 +108,8 @@ pub(crate) struct Inner {
     pub stats: RegionStats,
     /// Events read by a handler that could not act on them at once (it held a folio).
     pub deferred: Mutex<Vec<uffd::Event>>,
+    /// Faults the spare handler left to a regular one (spare.rs); `deferred_bell` is rung.
+    pub left_by_spare: Mutex<Vec<uffd::Event>>,
     /// Rung when events are deferred, so a handler asleep on the userfaultfd takes them.
     pub deferred_bell: uffd::Doorbell,
     /// Held exclusively to read events, shared by every install into the region: see
@@ -557,6 +559,7 @@ impl Region {
             stop: AtomicBool::new(false),
             stats: RegionStats::default(),
             deferred: Mutex::new(Vec::new()),
+            left_by_spare: Mutex::new(Vec::new()),
             deferred_bell: uffd::Doorbell::new().map_err(RegionError::Uffd)?,
             event_gate: parking_lot::RwLock::new(()),
             pending: Mutex::new(Vec::new()),

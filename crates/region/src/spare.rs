@@ -11,8 +11,8 @@
 //! woken for every fault (bench mix spends 9% of its faulting thread in those wake-ups with
 //! two). The spare sleeps on its own condition variable instead and polls only while it is
 //! needed. It never waits itself for a folio someone holds (a second fault on a folio under a
-//! disk read): it leaves that fault to a regular handler, in the deferred queue, and goes on
-//! polling.
+//! disk read): it leaves that fault to a regular handler (`left_by_spare`, which only they
+//! take) and goes on polling.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
@@ -89,16 +89,15 @@ pub(crate) fn lock_folio(inner: &Inner, start: u32) -> FolioLock<'_> {
     blocking(inner, || inner.group.lock_folio(start, inner.folio_order))
 }
 
-/// `lock_folio` for a fault: None when the spare finds the folio held, as only regular
-/// handlers may wait for it (the caller defers the fault). Its holder may release it before
-/// `lock_folio` takes it; a holder that comes between the check and the lock is waited for,
-/// as any handler would.
-pub(crate) fn lock_folio_for_fault(inner: &Inner, start: u32) -> Option<FolioLock<'_>> {
-    if is_spare() && inner.group.is_locked(start) {
+/// This thread is the spare and the fault's folio at `start` is held: the fault is left to
+/// a regular handler (only they may wait for a folio). A holder that comes between this check
+/// and the lock is waited for, as any handler would.
+pub(crate) fn leaves(inner: &Inner, start: u32) -> bool {
+    let leave = is_spare() && inner.group.is_locked(start);
+    if leave {
         inner.stats.spare_deferred.fetch_add(1, Relaxed);
-        return None;
     }
-    Some(lock_folio(inner, start))
+    leave
 }
 
 fn needed(inner: &Inner) -> bool {
@@ -128,6 +127,12 @@ pub(crate) fn spare_loop(inner: &Inner) {
             // each poller costs every fault a wake-up.
             let served = crate::fault::serve_events(inner, &mut events, Duration::from_millis(5));
             inner.stats.spare_events.fetch_add(served as u64, Relaxed);
+        }
+        // The last poll may have taken the deferred bell's ring for events deferred (or
+        // faults left) after the queues were served: ring again for a regular handler,
+        // which serves them at once. (Not while polling: the spare would wake itself.)
+        if !inner.deferred.lock().is_empty() || !inner.left_by_spare.lock().is_empty() {
+            inner.deferred_bell.ring();
         }
     }
 }

@@ -61,7 +61,8 @@ pub(crate) struct RegionStats {
     pub late_zaps: AtomicU64,
     /// Pages found in a staging slot that should have been empty (left there and discarded).
     pub stray_staged_pages: AtomicU64,
-    /// Events served by the spare handler, while every regular one waited on the disk.
+    /// Events the spare handler read and served (or left: `spare_deferred`), while every
+    /// regular one waited on the disk.
     pub spare_events: AtomicU64,
     /// Events a handler served that waited for a folio someone held (spare.rs).
     pub folio_lock_waits: AtomicU64,
