@@ -221,6 +221,21 @@ fn fault_page_0_into_a_read<'s, 'r>(
     });
 }
 
+/// One handler in the read of page 0, the other waiting for page 0's folio (a second thread
+/// faulted on it): both regular handlers are held, so the spare polls.
+fn both_handlers_on_page_0<'s, 'r>(
+    s: &'s std::thread::Scope<'s, 'r>,
+    r: &'r Region,
+    in_read: &AtomicUsize,
+) {
+    fault_page_0_into_a_read(s, r, in_read);
+    let words = r.as_atomic_words();
+    s.spawn(move || words[1].load(Ordering::Relaxed));
+    wait_until("a handler waiting for page 0's folio", || {
+        r.stats().folio_lock_waits > 0
+    });
+}
+
 fn wait_until(what: &str, done: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(2);
     while !done() {
@@ -299,12 +314,7 @@ fn a_handler_waiting_for_a_folio_under_a_disk_read_leaves_events_to_the_spare() 
     let dev = ArmedReads::new(|_| slow_read(&IN_READ));
     let r = evicted_to_device(&dev);
     let stats = discard_while_handlers_wait(&dev, r, |s, r| {
-        fault_page_0_into_a_read(s, r, &IN_READ);
-        let words = r.as_atomic_words();
-        s.spawn(move || words[1].load(Ordering::Relaxed));
-        wait_until("a handler waiting for page 0's folio", || {
-            r.stats().folio_lock_waits > 0
-        });
+        both_handlers_on_page_0(s, r, &IN_READ);
     });
     assert!(stats.spare_events > 0, "{stats:?}");
 }
@@ -319,12 +329,8 @@ fn the_spare_leaves_a_fault_on_a_held_folio_and_goes_on_serving() {
     let dev = ArmedReads::new(|_| slow_read(&IN_READ));
     let r = evicted_to_device(&dev);
     let stats = discard_while_handlers_wait(&dev, r, |s, r| {
-        fault_page_0_into_a_read(s, r, &IN_READ);
+        both_handlers_on_page_0(s, r, &IN_READ);
         let words = r.as_atomic_words();
-        s.spawn(move || words[1].load(Ordering::Relaxed));
-        wait_until("a handler waiting for page 0's folio", || {
-            r.stats().folio_lock_waits > 0
-        });
         s.spawn(move || words[2].load(Ordering::Relaxed));
         wait_until("the spare's turn at the third fault on page 0", || {
             let st = r.stats();

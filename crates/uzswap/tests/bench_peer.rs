@@ -35,6 +35,18 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Root, a cgroup v1 memory controller and zswap: what a kernel peer needs (else says the
+/// test is skipped).
+fn can_run_kernel_peers() -> bool {
+    let can = is_root()
+        && Path::new(CGROUP_V1_MEMORY).exists()
+        && Path::new("/sys/module/zswap").exists();
+    if !can {
+        eprintln!("skipped: needs root, a cgroup v1 memory controller and zswap");
+    }
+    can
+}
+
 fn our_swaps() -> Vec<String> {
     std::fs::read_to_string("/proc/swaps")
         .unwrap()
@@ -137,11 +149,7 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
 #[test]
 fn a_peer_worker_waiting_at_the_hard_stop_is_woken_by_the_controller() {
     let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    if !is_root()
-        || !Path::new(CGROUP_V1_MEMORY).exists()
-        || !Path::new("/sys/module/zswap").exists()
-    {
-        eprintln!("skipped: needs root, a cgroup v1 memory controller and zswap");
+    if !can_run_kernel_peers() {
         return;
     }
     let before = SavedSettings::read().unwrap();
@@ -190,11 +198,7 @@ fn a_peer_worker_waiting_at_the_hard_stop_is_woken_by_the_controller() {
 #[test]
 fn a_random_workload_under_the_limit_alone_is_not_oom_killed() {
     let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    if !is_root()
-        || !Path::new(CGROUP_V1_MEMORY).exists()
-        || !Path::new("/sys/module/zswap").exists()
-    {
-        eprintln!("skipped: needs root, a cgroup v1 memory controller and zswap");
+    if !can_run_kernel_peers() {
         return;
     }
     let before = SavedSettings::read().unwrap();
