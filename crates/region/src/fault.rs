@@ -372,9 +372,10 @@ fn from_engine(
     let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
     let mut missing: Vec<u32> = folio.offsets().filter(|&p| !inner.is_resident(p)).collect();
     if missing.is_empty() {
-        if is_pending(page) || uffd::page_mapped(inner.page_addr(page)).unwrap_or(true) {
+        if is_pending(page) || uffd::page_in_mapping(inner.page_addr(page)).unwrap_or(true) {
             // Installed meanwhile by someone who held the folio before us (or discarded, and
-            // the discard is about to be processed).
+            // the discard is about to be processed), and maybe swapped out by the kernel
+            // since: an access swaps it back in without a userfault.
             inner.stats.redundant.fetch_add(1, Relaxed);
             let _ = inner.uffd.wake(inner.page_addr(page), PAGE_SIZE);
             return Ok(0);
@@ -599,14 +600,14 @@ fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
             Err(err) => err.to_string(),
         }
     };
-    eprintln!(
+    crate::region::report(format_args!(
         "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it; \
          pagemap entry {}; folio {}; {:?}",
         if held { "holds" } else { "does not hold" },
         pagemap(inner.page_addr(page)),
         pages.join(" "),
         inner.stats.snapshot(),
-    );
+    ));
     assert!(
         held,
         "page {page} lost: stopping rather than handing out zeros"

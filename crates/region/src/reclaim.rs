@@ -304,7 +304,9 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
             for (i, folio) in batch.iter().enumerate() {
                 put_back(inner, folio, &mut partial, i, PutBack::WhatMoved);
                 let p = folio.start();
-                if inner.is_resident(p) && !uffd::page_mapped(inner.page_addr(p)).unwrap_or(true) {
+                if inner.is_resident(p)
+                    && !uffd::page_in_mapping(inner.page_addr(p)).unwrap_or(true)
+                {
                     crate::events::zapped_late(inner, folio, p);
                 }
             }
@@ -471,7 +473,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
                 // move: it reads zero now (events.rs).
                 for p in folio.offsets() {
                     if inner.is_resident(p)
-                        && !uffd::page_mapped(inner.page_addr(p)).unwrap_or(true)
+                        && !uffd::page_in_mapping(inner.page_addr(p)).unwrap_or(true)
                     {
                         crate::events::zapped_late(inner, folio, p);
                     }

@@ -706,20 +706,43 @@ impl Region {
     pub fn relocate(&mut self) -> Result<(), uffd::RegionError> {
         self.mem.relocate()
     }
+
+    /// Serve a read fault on the page at `offset` as a handler serves one it has just read:
+    /// for a page already there, as a stale event is (one whose fault another handler has
+    /// served since). For tests of that path: a test cannot time a real stale event.
+    #[doc(hidden)]
+    pub fn fault_again(&self, offset: usize) {
+        crate::fault::serve_fault(&self.inner, self.inner.base() + offset, false);
+    }
 }
 
 /// Spawn a thread whose death would leave the program reading zeros where its data is: if it
-/// panics, the process is stopped (invariant 9).
+/// panics, the process is stopped (invariant 9), saying why.
 fn spawn_critical(name: String, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-                eprintln!("uzswap: {name} died; stopping the process so it never reads lost data");
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("a panic without a message");
+                report(format_args!(
+                    "uzswap: {name} died ({why}); stopping the process so it never reads lost data"
+                ));
                 std::process::abort();
             }
         })
         .expect("spawning a region thread")
+}
+
+/// Write a line to the process's standard error itself. `eprintln!` writes into a test
+/// harness's capture buffer when one is set (spawned threads inherit it), and that buffer is
+/// lost when the process is stopped right after: the one report that says why with it.
+pub(crate) fn report(line: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 impl Drop for Region {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use region::{Region, RegionConfig};
 
 mod common;
-use common::xorshift;
+use common::{xorshift, SystemSwap};
 
 const PAGE_WORDS: usize = 4096 / 8;
 const THREADS: usize = 8;
@@ -127,45 +127,6 @@ fn locked_counters_while_the_kernel_swaps_the_region_lose_nothing() {
     let swapped = pswpout() - before;
     eprintln!("the kernel swapped out {swapped} pages");
     assert!(swapped > 0, "the kernel swapped nothing out");
-}
-
-/// A swap file turned on for the machine while the value lives (root only).
-struct SystemSwap(std::path::PathBuf);
-
-impl SystemSwap {
-    fn on() -> Option<SystemSwap> {
-        let path = std::env::temp_dir().join(format!("uzswap-test-swap-{}", std::process::id()));
-        let run = |cmd: &str, args: &[&std::ffi::OsStr]| {
-            std::process::Command::new(cmd)
-                .args(args)
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
-        use std::os::unix::fs::OpenOptionsExt;
-        let made = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .is_ok()
-            // A swap file must have no holes.
-            && run("fallocate", &["-l".as_ref(), "256M".as_ref(), path.as_os_str()])
-            && run("mkswap", &[path.as_os_str()]);
-        if !made || !run("swapon", &[path.as_os_str()]) {
-            let _ = std::fs::remove_file(&path);
-            eprintln!("skipped: turning a swap file on needs root (swapon)");
-            return None;
-        }
-        Some(SystemSwap(path))
-    }
-}
-
-impl Drop for SystemSwap {
-    fn drop(&mut self) {
-        let off = std::process::Command::new("swapoff").arg(&self.0).status();
-        assert!(off.is_ok_and(|s| s.success()), "swapoff {:?}", self.0);
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// What the kernel does to the region meanwhile.

@@ -30,7 +30,8 @@ pub use event::{Event, PagefaultFlags};
 pub use features::{Features, Ioctls, RegisterMode};
 pub use mapping::{AnonMapping, MappingError};
 pub use raw_region::{
-    madvise, page_aligned, page_mapped, page_out, page_size, pages_in_core, Advice, RawRegion,
+    madvise, page_aligned, page_in_mapping, page_mapped, page_out, page_size, pages_in_core,
+    Advice, RawRegion,
 };
 pub use staging::{StageError, StagedFolio, Staging};
 pub use userfaultfd::{CopyMode, Filled, MoveMode, Uffd, EVENT_BATCH};

@@ -353,6 +353,26 @@ pub fn page_mapped(addr: usize) -> io::Result<bool> {
     Ok(vec[0] & 1 != 0)
 }
 
+/// Whether the page at `addr` (page aligned) has its data in this process's mapping: mapped
+/// (`page_mapped`), or swapped out to system swap by the kernel, or being migrated (a swap
+/// or migration entry in its page table, `/proc/self/pagemap`'s bit 62), which an access
+/// brings back without a userfault. Only `mincore`'s answer "not mapped" is checked further,
+/// so a mapped page costs no more than `page_mapped`.
+///
+/// A PTE marker reads as a swap entry too (a `UFFDIO_POISON` marker; a write-protect marker,
+/// which only `UFFDIO_WRITEPROTECT` of an unpopulated range puts on anonymous memory).
+pub fn page_in_mapping(addr: usize) -> io::Result<bool> {
+    if page_mapped(addr)? {
+        return Ok(true);
+    }
+    use std::os::unix::fs::FileExt;
+    const PM_SWAP: u64 = 1 << 62;
+    let pagemap = std::fs::File::open("/proc/self/pagemap")?;
+    let mut entry = [0u8; 8];
+    pagemap.read_exact_at(&mut entry, (addr / page_size() * 8) as u64)?;
+    Ok(u64::from_ne_bytes(entry) & PM_SWAP != 0)
+}
+
 /// Whether every page of `addr..addr + len` (page aligned) is in memory (`mincore`): present,
 /// or in the swap cache. A page in system swap, or not mapped, is not. An unmapped address is
 /// an error.

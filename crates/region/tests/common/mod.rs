@@ -61,3 +61,46 @@ pub fn check_from(mem: &[u8], first: usize, seed: usize) {
 pub fn check(mem: &[u8], seed: usize) {
     check_from(mem, 0, seed);
 }
+
+/// A swap file turned on for the machine while the value lives (root only).
+pub struct SystemSwap(std::path::PathBuf);
+
+impl SystemSwap {
+    pub fn on() -> Option<SystemSwap> {
+        // Named for the test too: tests of one binary run at once.
+        static TURNED_ON: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let nth = TURNED_ON.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("uzswap-test-swap-{}-{nth}", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        let run = |cmd: &str, args: &[&std::ffi::OsStr]| {
+            std::process::Command::new(cmd)
+                .args(args)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        use std::os::unix::fs::OpenOptionsExt;
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .is_ok()
+            // A swap file must have no holes.
+            && run("fallocate", &["-l".as_ref(), "256M".as_ref(), path.as_os_str()])
+            && run("mkswap", &[path.as_os_str()]);
+        if !made || !run("swapon", &[path.as_os_str()]) {
+            let _ = std::fs::remove_file(&path);
+            eprintln!("skipped: turning a swap file on needs root (swapon)");
+            return None;
+        }
+        Some(SystemSwap(path))
+    }
+}
+
+impl Drop for SystemSwap {
+    fn drop(&mut self) {
+        let off = std::process::Command::new("swapoff").arg(&self.0).status();
+        assert!(off.is_ok_and(|s| s.success()), "swapoff {:?}", self.0);
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
