@@ -117,14 +117,18 @@ fn locked_counters_while_the_kernel_swaps_the_region_lose_nothing() {
     let Some(_swap) = SystemSwap::on() else {
         return;
     };
-    let pswpout = || {
+    // To the swap file, or into the kernel's zswap if it is on.
+    let swapped_out = || {
         let vmstat = std::fs::read_to_string("/proc/vmstat").unwrap();
-        let line = vmstat.lines().find(|l| l.starts_with("pswpout ")).unwrap();
-        line[8..].parse::<u64>().unwrap()
+        let count = |key: &str| {
+            let line = vmstat.lines().find(|l| l.split(' ').next() == Some(key));
+            line.map_or(0, |l| l[key.len() + 1..].parse::<u64>().unwrap())
+        };
+        count("pswpout") + count("zswpout")
     };
-    let before = pswpout();
+    let before = swapped_out();
     locked_counters_under_reclaim(Disturb::PageOut);
-    let swapped = pswpout() - before;
+    let swapped = swapped_out() - before;
     eprintln!("the kernel swapped out {swapped} pages");
     assert!(swapped > 0, "the kernel swapped nothing out");
 }
