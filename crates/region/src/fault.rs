@@ -79,21 +79,14 @@ pub(crate) fn handler_loop(inner: &Inner) {
 
 /// Serve the deferred events, wait up to `timeout` for the userfaultfd (or the deferred
 /// bell), read what is there and serve it. `events` is empty and has room for a batch.
-/// Returns how many events were served. The faults the spare left (spare.rs) are for the
-/// regular handlers only: the spare would take them back.
+/// Returns how many events were served (the faults the spare left to a regular handler
+/// are not).
 pub(crate) fn serve_events(
     inner: &Inner,
     events: &mut Vec<Event>,
     timeout: std::time::Duration,
 ) -> usize {
-    let mut deferred = std::mem::take(&mut *inner.deferred.lock());
-    if !crate::spare::is_spare() {
-        deferred.append(&mut inner.left_by_spare.lock());
-    }
-    let mut served = deferred.len();
-    for ev in deferred {
-        handle_event(inner, ev);
-    }
+    let mut served = serve_deferred(inner);
     match inner
         .uffd
         .wait_readable_or_rung(&inner.deferred_bell, Some(timeout))
@@ -102,20 +95,39 @@ pub(crate) fn serve_events(
         Ok(false) => return served,
         Err(e) => panic!("waiting on the userfaultfd failed: {e}"),
     }
+    // If the bell woke us, we took its ring: the handlers still asleep no longer hear it,
+    // so what it rang for is served here, before new events that may hold us on the disk
+    // (and them up to their timeout).
+    served += serve_deferred(inner);
     events.clear();
     match crate::events::read_events(inner, events) {
         Ok(_) => {}
         Err(e) if e.is_retry() => return served,
         Err(e) => panic!("reading the userfaultfd failed: {e}"),
     }
-    served += events.len();
     for ev in events.drain(..) {
-        handle_event(inner, ev);
+        served += handle_event(inner, ev) as usize;
     }
     served
 }
 
-fn handle_event(inner: &Inner, ev: Event) {
+/// Serve the events handlers deferred, and for a regular handler the faults the spare left
+/// (spare.rs: the spare would take them back). Returns how many were served.
+fn serve_deferred(inner: &Inner) -> usize {
+    let mut deferred = std::mem::take(&mut *inner.deferred.lock());
+    if !crate::spare::is_spare() {
+        deferred.append(&mut inner.left_by_spare.lock());
+    }
+    let mut served = 0;
+    for ev in deferred {
+        served += handle_event(inner, ev) as usize;
+    }
+    served
+}
+
+/// Serve one event; false if it was left to a regular handler (the spare found its folio
+/// held).
+fn handle_event(inner: &Inner, ev: Event) -> bool {
     let served = match ev {
         Event::Pagefault { addr, flags, .. } if flags.wp => {
             crate::clean::serve_wp_fault(inner, addr)
@@ -133,6 +145,7 @@ fn handle_event(inner: &Inner, ev: Event) {
         inner.left_by_spare.lock().push(ev);
         inner.deferred_bell.ring();
     }
+    served
 }
 
 /// Events are pending and we hold no gate: read them for the handler loop to process. The
