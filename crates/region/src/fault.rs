@@ -522,8 +522,8 @@ pub(crate) fn load_whole(
     let nr = folio.nr_pages() as usize;
     let on_disk = folio.offsets().any(|p| folio.state(p).kind == Kind::OnDisk);
     let loaded = Gate::unlocked(gate, || match on_disk {
-        true => crate::spare::blocking(inner, || inner.group.load(folio, buf)),
-        false => inner.group.load(folio, buf),
+        true => crate::spare::blocking(inner, || inner.group.read_folio(folio, buf)),
+        false => inner.group.read_folio(folio, buf),
     });
     discard_read_meanwhile(inner, folio, folio.offsets())?;
     let Ok(loaded) = loaded else {
@@ -643,6 +643,7 @@ fn installed_run(
         Ok(()) => (n, None),
         Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
     };
+    count_swapins(inner, folio, first, done, present);
     for p in first..first + done as u32 {
         if left_mapped(inner, p, present) {
             continue;
@@ -670,6 +671,7 @@ fn installed_clean(
         Ok(()) => (nr, None),
         Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
     };
+    count_swapins(inner, folio, folio.start(), done, present);
     for p in folio.start()..folio.start() + done as u32 {
         if !left_mapped(inner, p, present) {
             inner.set_resident(p, true);
@@ -682,6 +684,30 @@ fn installed_clean(
     match stop {
         None => Ok(()),
         Some(s) => Err(s),
+    }
+}
+
+/// Count the swap-ins (zswpin, pswpin, swpin_zero) of the pages `first..first + done` of
+/// `folio` that an install put in (not those it found `present`), by where the engine held
+/// them: one swap-in of the folio's order when the whole folio went in at once, else one of
+/// order 0 a page. Counted here, after the install and before the entries may go, rather
+/// than by the engine's load: a fault that starts over loads again, and counted nothing
+/// twice.
+fn count_swapins(inner: &Inner, folio: &FolioLock, first: u32, done: usize, present: &[u32]) {
+    let whole = first == folio.start() && done == folio.nr_pages() as usize && present.is_empty();
+    let mut loaded = zswap::zswap::Loaded::default();
+    for p in (first..first + done as u32).filter(|p| !present.contains(p)) {
+        let kind = folio.state(p).kind;
+        if whole {
+            loaded.add(kind);
+        } else if kind != Kind::Empty {
+            let mut one = zswap::zswap::Loaded::default();
+            one.add(kind);
+            inner.group.count_swapin(one, 0);
+        }
+    }
+    if whole {
+        inner.group.count_swapin(loaded, folio.order());
     }
 }
 

@@ -71,6 +71,39 @@ fn a_fault_on_a_folio_still_in_the_swap_cache_needs_no_decompression() {
     assert!(pool_loads <= (s.faults - s.faults_swapcache) * 16, "{s:?}");
 }
 
+/// A folio whose pages are not all where a whole-folio load takes them (one discarded since
+/// it left) comes back page by page; its swap-ins are counted all the same, as one of its
+/// order, by source. (Only whole-folio loads counted any, and a fault that started over
+/// after its load counted them again.)
+#[test]
+fn a_folio_brought_back_page_by_page_counts_its_swapins() {
+    let folio = 64 << 10;
+    let mut r = Region::new(1 << 20, RegionConfig::new(8 << 20).folio_size(folio)).unwrap();
+    fill(r.as_mut_slice(), 4);
+    r.reclaim_to(0);
+    r.discard(0, PAGE).unwrap();
+    let swapins = |r: &Region| {
+        let z = r.zswap().stats();
+        let order = format!("hugepages-{}kB/stats/swpin", folio >> 10);
+        (
+            z.get("zswpin") + z.get("pswpin") + z.get("swpin_zero"),
+            z.get(&order),
+        )
+    };
+    let before = swapins(&r);
+    let mem = r.as_mut_slice();
+    assert!(mem[..PAGE].iter().all(|&b| b == 0));
+    check_from(&mem[PAGE..folio], 1, 4);
+    let after = swapins(&r);
+    let pages = (folio / PAGE - 1) as u64;
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (pages, 1),
+        "{:?}",
+        r.stats()
+    );
+}
+
 #[test]
 fn zero_pages_come_back_as_zero_without_storage() {
     let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20)).unwrap();

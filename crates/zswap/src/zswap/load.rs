@@ -31,6 +31,19 @@ pub struct Loaded {
     pub disk: u32,
 }
 
+impl Loaded {
+    /// Count one more page that held `kind`.
+    pub fn add(&mut self, kind: Kind) {
+        match kind {
+            Kind::Empty => self.empty += 1,
+            Kind::Zero => self.zero += 1,
+            Kind::Stored => self.pool += 1,
+            Kind::OnDisk => self.disk += 1,
+            Kind::Poisoned => unreachable!("poisoned pages are errors"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadErrorKind {
     /// The stored data did not decompress into exactly one page.
@@ -69,8 +82,16 @@ thread_local! {
 
 impl ZswapGroup {
     /// Copy the folio's pages into `out` (`nr_pages * PAGE_SIZE` bytes). Entries stay until
-    /// `finish_load`. Counts the swap-ins.
+    /// `finish_load`. Counts the swap-ins (`count_swapin`).
     pub fn load(&self, folio: &FolioLock, out: &mut [u8]) -> Result<Loaded, LoadError> {
+        let loaded = self.read_folio(folio, out)?;
+        self.count_swapin(loaded, folio.order());
+        Ok(loaded)
+    }
+
+    /// As `load`, counting nothing: for a caller that may load a folio again after an
+    /// install that did not go through, and counts what it installs itself, once.
+    pub fn read_folio(&self, folio: &FolioLock, out: &mut [u8]) -> Result<Loaded, LoadError> {
         self.check(folio);
         assert_eq!(out.len(), folio.nr_pages() as usize * PAGE_SIZE);
         let mut loaded = Loaded::default();
@@ -80,22 +101,22 @@ impl ZswapGroup {
                 loaded.disk += 1;
                 continue;
             }
-            match self.load_one(folio, offset, page)? {
-                Kind::Empty => loaded.empty += 1,
-                Kind::Zero => loaded.zero += 1,
-                Kind::Stored => loaded.pool += 1,
-                Kind::OnDisk => loaded.disk += 1,
-                Kind::Poisoned => unreachable!("poisoned pages are errors"),
-            }
+            loaded.add(self.load_one(folio, offset, page)?);
         }
+        Ok(loaded)
+    }
+
+    /// Count one swap-in of `loaded`'s pages, by where they came from, and one of a folio of
+    /// `order` (pages brought back one by one are each a swap-in of order 0), unless none
+    /// of them came from the engine.
+    pub fn count_swapin(&self, loaded: Loaded, order: u8) {
         let stats = &self.shared.stats;
         Stats::add(&stats.zswpin, loaded.pool.into());
         Stats::add(&stats.swpin_zero, loaded.zero.into());
         Stats::add(&stats.pswpin, loaded.disk.into());
-        if loaded.empty < folio.nr_pages() {
-            Stats::count_order(&stats.order_swpin, folio.order(), 1);
+        if loaded.zero + loaded.pool + loaded.disk > 0 {
+            Stats::count_order(&stats.order_swpin, order, 1);
         }
-        Ok(loaded)
     }
 
     /// Read the folio's on-disk pages whose slots are consecutive with one device read per
