@@ -89,7 +89,8 @@ pub(crate) struct Inner {
     /// `LATE_ZAP_WINDOW`). Changed under the page's folio lock.
     pub discarded: Box<[AtomicU64]>,
     /// Folios in the order they came in: reclaim takes the oldest (FIFO with the swap cache
-    /// as second chance). Entries may be stale; reclaim checks under the folio lock.
+    /// as second chance). Entries may be stale; reclaim checks under the folio lock. At most
+    /// two a folio (`queue_for_reclaim`).
     pub lru: Mutex<std::collections::VecDeque<u32>>,
     /// Folios a sequential scan has passed, reclaimed before those in `lru` (drop-behind,
     /// readahead.rs). Entries may be stale, as in `lru`.
@@ -193,6 +194,23 @@ impl Inner {
         let seq = self.lru_seq.fetch_add(1, Relaxed);
         self.queued_at[(start / self.folio_pages) as usize].store(seq, Relaxed);
         lru.push_back(start);
+        // A folio queued again while still queued (discarded and touched again) leaves its
+        // older entry behind, and under the limit no reclaim takes any: a program that
+        // frees and reuses memory would grow the queue without end. Past two entries a
+        // folio, only each folio's newest stays (amortized: the queue is then at most half
+        // as long).
+        let nr_folios = self.queued_at.len();
+        if lru.len() > 2 * nr_folios {
+            let mut seen = vec![false; nr_folios];
+            let newest_first: Vec<u32> = lru
+                .iter()
+                .rev()
+                .copied()
+                .filter(|&s| !std::mem::replace(&mut seen[(s / self.folio_pages) as usize], true))
+                .collect();
+            lru.clear();
+            lru.extend(newest_first.into_iter().rev());
+        }
     }
 
     /// How long ago (in queueings) the folio at `start` was queued for reclaim. Zero for one

@@ -104,6 +104,23 @@ fn a_folio_brought_back_page_by_page_counts_its_swapins() {
     );
 }
 
+/// Memory freed and used again over and over (an allocator's `MADV_DONTNEED` and reuse),
+/// far under the limit: the reclaim queue, charged to the limit as metadata, stays bounded.
+/// (Each refault queued the folio again; with no reclaim to take the old entries, 5,000
+/// rounds left 32 KiB of queue.)
+#[test]
+fn memory_freed_and_reused_under_the_limit_keeps_the_reclaim_queue_bounded() {
+    let mut r = Region::new(1 << 20, RegionConfig::new(64 << 20)).unwrap();
+    fill(r.as_mut_slice(), 0);
+    let before = r.usage().metadata;
+    for round in 0..5_000u32 {
+        r.discard(0, PAGE).unwrap();
+        r.as_mut_slice()[0] = round as u8;
+    }
+    let grown = r.usage().metadata - before;
+    assert!(grown < 4096, "metadata grew by {grown} bytes");
+}
+
 #[test]
 fn zero_pages_come_back_as_zero_without_storage() {
     let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20)).unwrap();
