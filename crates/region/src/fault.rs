@@ -78,9 +78,9 @@ pub(crate) fn handler_loop(inner: &Inner) {
 }
 
 /// Serve the deferred events, wait up to `timeout` for the userfaultfd (or the deferred
-/// bell), read what is there and serve it. `events` is empty and has room for a batch.
-/// Returns how many events were served (the faults the spare left to a regular handler
-/// are not).
+/// bell), serve the deferred events again (those the bell rang for), then read what is
+/// there and serve it. `events` is empty and has room for a batch. Returns how many events
+/// were served (the faults the spare left to a regular handler are not).
 pub(crate) fn serve_events(
     inner: &Inner,
     events: &mut Vec<Event>,
@@ -689,14 +689,18 @@ fn installed_clean(
 
 /// Count the swap-ins (zswpin, pswpin, swpin_zero) of the pages `first..first + done` of
 /// `folio` that an install put in (not those it found `present`), by where the engine held
-/// them: one swap-in of the folio's order when the whole folio went in at once, else one of
-/// order 0 a page. Counted here, after the install and before the entries may go, rather
-/// than by the engine's load: a fault that starts over loads again, and counted nothing
-/// twice.
+/// them: one swap-in of the folio's order when the engine held the whole folio and all of
+/// it went in at once, else one of order 0 a page. Counted here, once the install went
+/// through and before the entries go, not by the engine's load: a fault that starts over
+/// loads again, and would count its pages twice.
 fn count_swapins(inner: &Inner, folio: &FolioLock, first: u32, done: usize, present: &[u32]) {
-    let whole = first == folio.start() && done == folio.nr_pages() as usize && present.is_empty();
+    let installed = || (first..first + done as u32).filter(|p| !present.contains(p));
+    let whole = first == folio.start()
+        && done == folio.nr_pages() as usize
+        && present.is_empty()
+        && installed().all(|p| folio.state(p).kind != Kind::Empty);
     let mut loaded = zswap::zswap::Loaded::default();
-    for p in (first..first + done as u32).filter(|p| !present.contains(p)) {
+    for p in installed() {
         let kind = folio.state(p).kind;
         if whole {
             loaded.add(kind);

@@ -12,6 +12,7 @@ mod clean;
 mod config;
 mod events;
 mod fault;
+mod folio_queue;
 mod incompressible;
 mod readahead;
 mod reclaim;

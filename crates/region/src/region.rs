@@ -89,9 +89,8 @@ pub(crate) struct Inner {
     /// `LATE_ZAP_WINDOW`). Changed under the page's folio lock.
     pub discarded: Box<[AtomicU64]>,
     /// Folios in the order they came in: reclaim takes the oldest (FIFO with the swap cache
-    /// as second chance). Entries may be stale; reclaim checks under the folio lock. At most
-    /// two a folio (`queue_for_reclaim`).
-    pub lru: Mutex<std::collections::VecDeque<u32>>,
+    /// as second chance). Entries may be stale; reclaim checks under the folio lock.
+    pub lru: Mutex<crate::folio_queue::FolioQueue>,
     /// Folios a sequential scan has passed, reclaimed before those in `lru` (drop-behind,
     /// readahead.rs). Entries may be stale, as in `lru`.
     pub inactive: Mutex<std::collections::VecDeque<u32>>,
@@ -159,7 +158,7 @@ impl Inner {
             metadata: self.fixed_metadata
                 + self.group.cache().metadata_bytes()
                 + self.zswap.pool().metadata_bytes()
-                + self.lru.lock().capacity() as u64 * 4,
+                + self.lru.lock().bytes(),
         }
     }
 
@@ -193,24 +192,8 @@ impl Inner {
         let mut lru = self.lru.lock();
         let seq = self.lru_seq.fetch_add(1, Relaxed);
         self.queued_at[(start / self.folio_pages) as usize].store(seq, Relaxed);
-        lru.push_back(start);
-        // A folio queued again while still queued (discarded and touched again) leaves its
-        // older entry behind, and under the limit no reclaim takes any: a program that
-        // frees and reuses memory would grow the queue without end. Past two entries a
-        // folio, only each folio's newest stays (amortized: the queue is then at most half
-        // as long).
-        let nr_folios = self.queued_at.len();
-        if lru.len() > 2 * nr_folios {
-            let mut seen = vec![false; nr_folios];
-            let newest_first: Vec<u32> = lru
-                .iter()
-                .rev()
-                .copied()
-                .filter(|&s| !std::mem::replace(&mut seen[(s / self.folio_pages) as usize], true))
-                .collect();
-            lru.clear();
-            lru.extend(newest_first.into_iter().rev());
-        }
+        // Compacting: only the newest entry of a folio stays (folio_queue.rs).
+        lru.push_back(start, |_| true);
     }
 
     /// How long ago (in queueings) the folio at `start` was queued for reclaim. Zero for one
@@ -564,7 +547,7 @@ impl Region {
             discarded: (0..nr_pages.div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
-            lru: Mutex::new(std::collections::VecDeque::new()),
+            lru: Mutex::new(Default::default()),
             inactive: Mutex::new(std::collections::VecDeque::with_capacity(
                 crate::reclaim::INACTIVE_MAX,
             )),

@@ -5,16 +5,20 @@
 //! so dropping an entry (oldest first, when the budget is reached or a slot is needed) loses
 //! nothing.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use parking_lot::Mutex;
 use uffd::StagedFolio;
 use zswap::PAGE_SIZE;
 
+use crate::folio_queue::FolioQueue;
+
 #[derive(Debug)]
 pub(crate) struct SwapCacheMap {
-    inner: Mutex<(HashMap<u32, StagedFolio>, VecDeque<u32>)>,
+    /// The staged folios, and the order to drop them in (with entries of folios taken
+    /// since, skipped when popped).
+    inner: Mutex<(HashMap<u32, StagedFolio>, FolioQueue)>,
     pages: AtomicU64,
     budget_pages: u64,
 }
@@ -22,7 +26,7 @@ pub(crate) struct SwapCacheMap {
 impl SwapCacheMap {
     pub fn new(budget_pages: u64) -> Self {
         SwapCacheMap {
-            inner: Mutex::new((HashMap::new(), VecDeque::new())),
+            inner: Mutex::new((HashMap::new(), FolioQueue::default())),
             pages: AtomicU64::new(0),
             budget_pages,
         }
@@ -47,22 +51,8 @@ impl SwapCacheMap {
                 .fetch_sub((old.len() / PAGE_SIZE) as u64, Relaxed);
             gone.push(old);
         }
-        g.1.push_back(start);
-        // Entries of folios taken back stay in the queue until the budget pops them, and
-        // folios that keep coming back may never let it fill: past two entries a folio held
-        // (and some), the queue keeps only the newest entry of each folio held.
-        if g.1.len() > 2 * g.0.len() + 64 {
-            let (held, order) = &mut *g;
-            let mut seen = std::collections::HashSet::with_capacity(held.len());
-            let newest_first: Vec<u32> = order
-                .iter()
-                .rev()
-                .copied()
-                .filter(|s| held.contains_key(s) && seen.insert(*s))
-                .collect();
-            order.clear();
-            order.extend(newest_first.into_iter().rev());
-        }
+        let (held, order) = &mut *g;
+        order.push_back(start, |s| held.contains_key(&s));
         let mut dropped = 0;
         while self.pages() > self.budget_pages {
             let Some(f) = Self::pop_oldest(&mut g, &self.pages) else {
@@ -98,7 +88,7 @@ impl SwapCacheMap {
     }
 
     fn pop_oldest(
-        g: &mut (HashMap<u32, StagedFolio>, VecDeque<u32>),
+        g: &mut (HashMap<u32, StagedFolio>, FolioQueue),
         pages: &AtomicU64,
     ) -> Option<StagedFolio> {
         while let Some(start) = g.1.pop_front() {

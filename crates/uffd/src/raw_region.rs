@@ -357,7 +357,10 @@ pub fn page_mapped(addr: usize) -> io::Result<bool> {
 /// (`page_mapped`), or swapped out to system swap by the kernel, or being migrated (a swap
 /// or migration entry in its page table, `/proc/self/pagemap`'s bit 62), which an access
 /// brings back without a userfault. Only `mincore`'s answer "not mapped" is checked further,
-/// so a mapped page costs no more than `page_mapped`.
+/// so a mapped page costs no more than `page_mapped`; the pagemap entry's present bit counts
+/// too, since an access may have swapped the page back in between the two looks. Where the
+/// pagemap cannot be read (`/proc` missing, a process made non-dumpable, no descriptor
+/// left), `mincore`'s answer stands.
 ///
 /// A PTE marker reads as a swap entry too (a `UFFDIO_POISON` marker; a write-protect marker,
 /// which only `UFFDIO_WRITEPROTECT` of an unpopulated range puts on anonymous memory).
@@ -366,11 +369,12 @@ pub fn page_in_mapping(addr: usize) -> io::Result<bool> {
         return Ok(true);
     }
     use std::os::unix::fs::FileExt;
+    const PM_PRESENT: u64 = 1 << 63;
     const PM_SWAP: u64 = 1 << 62;
-    let pagemap = std::fs::File::open("/proc/self/pagemap")?;
     let mut entry = [0u8; 8];
-    pagemap.read_exact_at(&mut entry, (addr / page_size() * 8) as u64)?;
-    Ok(u64::from_ne_bytes(entry) & PM_SWAP != 0)
+    let read = std::fs::File::open("/proc/self/pagemap")
+        .and_then(|pagemap| pagemap.read_exact_at(&mut entry, (addr / page_size() * 8) as u64));
+    Ok(read.is_ok() && u64::from_ne_bytes(entry) & (PM_PRESENT | PM_SWAP) != 0)
 }
 
 /// Whether every page of `addr..addr + len` (page aligned) is in memory (`mincore`): present,

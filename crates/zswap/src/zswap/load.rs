@@ -106,8 +106,8 @@ impl ZswapGroup {
         Ok(loaded)
     }
 
-    /// Count one swap-in of `loaded`'s pages, by where they came from, and one of a folio of
-    /// `order` (pages brought back one by one are each a swap-in of order 0), unless none
+    /// Count the swap-ins of `loaded`'s pages, by where they came from, and one swap-in of
+    /// a folio of `order` (pages brought back one by one: each one of order 0), unless none
     /// of them came from the engine.
     pub fn count_swapin(&self, loaded: Loaded, order: u8) {
         let stats = &self.shared.stats;
