@@ -7,13 +7,18 @@
 //! folios its owner still wants): amortized O(1) a push, and never more than about twice
 //! the entries there are folios in it.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct FolioQueue {
     starts: VecDeque<u32>,
     /// Entries left by the last compaction.
     compacted: usize,
+    folio_pages: u32,
+    /// One bit a folio, all clear between compactions: the folios a compaction has kept an
+    /// entry of. Held for good rather than allocated by each compaction, which would take
+    /// memory the limit does not see, at the worst moment (the queue at its longest).
+    kept: Box<[u64]>,
 }
 
 /// Entries a queue may grow by past twice its compacted length before compacting again:
@@ -21,6 +26,16 @@ pub(crate) struct FolioQueue {
 const SLACK: usize = 64;
 
 impl FolioQueue {
+    /// A queue of the folios (of `folio_pages` pages) of a region of `nr_folios` of them.
+    pub fn new(folio_pages: u32, nr_folios: usize) -> Self {
+        FolioQueue {
+            starts: VecDeque::new(),
+            compacted: 0,
+            folio_pages,
+            kept: vec![0; nr_folios.div_ceil(64)].into_boxed_slice(),
+        }
+    }
+
     /// Queue the folio at `start` at the back. Compacting, the entries of folios `wanted`
     /// says no to go too.
     pub fn push_back(&mut self, start: u32, wanted: impl Fn(u32) -> bool) {
@@ -45,24 +60,38 @@ impl FolioQueue {
 
     /// Memory the queue holds (charged to a region's limit as metadata).
     pub fn bytes(&self) -> u64 {
-        (self.starts.capacity() * std::mem::size_of::<u32>()) as u64
+        (self.starts.capacity() * std::mem::size_of::<u32>() + self.kept.len() * 8) as u64
     }
 
-    /// Keep the newest entry of each folio `wanted`, in order.
+    /// Keep the newest entry of each folio `wanted`, in order, in place.
     fn compact(&mut self, wanted: impl Fn(u32) -> bool) {
-        let mut seen = HashSet::with_capacity(self.starts.len());
-        let newest_first: Vec<u32> = self
-            .starts
-            .iter()
-            .rev()
-            .copied()
-            .filter(|&s| wanted(s) && seen.insert(s))
-            .collect();
-        self.starts.clear();
-        self.starts.extend(newest_first.into_iter().rev());
+        let FolioQueue {
+            starts,
+            kept,
+            folio_pages,
+            ..
+        } = self;
+        let bit = |start: u32| {
+            let f = (start / *folio_pages) as usize;
+            (f / 64, 1u64 << (f % 64))
+        };
+        // Newest first, each kept entry moved to the back end of what is kept.
+        let s = starts.make_contiguous();
+        let mut w = s.len();
+        for i in (0..s.len()).rev() {
+            let (word, b) = bit(s[i]);
+            if kept[word] & b == 0 && wanted(s[i]) {
+                kept[word] |= b;
+                w -= 1;
+                s[w] = s[i];
+            }
+        }
+        for &start in &s[w..] {
+            let (word, b) = bit(start);
+            kept[word] &= !b;
+        }
+        starts.drain(..w);
         self.compacted = self.starts.len();
-        // Room for the queue to double again, and no more held for good.
-        self.starts.shrink_to(2 * self.compacted + SLACK + 1);
     }
 }
 
@@ -74,9 +103,13 @@ mod tests {
         q.starts.iter().copied().collect()
     }
 
+    fn queue() -> FolioQueue {
+        FolioQueue::new(1, 1000)
+    }
+
     #[test]
     fn a_folio_queued_over_and_over_keeps_the_queue_bounded() {
-        let mut q = FolioQueue::default();
+        let mut q = queue();
         for _ in 0..100_000 {
             q.push_back(7, |_| true);
         }
@@ -90,7 +123,7 @@ mod tests {
 
     #[test]
     fn compaction_keeps_each_folio_at_its_newest_place() {
-        let mut q = FolioQueue::default();
+        let mut q = queue();
         let order: Vec<u32> = (0..SLACK as u32 + 1).map(|i| i % 3).collect();
         for &s in &order {
             q.push_back(s, |_| true);
@@ -104,11 +137,12 @@ mod tests {
 
     #[test]
     fn compaction_drops_the_folios_not_wanted() {
-        let mut q = FolioQueue::default();
+        let mut q = queue();
         for s in 0..=SLACK as u32 {
             q.push_back(s, |s| s % 2 == 0);
         }
         assert!(entries(&q).iter().all(|s| s % 2 == 0), "{:?}", entries(&q));
         assert_eq!(q.len(), SLACK / 2 + 1);
+        assert!(q.kept.iter().all(|&w| w == 0), "bits left set");
     }
 }

@@ -21,6 +21,7 @@ use zswap::swap::{BackingDevice, FileDevice};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
 use crate::config::RegionConfig;
+use crate::folio_queue::FolioQueue;
 use crate::stats::{RegionStats, RegionStatsSnapshot};
 use crate::swapcache::SwapCacheMap;
 
@@ -90,7 +91,7 @@ pub(crate) struct Inner {
     pub discarded: Box<[AtomicU64]>,
     /// Folios in the order they came in: reclaim takes the oldest (FIFO with the swap cache
     /// as second chance). Entries may be stale; reclaim checks under the folio lock.
-    pub lru: Mutex<crate::folio_queue::FolioQueue>,
+    pub lru: Mutex<FolioQueue>,
     /// Folios a sequential scan has passed, reclaimed before those in `lru` (drop-behind,
     /// readahead.rs). Entries may be stale, as in `lru`.
     pub inactive: Mutex<std::collections::VecDeque<u32>>,
@@ -158,7 +159,8 @@ impl Inner {
             metadata: self.fixed_metadata
                 + self.group.cache().metadata_bytes()
                 + self.zswap.pool().metadata_bytes()
-                + self.lru.lock().bytes(),
+                + self.lru.lock().bytes()
+                + self.swapcache.queue_bytes(),
         }
     }
 
@@ -521,6 +523,7 @@ impl Region {
 
         let incompressible =
             crate::incompressible::IncompressibleFolios::new(nr_pages, folio_pages);
+        let nr_folios = nr_pages.div_ceil(folio_pages) as usize;
         let inner = Arc::new(Inner {
             base: AtomicUsize::new(mem.addr()),
             len,
@@ -547,7 +550,7 @@ impl Region {
             discarded: (0..nr_pages.div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
-            lru: Mutex::new(Default::default()),
+            lru: Mutex::new(FolioQueue::new(folio_pages, nr_folios)),
             inactive: Mutex::new(std::collections::VecDeque::with_capacity(
                 crate::reclaim::INACTIVE_MAX,
             )),
@@ -555,7 +558,7 @@ impl Region {
             incompressible,
             keep_incompressible: config.keep_incompressible,
             own_memory: uffd::process::OwnMemory::open().ok(),
-            swapcache: SwapCacheMap::new(swapcache_budget),
+            swapcache: SwapCacheMap::new(swapcache_budget, folio_pages, nr_folios),
             kswapd_wake: (Mutex::new(false), Condvar::new()),
             stop: AtomicBool::new(false),
             stats: RegionStats::default(),

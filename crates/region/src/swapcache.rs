@@ -21,12 +21,16 @@ pub(crate) struct SwapCacheMap {
     inner: Mutex<(HashMap<u32, StagedFolio>, FolioQueue)>,
     pages: AtomicU64,
     budget_pages: u64,
+    queue_bytes: AtomicU64,
 }
 
 impl SwapCacheMap {
-    pub fn new(budget_pages: u64) -> Self {
+    /// A swap cache of `budget_pages` for a region of `nr_folios` folios of `folio_pages`.
+    pub fn new(budget_pages: u64, folio_pages: u32, nr_folios: usize) -> Self {
+        let order = FolioQueue::new(folio_pages, nr_folios);
         SwapCacheMap {
-            inner: Mutex::new((HashMap::new(), FolioQueue::default())),
+            queue_bytes: AtomicU64::new(order.bytes()),
+            inner: Mutex::new((HashMap::new(), order)),
             pages: AtomicU64::new(0),
             budget_pages,
         }
@@ -53,6 +57,7 @@ impl SwapCacheMap {
         }
         let (held, order) = &mut *g;
         order.push_back(start, |s| held.contains_key(&s));
+        self.queue_bytes.store(order.bytes(), Relaxed);
         let mut dropped = 0;
         while self.pages() > self.budget_pages {
             let Some(f) = Self::pop_oldest(&mut g, &self.pages) else {
@@ -64,6 +69,12 @@ impl SwapCacheMap {
         drop(g);
         drop(gone);
         dropped
+    }
+
+    /// Memory its queue of what to drop first holds (read without the lock: a region's
+    /// usage is read at every fault).
+    pub fn queue_bytes(&self) -> u64 {
+        self.queue_bytes.load(Relaxed)
     }
 
     /// Whether the folio at `start` is staged here.
@@ -130,7 +141,7 @@ mod tests {
         .unwrap();
         r.as_mut_slice().fill(1);
         let inner = r.inner();
-        let map = SwapCacheMap::new(pages as u64);
+        let map = SwapCacheMap::new(pages as u64, 1, pages);
         for p in 0..pages as u32 {
             // Moved out behind the region's back, as reclaim does (never read here again).
             let folio = inner.group.lock_folio(p, 0);
