@@ -46,7 +46,11 @@ impl FolioQueue {
     }
 
     pub fn pop_front(&mut self) -> Option<u32> {
-        self.starts.pop_front()
+        let start = self.starts.pop_front();
+        // Doubling is measured from what is left: a queue drained since its last compaction
+        // does not pile up to twice its old length again first.
+        self.compacted = self.compacted.min(self.starts.len());
+        start
     }
 
     pub fn len(&self) -> usize {
@@ -119,6 +123,22 @@ mod tests {
             "{} bytes",
             q.bytes()
         );
+    }
+
+    #[test]
+    fn a_queue_drained_since_its_last_compaction_compacts_from_what_is_left() {
+        let mut q = queue();
+        for s in 0..500 {
+            q.push_back(s, |_| true);
+        }
+        while q.len() > 1 {
+            q.pop_front();
+        }
+        // Fewer than twice what the last compaction left (455 entries).
+        for _ in 0..900 {
+            q.push_back(7, |_| true);
+        }
+        assert!(q.len() <= 2 * 2 + SLACK, "{} entries", q.len());
     }
 
     #[test]
