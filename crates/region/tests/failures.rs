@@ -175,15 +175,15 @@ fn evicted_to_device<D: BackingDevice + 'static>(dev: &Arc<D>) -> Region {
 struct ArmedReads {
     inner: MemoryDevice,
     armed: AtomicBool,
-    on_read: fn(SwapSlot),
+    on_read: Box<dyn Fn(SwapSlot) + Send + Sync>,
 }
 
 impl ArmedReads {
-    fn new(on_read: fn(SwapSlot)) -> Arc<Self> {
+    fn new(on_read: impl Fn(SwapSlot) + Send + Sync + 'static) -> Arc<Self> {
         Arc::new(ArmedReads {
             inner: MemoryDevice::new(256),
             armed: AtomicBool::new(false),
-            on_read,
+            on_read: Box::new(on_read),
         })
     }
     fn arm(&self, on: bool) {
@@ -258,18 +258,26 @@ fn wait_until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// Slow reads armed, `hold` puts handlers where the test wants them (faulting with threads
-/// of the scope it is given); then page 100 is discarded. The discard must return within
-/// 150 ms (a `madvise` returns once a handler has read its event) and every page must read
-/// back as it should, page 100 as zeros. Returns the region's statistics after.
-fn discard_while_handlers_wait<H>(dev: &ArmedReads, mut r: Region, hold: H) -> RegionStatsSnapshot
+/// A region evicted to a device whose reads are slow (`slow_read`), armed; `hold` puts
+/// handlers where the test wants them (faulting with threads of the scope it is given; the
+/// count of reads under way is its third argument); then page 100 is discarded. The discard
+/// must return within 150 ms (a `madvise` returns once a handler has read its event) and
+/// every page must read back as it should, page 100 as zeros. Returns the region's
+/// statistics after.
+fn discard_while_handlers_wait<H>(hold: H) -> RegionStatsSnapshot
 where
-    H: for<'s, 'r> FnOnce(&'s std::thread::Scope<'s, 'r>, &'r Region),
+    H: for<'s, 'r> FnOnce(&'s std::thread::Scope<'s, 'r>, &'r Region, &'r AtomicUsize),
 {
+    let in_read = Arc::new(AtomicUsize::new(0));
+    let dev = ArmedReads::new({
+        let in_read = in_read.clone();
+        move |_| slow_read(&in_read)
+    });
+    let mut r = evicted_to_device(&dev);
     dev.arm(true);
     let region = &r;
     let took = std::thread::scope(|s| {
-        hold(s, region);
+        hold(s, region, &in_read);
         let t = Instant::now();
         region.discard(100 * PAGE, PAGE).unwrap();
         t.elapsed()
@@ -293,27 +301,21 @@ where
 /// them, this discard waited for the whole 300 ms read.
 #[test]
 fn a_slow_disk_read_does_not_hold_up_other_events() {
-    static IN_READ: AtomicUsize = AtomicUsize::new(0);
-    let dev = ArmedReads::new(|_| slow_read(&IN_READ));
-    let r = evicted_to_device(&dev);
-    discard_while_handlers_wait(&dev, r, |s, r| fault_page_0_into_a_read(s, r, &IN_READ));
+    discard_while_handlers_wait(fault_page_0_into_a_read);
 }
 
 /// With every regular handler (two) inside a slow disk read, the spare handler reads the
 /// events: a `madvise` on a third page returns at once instead of waiting for a read to end.
 #[test]
 fn with_every_handler_on_the_disk_the_spare_serves_events() {
-    static IN_READ: AtomicUsize = AtomicUsize::new(0);
-    let dev = ArmedReads::new(|_| slow_read(&IN_READ));
-    let r = evicted_to_device(&dev);
-    let stats = discard_while_handlers_wait(&dev, r, |s, r| {
+    let stats = discard_while_handlers_wait(|s, r, in_read| {
         // The second fault only once a handler is in the first one's read: a handler reads
         // every event there is at once, and one that took both would serve them in turn.
-        fault_page_0_into_a_read(s, r, &IN_READ);
+        fault_page_0_into_a_read(s, r, in_read);
         let words = r.as_atomic_words();
         s.spawn(move || words[50 * PAGE / 8].load(Ordering::Relaxed));
         wait_until("both handlers in reads", || {
-            IN_READ.load(Ordering::SeqCst) == 2
+            in_read.load(Ordering::SeqCst) == 2
         });
     });
     assert!(stats.spare_events > 0, "{stats:?}");
@@ -324,12 +326,7 @@ fn with_every_handler_on_the_disk_the_spare_serves_events() {
 /// folio (a second thread faulted on it), the spare reads the events.
 #[test]
 fn a_handler_waiting_for_a_folio_under_a_disk_read_leaves_events_to_the_spare() {
-    static IN_READ: AtomicUsize = AtomicUsize::new(0);
-    let dev = ArmedReads::new(|_| slow_read(&IN_READ));
-    let r = evicted_to_device(&dev);
-    let stats = discard_while_handlers_wait(&dev, r, |s, r| {
-        both_handlers_on_page_0(s, r, &IN_READ);
-    });
+    let stats = discard_while_handlers_wait(both_handlers_on_page_0);
     assert!(stats.spare_events > 0, "{stats:?}");
 }
 
@@ -339,11 +336,8 @@ fn a_handler_waiting_for_a_folio_under_a_disk_read_leaves_events_to_the_spare() 
 /// for the folio too, and then nobody read the discard's event until the read ended.)
 #[test]
 fn the_spare_leaves_a_fault_on_a_held_folio_and_goes_on_serving() {
-    static IN_READ: AtomicUsize = AtomicUsize::new(0);
-    let dev = ArmedReads::new(|_| slow_read(&IN_READ));
-    let r = evicted_to_device(&dev);
-    let stats = discard_while_handlers_wait(&dev, r, |s, r| {
-        both_handlers_on_page_0(s, r, &IN_READ);
+    let stats = discard_while_handlers_wait(|s, r, in_read| {
+        both_handlers_on_page_0(s, r, in_read);
         let words = r.as_atomic_words();
         s.spawn(move || words[2].load(Ordering::Relaxed));
         wait_until("the spare's turn at the third fault on page 0", || {

@@ -67,6 +67,31 @@ fn our_cgroups() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Run a kernel peer's workload (`args`, with `--json`) with the machine to itself, where
+/// kernel peers can run (None elsewhere): each of its `runs` must finish and verify, with
+/// every wait at the hard stop ended within 2 s (a few of the controller's samples, 10 ms
+/// apart), and every setting must be restored and no cgroup left. Returns what it printed.
+fn kernel_peer_runs(args: &[&str], runs: usize) -> Option<serde_json::Value> {
+    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_run_kernel_peers() {
+        return None;
+    }
+    let before = SavedSettings::read().unwrap();
+    let v = json_of(args);
+    let sys = &v["systems"][0];
+    assert_eq!(sys["failed_runs"], serde_json::json!([]), "{sys}");
+    let all = sys["runs"].as_array().unwrap();
+    assert_eq!(all.len(), runs, "{sys}");
+    for run in all {
+        assert!(run["output"]["verified"].as_bool().unwrap(), "{run}");
+        let longest = run["stats"]["cgroup_longest_oom_wait_ms"].as_i64().unwrap();
+        assert!(longest < 2_000, "{run}");
+    }
+    assert_eq!(SavedSettings::read().unwrap(), before);
+    assert!(our_cgroups().is_empty(), "cgroup left: {:?}", our_cgroups());
+    Some(v)
+}
+
 #[test]
 fn kernel_zswap_peer_runs_and_restores_everything() {
     let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
@@ -148,12 +173,7 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
 /// in ten, not at all), and finishes only if every wait is ended.
 #[test]
 fn a_peer_worker_waiting_at_the_hard_stop_is_woken_by_the_controller() {
-    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_kernel_peers() {
-        return;
-    }
-    let before = SavedSettings::read().unwrap();
-    let v = json_of(&[
+    let args = [
         "bench",
         "usemem",
         "--workers",
@@ -171,25 +191,21 @@ fn a_peer_worker_waiting_at_the_hard_stop_is_woken_by_the_controller() {
         "--peer-swappiness",
         "0",
         "--json",
-    ]);
+    ];
+    let Some(v) = kernel_peer_runs(&args, 3) else {
+        return;
+    };
     let sys = &v["systems"][0];
-    assert_eq!(sys["failed_runs"], serde_json::json!([]), "{sys}");
-    let runs = sys["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 3, "{sys}");
-    let mut waits = 0;
-    for run in runs {
-        assert!(run["output"]["verified"].as_bool().unwrap(), "{run}");
-        waits += run["stats"]["cgroup_oom_waits"].as_i64().unwrap();
-        // Each wait ends within a few of the controller's samples (10 ms apart).
-        let longest = run["stats"]["cgroup_longest_oom_wait_ms"].as_i64().unwrap();
-        assert!(longest < 2_000, "{run}");
-    }
+    let waits: i64 = sys["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["stats"]["cgroup_oom_waits"].as_i64().unwrap())
+        .sum();
     assert_eq!(v["settings"]["cgroup_swappiness"], "0");
     // Whether a writer outruns the controller is up to the scheduler: about one run in ten
     // never waits. Three runs, every one finished, at least one that waited.
     assert!(waits > 0, "the writer never waited at the hard stop: {sys}");
-    assert_eq!(SavedSettings::read().unwrap(), before);
-    assert!(our_cgroups().is_empty(), "cgroup left: {:?}", our_cgroups());
 }
 
 /// Under `memory.limit_in_bytes` alone (`--peer-reclaim limit`), a random workload with zswap
@@ -197,12 +213,7 @@ fn a_peer_worker_waiting_at_the_hard_stop_is_woken_by_the_controller() {
 /// such a charge waits and the monitor wakes the worker to reclaim again: every run finishes.
 #[test]
 fn a_random_workload_under_the_limit_alone_is_not_oom_killed() {
-    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_kernel_peers() {
-        return;
-    }
-    let before = SavedSettings::read().unwrap();
-    let v = json_of(&[
+    let args = [
         "bench",
         "mix",
         "--size",
@@ -220,19 +231,11 @@ fn a_random_workload_under_the_limit_alone_is_not_oom_killed() {
         "--corpus",
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus"),
         "--json",
-    ]);
+    ];
+    let Some(v) = kernel_peer_runs(&args, 2) else {
+        return;
+    };
     assert_eq!(v["settings"]["reclaim"], "limit");
-    let sys = &v["systems"][0];
-    assert_eq!(sys["failed_runs"], serde_json::json!([]), "{sys}");
-    let runs = sys["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "{sys}");
-    for run in runs {
-        assert!(run["output"]["verified"].as_bool().unwrap(), "{run}");
-        let longest = run["stats"]["cgroup_longest_oom_wait_ms"].as_i64().unwrap();
-        assert!(longest < 2_000, "{run}");
-    }
-    assert_eq!(SavedSettings::read().unwrap(), before);
-    assert!(our_cgroups().is_empty(), "cgroup left: {:?}", our_cgroups());
 }
 
 #[test]
