@@ -6,6 +6,23 @@ use std::sync::Arc;
 
 use zswap::compress::CompressorSpec;
 use zswap::swap::BackingDevice;
+use zswap::PAGE_SIZE;
+
+use crate::charge::FixedCharge;
+
+/// A configuration a region cannot honour: the field, and what it must be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct ConfigError {
+    /// The `RegionConfig` field at fault (`size` for the region's size itself).
+    pub field: &'static str,
+    /// What is wrong and what the field accepts.
+    pub reason: String,
+}
+
+fn invalid(field: &'static str, reason: String) -> ConfigError {
+    ConfigError { field, reason }
+}
 
 /// The configuration of a [`Region`](crate::Region). `RegionConfig::new(limit)` gives the
 /// defaults; the builder methods change one field each.
@@ -78,6 +95,79 @@ impl RegionConfig {
             keep_incompressible: true,
             batch_eviction: true,
         }
+    }
+
+    /// Check the configuration for a region of `size` bytes: the one place where a region's
+    /// configuration is validated, before anything is made.
+    pub fn validate(&self, size: usize) -> Result<(), ConfigError> {
+        let fs = self.folio_size;
+        if !(PAGE_SIZE..=2 << 20).contains(&fs) || !fs.is_power_of_two() {
+            return Err(invalid(
+                "folio_size",
+                format!("{fs} bytes is not a power of two from 4 KiB to 2 MiB"),
+            ));
+        }
+        if size == 0 {
+            return Err(invalid("size", "a region needs a size above 0".into()));
+        }
+        let nr_pages = self.nr_pages(size).ok_or_else(|| {
+            invalid(
+                "size",
+                format!("{size} bytes is too large a region (at most 16 TiB)"),
+            )
+        })?;
+        if !(1..=64).contains(&self.fault_threads) {
+            return Err(invalid(
+                "fault_threads",
+                format!("{} is not between 1 and 64", self.fault_threads),
+            ));
+        }
+        if !(1..=64).contains(&self.kswapd_threads) {
+            return Err(invalid(
+                "kswapd_threads",
+                format!("{} is not between 1 and 64", self.kswapd_threads),
+            ));
+        }
+        if self.max_pool_percent > 100 {
+            return Err(invalid(
+                "max_pool_percent",
+                format!("{} is not between 0 and 100", self.max_pool_percent),
+            ));
+        }
+        if let Some(swap) = self.swap_size {
+            if u32::try_from(swap / PAGE_SIZE as u64).is_err() {
+                return Err(invalid(
+                    "swap_size",
+                    format!("{swap} bytes is too large a swap file (at most 16 TiB)"),
+                ));
+            }
+        }
+        // Charged from the start, whatever the program does: a limit that cannot hold it and
+        // a few folios besides could only be exceeded.
+        let fixed = FixedCharge::of(self, nr_pages);
+        if self.memory_limit < fixed.bytes + 4 * fs as u64 {
+            return Err(invalid(
+                "memory_limit",
+                format!(
+                    "{} bytes is below the region's fixed charge ({} bytes: buffers and staging \
+                     for its {} threads, bitmaps) plus four folios ({} bytes); raise the limit, \
+                     or use smaller folios or fewer threads (or, with 4 KiB folios, turn \
+                     batch_eviction off)",
+                    self.memory_limit,
+                    fixed.bytes,
+                    fixed.threads,
+                    4 * fs
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Pages of a region of `size` bytes, rounded up to whole folios; None past what a page
+    /// index holds.
+    pub(crate) fn nr_pages(&self, size: usize) -> Option<u32> {
+        let len = size.checked_next_multiple_of(self.folio_size)?;
+        u32::try_from(len / PAGE_SIZE).ok()
     }
 
     pub fn kswapd_threads(mut self, n: usize) -> Self {

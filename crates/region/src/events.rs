@@ -274,8 +274,8 @@ fn remap(inner: &Inner, from: usize, to: usize, len: usize) {
         inner.stats.remaps.fetch_add(1, Relaxed);
     } else if from < inner.base() + inner.len && from + len > inner.base() {
         // Part of the region moved: its pages would no longer be where we serve them.
-        eprintln!(
-            "uzswap: warning: mremap of part of a managed region ({len} bytes at {from:#x}) \
+        log::warn!(
+            "mremap of part of a managed region ({len} bytes at {from:#x}) \
              is not supported; pages there will be served as they were"
         );
     }

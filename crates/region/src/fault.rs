@@ -795,9 +795,7 @@ fn poison(inner: &Inner, folio: &FolioLock, page: u32) -> Result<(), Stop> {
         inner.group.mark_poisoned(folio, page);
         inner.stats.poisoned.fetch_add(1, Relaxed);
         // Rare and final for the page's data: say which page, once.
-        eprintln!(
-            "uzswap: page {page} of the region cannot be read back: poisoned (SIGBUS on access)"
-        );
+        log::error!("page {page} of the region cannot be read back: poisoned (SIGBUS on access)");
     }
     Ok(())
 }

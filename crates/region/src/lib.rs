@@ -8,6 +8,7 @@
 //! disk (spare.rs) and the discard and move events (events.rs).
 #![forbid(unsafe_code)]
 
+mod charge;
 mod clean;
 mod config;
 mod events;
@@ -21,6 +22,6 @@ mod spare;
 mod stats;
 mod swapcache;
 
-pub use config::RegionConfig;
+pub use config::{ConfigError, RegionConfig};
 pub use region::{Region, RegionError, Usage, UsageProbe};
 pub use stats::RegionStatsSnapshot;

@@ -20,7 +20,10 @@ use uffd::{RawRegion, RegisterMode, Staging, Uffd, UffdBuilder};
 use zswap::swap::{BackingDevice, FileDevice};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
-use crate::config::RegionConfig;
+use crate::charge::{
+    batching, discard_batch_slots, FixedCharge, BATCH_DISCARD_SLOTS, READAHEAD_THREADS,
+};
+use crate::config::{ConfigError, RegionConfig};
 use crate::folio_queue::FolioQueue;
 use crate::stats::{RegionStats, RegionStatsSnapshot};
 use crate::swapcache::SwapCacheMap;
@@ -28,14 +31,31 @@ use crate::swapcache::SwapCacheMap;
 /// Why a region could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum RegionError {
-    #[error("bad configuration: {0}")]
-    Config(String),
-    #[error("userfaultfd: {0}")]
+    /// A field of the configuration that the region cannot honour.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("userfaultfd")]
     Uffd(#[from] uffd::UffdError),
-    #[error("mapping the region: {0}")]
+    #[error("mapping the region")]
     Map(#[from] uffd::RegionError),
-    #[error("swap file: {0}")]
+    #[error("swap file")]
     SwapFile(#[from] zswap::swap::DeviceError),
+    #[error("starting the region's threads")]
+    Spawn(#[source] std::io::Error),
+}
+
+impl RegionError {
+    /// The error and its sources on one line, joined by ": ".
+    pub fn chain(&self) -> String {
+        let mut line = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(e) = source {
+            line.push_str(": ");
+            line.push_str(&e.to_string());
+            source = e.source();
+        }
+        line
+    }
 }
 
 /// Bytes the region holds in memory, by kind.
@@ -266,9 +286,6 @@ impl Inner {
     }
 }
 
-/// Readahead threads: each waits on the disk for one folio at a time.
-const READAHEAD_THREADS: usize = 4;
-
 /// Reads a region's usage from any thread.
 #[derive(Clone)]
 pub struct UsageProbe(Arc<Inner>);
@@ -301,100 +318,21 @@ impl std::fmt::Debug for Region {
     }
 }
 
-/// Whether reclaim evicts neighbouring folios together (4 KiB folios only: a larger folio is
-/// one move already).
-fn batching(config: &RegionConfig) -> bool {
-    config.batch_eviction && config.folio_size == PAGE_SIZE
-}
-
-/// Freed staging slots discarded at once, one TLB flush for all: up to 512 KiB of them (1/64
-/// of a small limit), at least one.
-fn discard_batch_slots(config: &RegionConfig) -> u64 {
-    ((config.memory_limit / 64).min(512 << 10) / config.folio_size as u64).max(1)
-}
-
-/// Freed batch-eviction slots (64 KiB each) discarded at once.
-const BATCH_DISCARD_SLOTS: usize = 4;
-
-/// What a region charges to its limit from the start, whatever the program does.
-struct FixedCharge {
-    /// Threads that hold buffers: fault handlers (the spare too), kswapd, readahead, the
-    /// shrink worker.
-    threads: usize,
-    /// Threads that may evict at once: fault handlers and the spare (direct reclaim),
-    /// kswapd, readahead (direct reclaim too), and the program's own `Region::reclaim_to`.
-    evicting: usize,
-    /// Freed staging slots wait for a batch to be discarded together; until then they hold
-    /// pages. Charged up front, all but the slot that fills a batch (its release discards
-    /// the batch at once), so that an eviction, which frees its slot, never adds to the
-    /// usage on that account: counted as they come, they took a region of incompressible
-    /// data 250 KiB past its limit for milliseconds, each eviction into the pool adding a
-    /// page until the next discard. Dirty bytes past this (two batches discarding at once)
-    /// still count.
-    dirty_reserve: u64,
-    bytes: u64,
-}
-
-impl FixedCharge {
-    fn of(config: &RegionConfig, nr_pages: u32) -> FixedCharge {
-        let fs = config.folio_size as u64;
-        // The fault handlers, the spare included (spare.rs).
-        let handlers = config.fault_threads + crate::spare::SPARE_HANDLERS;
-        let evicting = handlers + config.kswapd_threads + READAHEAD_THREADS + 1;
-        // Each evicting thread has a folio in flight in staging, or a batch of them.
-        let in_flight = match batching(config) {
-            true => (crate::reclaim::BATCH_PAGES * PAGE_SIZE) as u64,
-            false => fs,
-        };
-        // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O
-        // from an unaligned buffer, a bounce buffer of at most `BOUNCE_BYTES`: resident
-        // memory too, allocated on first use, so charged up front.
-        let threads = handlers + config.kswapd_threads + READAHEAD_THREADS + 1;
-        let io_buffers = threads as u64 * (fs + zswap::swap::file::BOUNCE_BYTES as u64);
-        let dirty_reserve = (discard_batch_slots(config) - 1) * fs
-            + match batching(config) {
-                true => {
-                    ((BATCH_DISCARD_SLOTS - 1) * crate::reclaim::BATCH_PAGES * PAGE_SIZE) as u64
-                }
-                false => 0,
-            };
-        let folio_pages = (fs / PAGE_SIZE as u64) as u32;
-        let bitmaps = 2 * u64::from(nr_pages).div_ceil(8)
-            + crate::incompressible::IncompressibleFolios::bytes_for(nr_pages, folio_pages)
-            + 4 * u64::from(nr_pages.div_ceil(folio_pages));
-        FixedCharge {
-            threads,
-            evicting,
-            dirty_reserve,
-            // Resident and discarded bits, the incompressible marks, when each folio was
-            // queued for reclaim, folios in flight in staging, freed slots, buffers, the
-            // drop-behind queue.
-            bytes: bitmaps
-                + evicting as u64 * in_flight
-                + dirty_reserve
-                + io_buffers
-                + crate::reclaim::INACTIVE_MAX as u64 * 4,
-        }
-    }
-}
-
 impl Region {
     /// The smallest memory limit a region of `size` bytes under `config` (its limit aside)
     /// accepts: what it charges from the start, plus four folios. None for a folio size or a
     /// size `new` refuses anyway.
     pub fn min_memory_limit(size: usize, config: &RegionConfig) -> Option<u64> {
-        let fs = config.folio_size;
-        if !(PAGE_SIZE..=2 << 20).contains(&fs) || !fs.is_power_of_two() {
-            return None;
-        }
-        let nr_pages = u32::try_from(size.div_ceil(fs) * fs / PAGE_SIZE).ok()?;
+        let mut config = config.clone();
+        config.memory_limit = u64::MAX;
+        config.validate(size).ok()?;
+        let nr_pages = config.nr_pages(size)?;
         // The fixed charge grows with the limit (the discard batch, capped at 512 KiB): the
         // least limit that covers the charge at itself. From 0 the limit only rises, each
         // step by about 1/64 of the last rise (in whole folios), so a few steps reach it.
-        let mut config = config.clone();
         config.memory_limit = 0;
         loop {
-            let need = FixedCharge::of(&config, nr_pages).bytes + 4 * fs as u64;
+            let need = FixedCharge::of(&config, nr_pages).bytes + 4 * config.folio_size as u64;
             if need <= config.memory_limit {
                 return Some(config.memory_limit);
             }
@@ -403,56 +341,22 @@ impl Region {
     }
 
     /// A region of `size` bytes (rounded up to whole folios) managed under `config`.
+    ///
+    /// On any error nothing is left behind: no thread, no mapping, no swap file.
     pub fn new(size: usize, config: RegionConfig) -> Result<Region, RegionError> {
+        config.validate(size)?;
         let fs = config.folio_size;
-        if !(PAGE_SIZE..=2 << 20).contains(&fs) || !fs.is_power_of_two() {
-            return Err(RegionError::Config(format!(
-                "folio size {fs} is not a power of two from 4 KiB to 2 MiB"
-            )));
-        }
-        if size == 0 {
-            return Err(RegionError::Config("a region needs a size above 0".into()));
-        }
-        let len = size.div_ceil(fs) * fs;
-        let nr_pages = u32::try_from(len / PAGE_SIZE)
-            .map_err(|_| RegionError::Config(format!("{len} bytes is too large a region")))?;
-        if config.fault_threads == 0 || config.fault_threads > 64 {
-            return Err(RegionError::Config(
-                "fault_threads must be between 1 and 64".into(),
-            ));
-        }
-        if config.kswapd_threads == 0 || config.kswapd_threads > 64 {
-            return Err(RegionError::Config(
-                "kswapd_threads must be between 1 and 64".into(),
-            ));
-        }
-        if config.max_pool_percent > 100 {
-            return Err(RegionError::Config(
-                "max_pool_percent must be at most 100".into(),
-            ));
-        }
+        let nr_pages = config.nr_pages(size).expect("validated");
+        let len = nr_pages as usize * PAGE_SIZE;
+        let folio_pages = (fs / PAGE_SIZE) as u32;
         let fixed = FixedCharge::of(&config, nr_pages);
-        // Charged from the start, whatever the program does: a limit that cannot hold it and
-        // a few folios besides could only be exceeded.
-        if config.memory_limit < fixed.bytes + 4 * fs as u64 {
-            return Err(RegionError::Config(format!(
-                "memory limit {} is below the region's fixed charge ({} bytes: buffers and \
-                 staging for its {} threads, bitmaps) plus four folios ({} bytes); raise the \
-                 limit, or use smaller folios or fewer threads (or, with 4 KiB folios, turn \
-                 batch_eviction off)",
-                config.memory_limit,
-                fixed.bytes,
-                fixed.threads,
-                4 * fs
-            )));
-        }
 
         let uffd = UffdBuilder::new()
             .user_mode_only(config.user_mode_only)
             .non_blocking(true)
             .create()?;
         if let Some(w) = uffd.mode_warning() {
-            eprintln!("uzswap: warning: {w}");
+            log::warn!("{w}");
         }
         let mem = RawRegion::new(len)?;
         // A child process must fault on the region rather than read zeros where our data is
@@ -462,24 +366,16 @@ impl Region {
         // split by every UFFDIO_MOVE that evicts part of it (the kernel splits huge pages on
         // swap-out too), and it is the one path where MOVE met states we do not otherwise see.
         mem.no_huge_pages()?;
-        // Write-protect faults too, where the kernel offers them: clean folios (clean.rs).
-        let wp = uffd.features().contains(uffd::Features::PAGEFAULT_FLAG_WP);
-        let mode = if wp {
-            RegisterMode::MISSING_WP
-        } else {
-            RegisterMode::MISSING
-        };
-        uffd.register(&mem, 0, len, mode)?;
 
         let swap_pages = u32::try_from(config.swap_size.unwrap_or(len as u64) / PAGE_SIZE as u64)
-            .map_err(|_| RegionError::Config("swap size too large".into()))?;
+            .expect("validated");
         let device: Arc<dyn BackingDevice> = match config.device.clone() {
             Some(d) => d,
             // Striped a folio at a time, so a folio's write is one write (swap/file.rs).
             None => Arc::new(FileDevice::create_with(
                 config.swap_dir.as_deref(),
                 swap_pages,
-                (fs / PAGE_SIZE) as u32,
+                folio_pages,
                 true,
             )?),
         };
@@ -492,13 +388,16 @@ impl Region {
         zswap
             .params()
             .set_max_pool_percent(config.max_pool_percent)
-            .map_err(|e| RegionError::Config(e.to_string()))?;
+            .map_err(|e| {
+                RegionError::Config(ConfigError {
+                    field: "max_pool_percent",
+                    reason: e.to_string(),
+                })
+            })?;
         zswap.params().set_writethrough(config.writethrough);
-        zswap.start_shrink_worker();
         let group = zswap.new_group(nr_pages);
         group.set_writeback_enabled(config.writeback);
 
-        let folio_pages = (fs / PAGE_SIZE) as u32;
         // The swap cache may hold 1/32 of the limit; staging needs room for that plus one
         // folio in flight per thread that evicts.
         let swapcache_budget =
@@ -507,7 +406,14 @@ impl Region {
         // flush a batch instead of one a folio; charged up front (`FixedCharge`).
         let batch_slots = discard_batch_slots(&config);
         let evicting = fixed.evicting as u64;
-        let slots = (swapcache_budget / folio_pages as u64 + batch_slots + evicting) as u32 + 4;
+        let slots = u32::try_from(swapcache_budget / folio_pages as u64 + batch_slots + evicting)
+            .map_err(|_| {
+            RegionError::Config(ConfigError {
+                field: "memory_limit",
+                reason: format!("{} bytes is too large a limit", config.memory_limit),
+            })
+        })? + 4;
+        fail::fail_point!("region::new::staging", |_| Err(injected("mmap staging")));
         let staging = Staging::new(slots, fs, batch_slots as usize)?;
         // Batch evictions (4 KiB folios) stage in slots of their own, one per evicting thread
         // (charged as in flight) and a few freed ones waiting for their batched discard
@@ -520,6 +426,8 @@ impl Region {
             )?),
             false => None,
         };
+        // Write-protect faults too, where the kernel offers them: clean folios (clean.rs).
+        let wp = uffd.features().contains(uffd::Features::PAGEFAULT_FLAG_WP);
 
         let incompressible =
             crate::incompressible::IncompressibleFolios::new(nr_pages, folio_pages);
@@ -575,37 +483,53 @@ impl Region {
             read_failed: Mutex::new(std::collections::HashSet::new()),
         });
 
-        let mut threads = Vec::new();
-        for i in 0..config.fault_threads {
-            let inner = inner.clone();
-            threads.push(spawn_critical(format!("uzswap-fault-{i}"), move || {
-                crate::fault::handler_loop(&inner)
-            }));
-        }
-        for i in 0..crate::spare::SPARE_HANDLERS {
-            let inner = inner.clone();
-            threads.push(spawn_critical(
-                format!("uzswap-fault-spare-{i}"),
-                move || crate::spare::spare_loop(&inner),
-            ));
-        }
-        for i in 0..READAHEAD_THREADS {
-            let inner = inner.clone();
-            threads.push(spawn_critical(format!("uzswap-readahead-{i}"), move || {
-                crate::readahead::readahead_loop(&inner)
-            }));
-        }
-        for i in 0..config.kswapd_threads {
-            let k = inner.clone();
-            threads.push(spawn_critical(format!("uzswap-kswapd-{i}"), move || {
-                crate::reclaim::kswapd_loop(&k)
-            }));
-        }
-        Ok(Region {
+        // Registered last. From here on an unmap of the range waits until a handler reads its
+        // event, so every later failure must go through `Region`'s drop, which stops the
+        // threads and unregisters the range before the mapping goes.
+        let mode = match wp {
+            true => RegisterMode::MISSING_WP,
+            false => RegisterMode::MISSING,
+        };
+        fail::fail_point!("region::new::register", |_| Err(injected("register")));
+        inner.uffd.register(&mem, 0, len, mode)?;
+        let mut region = Region {
             inner,
-            threads,
+            threads: Vec::new(),
             mem,
-        })
+        };
+        let kinds = [
+            (
+                "fault",
+                config.fault_threads,
+                crate::fault::handler_loop as fn(&Inner),
+            ),
+            (
+                "fault-spare",
+                crate::spare::SPARE_HANDLERS,
+                crate::spare::spare_loop,
+            ),
+            (
+                "readahead",
+                READAHEAD_THREADS,
+                crate::readahead::readahead_loop,
+            ),
+            ("kswapd", config.kswapd_threads, crate::reclaim::kswapd_loop),
+        ];
+        for (kind, count, run) in kinds {
+            for i in 0..count {
+                fail::fail_point!("region::new::spawn", |_| Err(RegionError::Spawn(
+                    std::io::Error::other("injected")
+                )));
+                let inner = region.inner.clone();
+                // On an error the region is dropped: that stops the threads spawned so far
+                // and unregisters the range.
+                let thread = spawn_critical(format!("uzswap-{kind}-{i}"), move || run(&inner))
+                    .map_err(RegionError::Spawn)?;
+                region.threads.push(thread);
+            }
+        }
+        region.inner.zswap.start_shrink_worker();
+        Ok(region)
     }
 
     /// The region's memory. Reading and writing it through this pointer is the caller's
@@ -683,7 +607,7 @@ impl Region {
     /// `madvise(MADV_FREE)` on `len` bytes at `offset`, as an allocator's lazy purge does:
     /// the pages read either as they were or as zeros. For tests: a test has no other way to
     /// call it on the region without unsafe code.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), uffd::RegionError> {
         self.mem.free_lazily(offset, len)
     }
@@ -706,7 +630,7 @@ impl Region {
     /// program's `realloc` of a large block does; `as_ptr` and `as_mut_slice` give the new
     /// place. Blocks until a fault handler has read the move. For tests of the `Remap`
     /// handling: a test has no other way to mremap the region without unsafe code.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn relocate(&mut self) -> Result<(), uffd::RegionError> {
         self.mem.relocate()
     }
@@ -714,15 +638,27 @@ impl Region {
     /// Serve a read fault on the page at `offset` as a handler serves one it has just read:
     /// for a page already there, as a stale event is (one whose fault another handler has
     /// served since). For tests of that path: a test cannot time a real stale event.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn fault_again(&self, offset: usize) {
         crate::fault::serve_fault(&self.inner, self.inner.base() + offset, false);
     }
 }
 
+/// An error injected at a fail point (the `test-hooks` feature).
+#[cfg(feature = "test-hooks")]
+fn injected(op: &'static str) -> RegionError {
+    RegionError::Uffd(uffd::UffdError::Os {
+        op,
+        source: std::io::Error::other("injected"),
+    })
+}
+
 /// Spawn a thread whose death would leave the program reading zeros where its data is: if it
 /// panics, the process is stopped (invariant 9), saying why.
-fn spawn_critical(name: String, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+fn spawn_critical(
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
@@ -738,7 +674,6 @@ fn spawn_critical(name: String, f: impl FnOnce() + Send + 'static) -> JoinHandle
                 std::process::abort();
             }
         })
-        .expect("spawning a region thread")
 }
 
 /// Write a line to the process's standard error itself. `eprintln!` writes into a test

@@ -731,7 +731,7 @@ fn incompressible_data_not_used_again_still_leaves() {
 #[test]
 fn configurations_a_region_cannot_honour_are_refused() {
     let refused = |size: usize, c: RegionConfig, want: &str| match Region::new(size, c) {
-        Err(RegionError::Config(msg)) => assert!(msg.contains(want), "{msg}"),
+        Err(RegionError::Config(e)) => assert!(e.to_string().contains(want), "{e}"),
         Err(e) => panic!("{want}: another error: {e}"),
         Ok(_) => panic!("{want}: accepted"),
     };

@@ -45,7 +45,22 @@ enum Bench {
     UzswapWorker(uzswap::bench::cmd::UzswapWorkerArgs),
 }
 
+/// The library's warnings (`log`), as `uzswap: warning: ...` lines on stderr; `RUST_LOG`
+/// changes the level.
+fn init_logging() {
+    use std::io::Write;
+    env_logger::Builder::new()
+        .filter_level(log::LevelFilter::Warn)
+        .parse_default_env()
+        .format(|out, record| {
+            let level = record.level().as_str().to_ascii_lowercase();
+            writeln!(out, "uzswap: {level}: {}", record.args())
+        })
+        .init();
+}
+
 fn main() -> ExitCode {
+    init_logging();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Bench(Bench::Codecs(args)) => uzswap::bench::codecs::run(args),
