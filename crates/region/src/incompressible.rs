@@ -1,7 +1,7 @@
 //! Incompressible folios stay resident while compressible ones can go.
 //!
 //! The pool is charged to the region's limit. A folio whose pages did not compress is stored
-//! as-is (DESIGN.md section 1: it keeps LRU order for writeback), and then takes as much of
+//! as-is (docs/DESIGN.md section 2: it keeps LRU order for writeback), and then takes as much of
 //! the limit in the pool as it took in the mapping: evicting it freed nothing, and every
 //! access to it since cost a fault. A resident folio that reclaim finds marked here came back
 //! from such a store, so the program used it after it was evicted (a refault). Evicting it

@@ -37,9 +37,12 @@ pub struct CommonArgs {
     /// The kernel zswap's compressor for `kernel-zswap` without a suffix.
     #[arg(long, default_value = "lzo")]
     pub kernel_compressor: String,
+    // The help text shows `[:COMP]` as written: not an intra-doc link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Kernel peers to run besides the systems: kernel-zswap[:COMP], kernel-swap.
     #[arg(long, value_name = "SYSTEM")]
     pub peer: Vec<SystemName>,
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Systems to run (default: uzswap; sweep: uzswap-nocompress, uzswap, uzswap-writethrough);
     /// any of uzswap[:COMP], uzswap-writethrough[:COMP], uzswap-nocompress,
     /// kernel-zswap[:COMP], kernel-swap.

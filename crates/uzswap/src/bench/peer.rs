@@ -21,7 +21,7 @@
 //!
 //! The cgroup's OOM killer is off under both (`memory.oom_control`). A charge that the
 //! worker's own reclaim cannot make room for at the hard stop waits instead, and the monitor
-//! wakes it to try again (see [`OomWatch`]); the waits are counted. Such charges fail now and
+//! wakes it to try again (see `OomWatch`); the waits are counted. Such charges fail now and
 //! then without anything being wrong: under the controller, the worker's reclaim found nothing
 //! to reclaim while the controller held the pages isolated for its own page-out (1 mix run in
 //! 5 was OOM-killed so); under the limit alone, a random workload with zswap on was
@@ -39,7 +39,7 @@ use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 /// A peer's worker was killed by the OOM killer in its cgroup, stood in an OOM wait longer
-/// than [`OOM_WAIT_MAX`], or had a charge fail at the hard stop. A property of that run, not
+/// than `OOM_WAIT_MAX` (10 s), or had a charge fail at the hard stop. A property of that run, not
 /// of the setup: the benchmark leaves the run out and goes on.
 #[derive(Debug)]
 pub struct OomKilled {
