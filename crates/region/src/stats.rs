@@ -1,115 +1,148 @@
 //! The region's own statistics: faults by source, redundant faults, pages per fault, fault
-//! latency, reclaim. The engine's kernel-named statistics are in `Zswap::stats`.
+//! latency, reclaim. The engine's kernel-named statistics are in `Zswap::stats`. A
+//! [`RegionStatsSnapshot`] prints itself as `name value` lines (`Display`) or as JSON.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use serde::Serialize;
 
-#[derive(Debug)]
-pub(crate) struct RegionStats {
-    pub faults: AtomicU64,
-    /// Served from a folio still in the swap cache (staged): no decompression.
-    pub faults_swapcache: AtomicU64,
-    /// Served from the engine (pool, disk or zero marks), whole folio in one install.
-    pub faults_folio: AtomicU64,
-    /// Served page by page (the folio's pages were in different places).
-    pub faults_pages: AtomicU64,
-    /// First touch: nothing stored, zero-filled.
-    pub faults_first_touch: AtomicU64,
-    /// The page was already present when we came to install it.
-    pub redundant: AtomicU64,
-    pub pages_in: AtomicU64,
-    pub poisoned: AtomicU64,
-    pub folios_evicted: AtomicU64,
-    /// Evictions of several neighbouring 4 KiB folios with one move (reclaim.rs).
-    pub batch_evictions: AtomicU64,
-    pub evict_failed: AtomicU64,
-    pub direct_reclaim: AtomicU64,
-    pub swapcache_dropped: AtomicU64,
-    pub discarded_pages: AtomicU64,
-    pub remaps: AtomicU64,
-    /// Folios read from disk installed write-protected, keeping their disk copy.
-    pub clean_installs: AtomicU64,
-    /// Writes to such folios (their disk copy dropped).
-    pub wp_faults: AtomicU64,
-    /// Folios reclaimed while still clean: no store, no write.
-    pub clean_evictions: AtomicU64,
-    /// Folios brought in by readahead, ahead of any fault.
-    pub readahead_folios: AtomicU64,
-    /// Folios reclaimed because a sequential scan had passed them (drop-behind).
-    pub dropped_behind: AtomicU64,
-    /// Untouched folios mapped to the zero page after a first touch next to them.
-    pub fault_around: AtomicU64,
-    /// Folios reclaim passed over because their last store found them incompressible
-    /// (incompressible.rs).
-    pub incompressible_skipped: AtomicU64,
-    /// Folios found incompressible at their first store and kept resident, because the
-    /// region's incompressible data keeps coming back in (incompressible.rs).
-    pub incompressible_kept: AtomicU64,
-    /// Faults that brought back a folio last stored as-is (incompressible.rs).
-    pub incompressible_refaults: AtomicU64,
-    /// Faults on pages marked resident that were not mapped (a bookkeeping bug, recovered).
-    pub lost_track: AtomicU64,
-    /// Pages still mapped when their discard was processed (`MADV_FREE`, or a zap later than
-    /// the wait): left mapped, and uncounted until they fault again.
-    pub discards_not_zapped: AtomicU64,
-    /// Pages the kernel unmapped after their discard was processed (a zap that came late, or
-    /// `MADV_FREE`'s lazy free), found by a fault or by reclaim: they read zero.
-    pub late_zaps: AtomicU64,
-    /// Pages found in a staging slot that should have been empty (left there and discarded).
-    pub stray_staged_pages: AtomicU64,
-    /// Events the spare handler read and served (or left: `spare_deferred`), while every
-    /// regular one waited on the disk.
-    pub spare_events: AtomicU64,
-    /// Events a handler served that waited for a folio someone held (spare.rs).
-    pub folio_lock_waits: AtomicU64,
-    /// Faults on a folio someone held that the spare left to a regular handler (spare.rs).
-    pub spare_deferred: AtomicU64,
-    latency_ns: Mutex<Histogram<u64>>,
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// The region's counters, relaxed atomics like the kernel's event counters.
+        #[derive(Debug)]
+        pub(crate) struct RegionStats {
+            $($(#[$doc])* pub $name: AtomicU64,)*
+            latency_ns: Mutex<Histogram<u64>>,
+        }
+
+        impl Default for RegionStats {
+            fn default() -> Self {
+                RegionStats {
+                    $($name: AtomicU64::new(0),)*
+                    latency_ns: Mutex::new(
+                        Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
+                    ),
+                }
+            }
+        }
+
+        /// A copy of the region's statistics at one moment.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct RegionStatsSnapshot {
+            $($(#[$doc])* pub $name: u64,)*
+            /// `pages_in / faults`: pages a fault brought in, on average.
+            pub pages_per_fault: f64,
+            /// Fault service time, median: from reading the event to waking the thread.
+            pub fault_latency_p50: Duration,
+            /// Fault service time, 99th percentile.
+            pub fault_latency_p99: Duration,
+            /// Fault service time, the longest.
+            pub fault_latency_max: Duration,
+        }
+
+        impl RegionStats {
+            pub fn snapshot(&self) -> RegionStatsSnapshot {
+                let h = self.latency_ns.lock();
+                let q = |x: f64| Duration::from_nanos(h.value_at_quantile(x));
+                let (faults, pages_in) = (self.faults.load(Relaxed), self.pages_in.load(Relaxed));
+                RegionStatsSnapshot {
+                    $($name: self.$name.load(Relaxed),)*
+                    pages_per_fault: if faults == 0 { 0.0 } else { pages_in as f64 / faults as f64 },
+                    fault_latency_p50: q(0.5),
+                    fault_latency_p99: q(0.99),
+                    fault_latency_max: Duration::from_nanos(h.max()),
+                }
+            }
+        }
+
+        impl RegionStatsSnapshot {
+            /// Every counter by name, in a stable order, then the fault latencies in
+            /// nanoseconds (`fault_latency_p50_ns`, `_p99_ns`, `_max_ns`).
+            pub fn lines(&self) -> Vec<(&'static str, u64)> {
+                let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+                vec![
+                    $((stringify!($name), self.$name),)*
+                    ("fault_latency_p50_ns", ns(self.fault_latency_p50)),
+                    ("fault_latency_p99_ns", ns(self.fault_latency_p99)),
+                    ("fault_latency_max_ns", ns(self.fault_latency_max)),
+                ]
+            }
+        }
+    };
 }
 
-impl Default for RegionStats {
-    fn default() -> Self {
-        RegionStats {
-            faults: AtomicU64::new(0),
-            faults_swapcache: AtomicU64::new(0),
-            faults_folio: AtomicU64::new(0),
-            faults_pages: AtomicU64::new(0),
-            faults_first_touch: AtomicU64::new(0),
-            redundant: AtomicU64::new(0),
-            pages_in: AtomicU64::new(0),
-            poisoned: AtomicU64::new(0),
-            folios_evicted: AtomicU64::new(0),
-            batch_evictions: AtomicU64::new(0),
-            evict_failed: AtomicU64::new(0),
-            direct_reclaim: AtomicU64::new(0),
-            swapcache_dropped: AtomicU64::new(0),
-            discarded_pages: AtomicU64::new(0),
-            remaps: AtomicU64::new(0),
-            clean_installs: AtomicU64::new(0),
-            wp_faults: AtomicU64::new(0),
-            clean_evictions: AtomicU64::new(0),
-            readahead_folios: AtomicU64::new(0),
-            dropped_behind: AtomicU64::new(0),
-            fault_around: AtomicU64::new(0),
-            incompressible_skipped: AtomicU64::new(0),
-            incompressible_kept: AtomicU64::new(0),
-            incompressible_refaults: AtomicU64::new(0),
-            lost_track: AtomicU64::new(0),
-            discards_not_zapped: AtomicU64::new(0),
-            late_zaps: AtomicU64::new(0),
-            stray_staged_pages: AtomicU64::new(0),
-            spare_events: AtomicU64::new(0),
-            folio_lock_waits: AtomicU64::new(0),
-            spare_deferred: AtomicU64::new(0),
-            latency_ns: Mutex::new(
-                Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
-            ),
-        }
-    }
+counters! {
+    /// Faults served on a folio (its lock taken), write-protect faults on clean folios aside.
+    faults,
+    /// Served from a folio still in the swap cache (staged): no decompression.
+    faults_swapcache,
+    /// Served from the engine (pool, disk or zero marks), whole folio in one install.
+    faults_folio,
+    /// Served page by page (the folio's pages were in different places).
+    faults_pages,
+    /// First touch: nothing stored, zero-filled.
+    faults_first_touch,
+    /// The page was already present when we came to install it.
+    redundant,
+    /// Pages brought into the mapping by faults.
+    pages_in,
+    /// Pages that could not be read back, poisoned (SIGBUS on access; invariant 7).
+    poisoned,
+    /// Folios reclaim moved out of the mapping.
+    folios_evicted,
+    /// Evictions of several neighbouring 4 KiB folios with one move (reclaim.rs).
+    batch_evictions,
+    /// Evictions given up: the folio stayed resident and was queued again.
+    evict_failed,
+    /// Reclaim passes a fault ran itself, because its folio would have taken the region past
+    /// its limit.
+    direct_reclaim,
+    /// Staged folios dropped from the swap cache (their staging memory freed).
+    swapcache_dropped,
+    /// Pages the program discarded (`MADV_DONTNEED`, `MADV_FREE`, `munmap`), whatever held
+    /// them freed.
+    discarded_pages,
+    /// Moves of the whole region (`mremap`).
+    remaps,
+    /// Folios read from disk installed write-protected, keeping their disk copy.
+    clean_installs,
+    /// Writes to such folios (their disk copy dropped).
+    wp_faults,
+    /// Folios reclaimed while still clean: no store, no write.
+    clean_evictions,
+    /// Folios brought in by readahead, ahead of any fault.
+    readahead_folios,
+    /// Folios reclaimed because a sequential scan had passed them (drop-behind).
+    dropped_behind,
+    /// Untouched folios mapped to the zero page after a first touch next to them.
+    fault_around,
+    /// Folios reclaim passed over because their last store found them incompressible
+    /// (incompressible.rs).
+    incompressible_skipped,
+    /// Folios found incompressible at their first store and kept resident, because the
+    /// region's incompressible data keeps coming back in (incompressible.rs).
+    incompressible_kept,
+    /// Faults that brought back a folio last stored as-is (incompressible.rs).
+    incompressible_refaults,
+    /// Faults on pages marked resident that were not mapped (a bookkeeping bug, recovered).
+    lost_track,
+    /// Pages still mapped when their discard was processed (`MADV_FREE`, or a zap later than
+    /// the wait): left mapped, and uncounted until they fault again.
+    discards_not_zapped,
+    /// Pages the kernel unmapped after their discard was processed (a zap that came late, or
+    /// `MADV_FREE`'s lazy free), found by a fault or by reclaim: they read zero.
+    late_zaps,
+    /// Pages found in a staging slot that should have been empty (left there and discarded).
+    stray_staged_pages,
+    /// Events the spare handler read and served (or left: `spare_deferred`), while every
+    /// regular one waited on the disk.
+    spare_events,
+    /// Events a handler served that waited for a folio someone held (spare.rs).
+    folio_lock_waits,
+    /// Faults on a folio someone held that the spare left to a regular handler (spare.rs).
+    spare_deferred,
 }
 
 impl RegionStats {
@@ -117,91 +150,56 @@ impl RegionStats {
         let ns = (d.as_nanos() as u64).max(1);
         let _ = self.latency_ns.lock().record(ns);
     }
+}
 
-    pub fn snapshot(&self) -> RegionStatsSnapshot {
-        let h = self.latency_ns.lock();
-        let q = |x: f64| Duration::from_nanos(h.value_at_quantile(x));
-        let faults = self.faults.load(Relaxed);
-        RegionStatsSnapshot {
-            faults,
-            faults_swapcache: self.faults_swapcache.load(Relaxed),
-            faults_folio: self.faults_folio.load(Relaxed),
-            faults_pages: self.faults_pages.load(Relaxed),
-            faults_first_touch: self.faults_first_touch.load(Relaxed),
-            redundant: self.redundant.load(Relaxed),
-            pages_in: self.pages_in.load(Relaxed),
-            pages_per_fault: if faults == 0 {
-                0.0
-            } else {
-                self.pages_in.load(Relaxed) as f64 / faults as f64
-            },
-            poisoned: self.poisoned.load(Relaxed),
-            folios_evicted: self.folios_evicted.load(Relaxed),
-            batch_evictions: self.batch_evictions.load(Relaxed),
-            evict_failed: self.evict_failed.load(Relaxed),
-            direct_reclaim: self.direct_reclaim.load(Relaxed),
-            swapcache_dropped: self.swapcache_dropped.load(Relaxed),
-            discarded_pages: self.discarded_pages.load(Relaxed),
-            remaps: self.remaps.load(Relaxed),
-            clean_installs: self.clean_installs.load(Relaxed),
-            wp_faults: self.wp_faults.load(Relaxed),
-            clean_evictions: self.clean_evictions.load(Relaxed),
-            readahead_folios: self.readahead_folios.load(Relaxed),
-            dropped_behind: self.dropped_behind.load(Relaxed),
-            fault_around: self.fault_around.load(Relaxed),
-            incompressible_skipped: self.incompressible_skipped.load(Relaxed),
-            incompressible_kept: self.incompressible_kept.load(Relaxed),
-            incompressible_refaults: self.incompressible_refaults.load(Relaxed),
-            lost_track: self.lost_track.load(Relaxed),
-            discards_not_zapped: self.discards_not_zapped.load(Relaxed),
-            late_zaps: self.late_zaps.load(Relaxed),
-            stray_staged_pages: self.stray_staged_pages.load(Relaxed),
-            spare_events: self.spare_events.load(Relaxed),
-            folio_lock_waits: self.folio_lock_waits.load(Relaxed),
-            spare_deferred: self.spare_deferred.load(Relaxed),
-            fault_latency_p50: q(0.5),
-            fault_latency_p99: q(0.99),
-            fault_latency_max: Duration::from_nanos(h.max()),
-        }
+impl RegionStatsSnapshot {
+    /// One JSON object: every line of [`lines`](Self::lines), and `pages_per_fault`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut map: serde_json::Map<String, serde_json::Value> = self
+            .lines()
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v.into()))
+            .collect();
+        map.insert("pages_per_fault".into(), self.pages_per_fault.into());
+        serde_json::Value::Object(map)
     }
 }
 
-/// A copy of the region's statistics.
-#[derive(Debug, Clone, Serialize)]
-pub struct RegionStatsSnapshot {
-    pub faults: u64,
-    pub faults_swapcache: u64,
-    pub faults_folio: u64,
-    pub faults_pages: u64,
-    pub faults_first_touch: u64,
-    pub redundant: u64,
-    pub pages_in: u64,
-    pub pages_per_fault: f64,
-    pub poisoned: u64,
-    pub folios_evicted: u64,
-    pub batch_evictions: u64,
-    pub evict_failed: u64,
-    pub direct_reclaim: u64,
-    pub swapcache_dropped: u64,
-    pub discarded_pages: u64,
-    pub remaps: u64,
-    pub clean_installs: u64,
-    pub wp_faults: u64,
-    pub clean_evictions: u64,
-    pub readahead_folios: u64,
-    pub dropped_behind: u64,
-    pub fault_around: u64,
-    pub incompressible_skipped: u64,
-    pub incompressible_kept: u64,
-    pub incompressible_refaults: u64,
-    pub lost_track: u64,
-    pub discards_not_zapped: u64,
-    pub late_zaps: u64,
-    pub stray_staged_pages: u64,
-    pub spare_events: u64,
-    pub folio_lock_waits: u64,
-    pub spare_deferred: u64,
-    pub fault_latency_p50: Duration,
-    pub fault_latency_p99: Duration,
-    pub fault_latency_max: Duration,
+/// `name value` lines, like /proc/vmstat: every line of `lines()`, then `pages_per_fault`.
+impl std::fmt::Display for RegionStatsSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (name, value) in self.lines() {
+            writeln!(f, "{name} {value}")?;
+        }
+        writeln!(f, "pages_per_fault {:.2}", self.pages_per_fault)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_prints_every_counter_once_as_lines_and_json() {
+        let stats = RegionStats::default();
+        stats.faults.store(4, Relaxed);
+        stats.pages_in.store(10, Relaxed);
+        stats.late_zaps.store(3, Relaxed);
+        stats.record_latency(Duration::from_micros(7));
+        let s = stats.snapshot();
+        let text = s.to_string();
+        assert!(text.starts_with("faults 4\n"), "{text}");
+        assert!(text.contains("\nlate_zaps 3\n"), "{text}");
+        assert!(text.ends_with("pages_per_fault 2.50\n"), "{text}");
+        let names: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap()).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "a name printed twice");
+        let json = s.to_json();
+        assert_eq!(json["late_zaps"], 3);
+        assert_eq!(json.as_object().unwrap().len(), names.len());
+        let p50 = json["fault_latency_p50_ns"].as_u64().unwrap();
+        assert!((6_990..=7_010).contains(&p50), "{p50}");
+    }
 }

@@ -140,6 +140,13 @@ impl Stats {
     }
 }
 
+/// `name value` lines, like /proc/vmstat.
+impl std::fmt::Display for StatsSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_lines())
+    }
+}
+
 impl StatsSnapshot {
     /// The value of a statistic, by name. Panics on an unknown name: a typo in a test or a
     /// benchmark should fail loudly.

@@ -230,37 +230,20 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         ("resident_bytes".into(), usage.resident as i64),
         ("swapcache_bytes".into(), usage.swapcache as i64),
         ("rss_baseline_bytes".into(), baseline as i64),
-        ("faults".into(), rs.faults as i64),
-        ("faults_swapcache".into(), rs.faults_swapcache as i64),
-        ("faults_folio".into(), rs.faults_folio as i64),
-        ("faults_first_touch".into(), rs.faults_first_touch as i64),
-        ("direct_reclaim".into(), rs.direct_reclaim as i64),
-        ("folios_evicted".into(), rs.folios_evicted as i64),
-        ("clean_installs".into(), rs.clean_installs as i64),
-        ("clean_evictions".into(), rs.clean_evictions as i64),
-        ("wp_faults".into(), rs.wp_faults as i64),
-        ("readahead_folios".into(), rs.readahead_folios as i64),
-        ("dropped_behind".into(), rs.dropped_behind as i64),
-        (
-            "incompressible_skipped".into(),
-            rs.incompressible_skipped as i64,
-        ),
-        ("incompressible_kept".into(), rs.incompressible_kept as i64),
-        (
-            "incompressible_refaults".into(),
-            rs.incompressible_refaults as i64,
-        ),
-        ("fault_around".into(), rs.fault_around as i64),
-        ("lost_track".into(), rs.lost_track as i64),
-        ("stray_staged_pages".into(), rs.stray_staged_pages as i64),
-        ("spare_events".into(), rs.spare_events as i64),
-        ("spare_deferred".into(), rs.spare_deferred as i64),
         // System-wide: on an otherwise idle machine, the swap file's cached pages.
         (
             "page_cache_growth_max_bytes".into(),
             max_cache.load(Relaxed) as i64,
         ),
     ]);
+    // The region's own statistics that moved, under their own names (the latencies are
+    // reported apart).
+    result.gauges.extend(
+        rs.lines()
+            .into_iter()
+            .filter(|&(name, v)| v != 0 && !name.starts_with("fault_latency"))
+            .map(|(name, v)| (name.to_string(), v as i64)),
+    );
     result.max_rss_bytes = Some(max_rss.load(Relaxed));
     result.max_usage_bytes = Some(max_usage.load(Relaxed));
     result.max_memory_bytes = result.max_usage_bytes;
