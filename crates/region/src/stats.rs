@@ -169,39 +169,83 @@ impl RegionStats {
 /// A copy of the region's statistics.
 #[derive(Debug, Clone, Serialize)]
 pub struct RegionStatsSnapshot {
+    /// Missing-page faults served (each brings in at most one folio).
     pub faults: u64,
+    /// Faults served from a folio still in the region's swap cache (staged): no decompression.
     pub faults_swapcache: u64,
+    /// Faults served from the engine (pool, disk or zero marks), whole folio in one install.
     pub faults_folio: u64,
+    /// Faults served page by page (the folio's pages were in different places).
     pub faults_pages: u64,
+    /// First touches: nothing stored, zero-filled.
     pub faults_first_touch: u64,
+    /// Faults whose page was already present when the handler came to install it.
     pub redundant: u64,
+    /// Pages installed by faults.
     pub pages_in: u64,
+    /// `pages_in / faults` (0 before the first fault).
     pub pages_per_fault: f64,
+    /// Pages that could not be read back and were poisoned (SIGBUS on access).
     pub poisoned: u64,
+    /// Folios reclaimed: stored in the pool or written to the swap file.
     pub folios_evicted: u64,
+    /// Evictions of several neighbouring 4 KiB folios with one move (`batch_eviction`).
     pub batch_evictions: u64,
+    /// Evictions that failed (neither the pool nor the swap file took the folio): it stays
+    /// resident and is queued again.
     pub evict_failed: u64,
+    /// Direct reclaim steps: a fault found the region at its limit and reclaimed a folio before
+    /// bringing its own in.
     pub direct_reclaim: u64,
+    /// Staged folios dropped from the region's swap cache (the engine still holds them).
     pub swapcache_dropped: u64,
+    /// Pages discarded by the program (`MADV_DONTNEED`, `MADV_REMOVE`, `munmap`...): whatever
+    /// the engine held of them is freed.
     pub discarded_pages: u64,
+    /// Moves of the whole region (`mremap`) followed.
     pub remaps: u64,
+    /// Folios read from disk installed write-protected, keeping their disk copy (`keep_clean`).
     pub clean_installs: u64,
+    /// Writes to such folios (their disk copy dropped).
     pub wp_faults: u64,
+    /// Folios reclaimed while still clean: no store, no write.
     pub clean_evictions: u64,
+    /// Folios brought in by readahead, ahead of any fault.
     pub readahead_folios: u64,
+    /// Folios reclaimed because a sequential scan had passed them (`drop_behind`).
     pub dropped_behind: u64,
+    /// Untouched folios mapped to the zero page after a first touch next to them.
     pub fault_around: u64,
+    /// Folios reclaim passed over because their last store found them incompressible
+    /// (`keep_incompressible`).
     pub incompressible_skipped: u64,
+    /// Folios found incompressible at their first store and kept resident, because the region's
+    /// incompressible data keeps coming back in.
     pub incompressible_kept: u64,
+    /// Faults that brought back a folio last stored as-is.
     pub incompressible_refaults: u64,
+    /// Faults on pages marked resident that were not mapped (a bookkeeping bug, recovered).
     pub lost_track: u64,
+    /// Pages still mapped when their discard was processed (`MADV_FREE`, or a zap later than the
+    /// wait): left mapped, and uncounted until they fault again.
     pub discards_not_zapped: u64,
+    /// Pages the kernel unmapped after their discard was processed, found by a fault or by
+    /// reclaim: they read zero.
     pub late_zaps: u64,
+    /// Pages found in a staging slot that should have been empty (left there and discarded).
     pub stray_staged_pages: u64,
+    /// Events the spare handler read and served (or left: `spare_deferred`), while every regular
+    /// handler waited on the disk.
     pub spare_events: u64,
+    /// Events a handler served that waited for a folio someone held.
     pub folio_lock_waits: u64,
+    /// Faults on a folio someone held that the spare handler left to a regular handler.
     pub spare_deferred: u64,
+    /// Median fault latency: from a handler taking the fault up to its folio installed, direct
+    /// reclaim included.
     pub fault_latency_p50: Duration,
+    /// 99th percentile fault latency.
     pub fault_latency_p99: Duration,
+    /// Longest fault latency.
     pub fault_latency_max: Duration,
 }
