@@ -2,6 +2,7 @@
 //! worth testing on their own (page-file loading, benchmarks). The command's `main` only
 //! parses arguments and reports errors.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod bench;
 pub mod pages;
