@@ -26,31 +26,56 @@ fn invalid(field: &'static str, reason: String) -> ConfigError {
 
 /// The configuration of a [`Region`](crate::Region). `RegionConfig::new(limit)` gives the
 /// defaults; the builder methods change one field each.
+///
+/// ```
+/// use region::RegionConfig;
+///
+/// // At most 64 MiB in memory, 16 KiB folios, zstd, and nothing written to a swap file.
+/// let config = RegionConfig::new(64 << 20)
+///     .folio_size(16 << 10)
+///     .compressor("zstd".parse().unwrap())
+///     .writeback(false)
+///     .max_pool_percent(50);
+/// assert_eq!(config.fault_threads, 2);
+/// assert!(config.validate(256 << 20).is_ok());
+/// // A folio size that is not a power of two is refused, naming the field.
+/// let err = config.folio_size(12 << 10).validate(256 << 20).unwrap_err();
+/// assert_eq!(err.field, "folio_size");
+/// ```
 #[derive(Debug, Clone)]
 pub struct RegionConfig {
     /// Bytes the region may hold in memory: resident pages + swap cache + pool (like
     /// memory.high, with the pool charged as cgroup v2 does).
     pub memory_limit: u64,
     /// The unit of reclaim and swap-in: a power of two from 4 KiB to 2 MiB.
+    /// Default: 64 KiB.
     pub folio_size: usize,
+    /// The codec the pool uses (the `compressor` tunable). Default: `lz4` at its default level.
     pub compressor: CompressorSpec,
     /// memory.zswap.writeback: whether pages may go to the swap file.
+    /// Default: on.
     pub writeback: bool,
     /// Write every stored page to the swap file at store time too.
+    /// Default: off.
     pub writethrough: bool,
     /// Pool limit, percent of `memory_limit`.
+    /// Default: 20, as the kernel's `max_pool_percent`.
     pub max_pool_percent: u32,
     /// Directory of the (unnamed) swap file; the system temp directory if None.
     pub swap_dir: Option<PathBuf>,
     /// Capacity of the swap file; the region's size if None.
+    /// In bytes; also the capacity taken for `device` when there is one.
     pub swap_size: Option<u64>,
     /// Threads serving faults.
+    /// Default: 2.
     pub fault_threads: usize,
     /// Background reclaim threads. More than one, because an eviction that goes to the swap
     /// file waits for the disk (direct I/O): measured on `bench usemem` 2x512M, 4 threads
     /// wrote 690-780 MB/s where 1 wrote 600-660.
+    /// Default: 4.
     pub kswapd_threads: usize,
     /// Force user-mode-only userfaultfd (as an unprivileged process gets).
+    /// Default: off.
     pub user_mode_only: bool,
     /// A backing device to use instead of a swap file (tests inject faults with it).
     pub device: Option<Arc<dyn BackingDevice>>,
@@ -75,6 +100,7 @@ pub struct RegionConfig {
 }
 
 impl RegionConfig {
+    /// The defaults for a region that may hold `memory_limit` bytes in memory (see each field).
     pub fn new(memory_limit: u64) -> Self {
         RegionConfig {
             memory_limit,
@@ -170,68 +196,83 @@ impl RegionConfig {
         u32::try_from(len / PAGE_SIZE).ok()
     }
 
+    /// Set `kswapd_threads`.
     pub fn kswapd_threads(mut self, n: usize) -> Self {
         self.kswapd_threads = n;
         self
     }
 
+    /// Set `keep_clean`.
     pub fn keep_clean(mut self, on: bool) -> Self {
         self.keep_clean = on;
         self
     }
 
+    /// Set `drop_behind`.
     pub fn drop_behind(mut self, on: bool) -> Self {
         self.drop_behind = on;
         self
     }
 
+    /// Set `swap_discard`.
     pub fn swap_discard(mut self, on: bool) -> Self {
         self.swap_discard = on;
         self
     }
 
+    /// Set `keep_incompressible`.
     pub fn keep_incompressible(mut self, on: bool) -> Self {
         self.keep_incompressible = on;
         self
     }
 
+    /// Set `batch_eviction`.
     pub fn batch_eviction(mut self, on: bool) -> Self {
         self.batch_eviction = on;
         self
     }
 
+    /// Set `folio_size`, in bytes.
     pub fn folio_size(mut self, bytes: usize) -> Self {
         self.folio_size = bytes;
         self
     }
+    /// Set `compressor`.
     pub fn compressor(mut self, spec: CompressorSpec) -> Self {
         self.compressor = spec;
         self
     }
+    /// Set `writeback`.
     pub fn writeback(mut self, on: bool) -> Self {
         self.writeback = on;
         self
     }
+    /// Set `writethrough`.
     pub fn writethrough(mut self, on: bool) -> Self {
         self.writethrough = on;
         self
     }
+    /// Set `max_pool_percent`.
     pub fn max_pool_percent(mut self, percent: u32) -> Self {
         self.max_pool_percent = percent;
         self
     }
+    /// Set `swap_dir`.
     pub fn swap_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.swap_dir = Some(dir.into());
         self
     }
+    /// Set `fault_threads`.
     pub fn fault_threads(mut self, n: usize) -> Self {
         self.fault_threads = n;
         self
     }
+    /// Set `user_mode_only`.
     pub fn user_mode_only(mut self, on: bool) -> Self {
         self.user_mode_only = on;
         self
     }
+    /// Set `device`.
     pub fn device(mut self, device: Arc<dyn BackingDevice>) -> Self {
         self.device = Some(device);
         self

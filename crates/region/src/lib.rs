@@ -7,6 +7,7 @@
 //! scans (readahead.rs), the spare handler that serves events while the others wait on the
 //! disk (spare.rs) and the discard and move events (events.rs).
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod charge;
 mod clean;

@@ -34,12 +34,16 @@ pub enum RegionError {
     /// A field of the configuration that the region cannot honour.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The userfaultfd could not be made or set up.
     #[error("userfaultfd")]
     Uffd(#[from] uffd::UffdError),
+    /// The region's memory could not be mapped or registered.
     #[error("mapping the region")]
     Map(#[from] uffd::RegionError),
+    /// The swap file could not be created.
     #[error("swap file")]
     SwapFile(#[from] zswap::swap::DeviceError),
+    /// A handler or reclaim thread could not be started.
     #[error("starting the region's threads")]
     Spawn(#[source] std::io::Error),
 }
@@ -61,8 +65,12 @@ impl RegionError {
 /// Bytes the region holds in memory, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
+    /// Pages mapped in the region, in bytes.
     pub resident: u64,
+    /// Folios in the region's swap cache (staged after their store, uncompressed), and freed
+    /// staging slots not yet discarded beyond what the fixed charge holds for them, in bytes.
     pub swapcache: u64,
+    /// The compressed pool's pages, the free ones it keeps for reuse included, in bytes.
     pub pool: u64,
     /// uzswap's own bookkeeping (the swap cache's state words and resident bits, the pool's
     /// handle table and span descriptors, the reclaim queue), charged like the kernel
@@ -71,6 +79,7 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// All of it, in bytes: what the memory limit is compared with.
     pub fn total(&self) -> u64 {
         self.resident + self.swapcache + self.pool + self.metadata
     }
@@ -291,6 +300,7 @@ impl Inner {
 pub struct UsageProbe(Arc<Inner>);
 
 impl UsageProbe {
+    /// Bytes the region holds in memory now, by kind.
     pub fn usage(&self) -> Usage {
         self.0.usage()
     }
@@ -343,6 +353,26 @@ impl Region {
     /// A region of `size` bytes (rounded up to whole folios) managed under `config`.
     ///
     /// On any error nothing is left behind: no thread, no mapping, no swap file.
+    ///
+    /// A region is served through userfaultfd. Without root, `CAP_SYS_PTRACE` or access to
+    /// `/dev/userfaultfd` its faults are user-mode-only (see `kernel_faults_served`).
+    ///
+    /// ```
+    /// use region::{Region, RegionConfig};
+    ///
+    /// // 4 MiB of memory that may hold 8 MiB: resident pages, swap cache and pool together.
+    /// let mut r = Region::new(4 << 20, RegionConfig::new(8 << 20)).unwrap();
+    /// for (i, page) in r.as_mut_slice().chunks_mut(4096).enumerate() {
+    ///     page.iter_mut().enumerate().for_each(|(j, b)| *b = (i + j / 512) as u8);
+    /// }
+    /// // Evict every folio into the pool; reading faults them back in.
+    /// r.reclaim_to(0);
+    /// assert_eq!(r.usage().resident, 0);
+    /// assert_eq!(r.zswap().stats().get("zswpout"), 1024);
+    /// let mem = r.as_mut_slice();
+    /// assert!((0..1024).all(|i| mem[i * 4096 + 4095] == (i + 7) as u8));
+    /// assert!(r.stats().faults > 0);
+    /// ```
     pub fn new(size: usize, config: RegionConfig) -> Result<Region, RegionError> {
         config.validate(size)?;
         let fs = config.folio_size;
@@ -554,10 +584,12 @@ impl Region {
         self.mem.as_atomic_words()
     }
 
+    /// The region's size in bytes: the size it was made with, rounded up to whole folios.
     pub fn len(&self) -> usize {
         self.inner.len
     }
 
+    /// Always false: a region has at least one folio.
     pub fn is_empty(&self) -> bool {
         self.inner.len == 0
     }
@@ -593,6 +625,7 @@ impl Region {
         !self.inner.uffd.user_mode_only()
     }
 
+    /// A copy of the region's own statistics (the engine's are in `zswap().stats()`).
     pub fn stats(&self) -> RegionStatsSnapshot {
         self.inner.stats.snapshot()
     }

@@ -34,6 +34,7 @@ impl Default for UffdBuilder {
 }
 
 impl UffdBuilder {
+    /// A builder with the defaults above.
     pub fn new() -> Self {
         Self {
             non_blocking: false,

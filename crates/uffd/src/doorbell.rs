@@ -8,12 +8,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::UffdError;
 
+/// An eventfd that wakes a thread waiting in `Uffd::wait_readable_or_rung`.
 #[derive(Debug)]
 pub struct Doorbell {
     fd: OwnedFd,
 }
 
 impl Doorbell {
+    /// A new doorbell, not rung (a non-blocking, close-on-exec eventfd).
     pub fn new() -> Result<Self, UffdError> {
         // SAFETY: eventfd takes an initial count and flags and returns a new descriptor or
         // -1; it reads nothing from our memory.

@@ -37,22 +37,46 @@ pub enum Event {
     Pagefault {
         /// The faulting address: exact with `Features::EXACT_ADDRESS`, else page aligned.
         addr: usize,
+        /// What kind of fault it was.
         flags: PagefaultFlags,
         /// The faulting thread's id, with `Features::THREAD_ID`.
         thread_id: Option<u32>,
     },
     /// The process forked; `uffd` manages the child's copy of the registered ranges.
-    Fork { uffd: Uffd },
+    Fork {
+        /// The child's userfaultfd.
+        uffd: Uffd,
+    },
     /// `mremap` moved `len` bytes of a registered range from `from` to `to`; the registration
     /// moved with them.
-    Remap { from: usize, to: usize, len: usize },
+    Remap {
+        /// The old start address.
+        from: usize,
+        /// The new start address.
+        to: usize,
+        /// Bytes moved.
+        len: usize,
+    },
     /// `madvise(MADV_DONTNEED/MADV_FREE/MADV_REMOVE)` dropped `start..end`: it reads as zero (or
     /// faults as missing) from now on; whatever backs it elsewhere is stale.
-    Remove { start: usize, end: usize },
+    Remove {
+        /// The first address dropped.
+        start: usize,
+        /// The address one past the last dropped.
+        end: usize,
+    },
     /// `munmap` (or `mmap(MAP_FIXED)`, `mremap` shrinking) removed `start..end`.
-    Unmap { start: usize, end: usize },
+    Unmap {
+        /// The first address unmapped.
+        start: usize,
+        /// The address one past the last unmapped.
+        end: usize,
+    },
     /// An event type this crate does not know (a newer kernel).
-    Unknown { event: u8 },
+    Unknown {
+        /// The message's `event` number.
+        event: u8,
+    },
 }
 
 fn u64_at(arg: &[u8; 24], i: usize) -> u64 {

@@ -17,7 +17,9 @@ impl Features {
     pub const EVENT_REMAP: Self = Self(sys::UFFD_FEATURE_EVENT_REMAP);
     /// A `Remove` event on `MADV_DONTNEED`/`MADV_FREE`/`MADV_REMOVE`.
     pub const EVENT_REMOVE: Self = Self(sys::UFFD_FEATURE_EVENT_REMOVE);
+    /// Missing-page faults on hugetlbfs mappings (not used by uzswap).
     pub const MISSING_HUGETLBFS: Self = Self(sys::UFFD_FEATURE_MISSING_HUGETLBFS);
+    /// Missing-page faults on shmem mappings (not used by uzswap).
     pub const MISSING_SHMEM: Self = Self(sys::UFFD_FEATURE_MISSING_SHMEM);
     /// An `Unmap` event on `munmap`.
     pub const EVENT_UNMAP: Self = Self(sys::UFFD_FEATURE_EVENT_UNMAP);
@@ -25,10 +27,13 @@ impl Features {
     pub const SIGBUS: Self = Self(sys::UFFD_FEATURE_SIGBUS);
     /// Page fault events carry the faulting thread's id.
     pub const THREAD_ID: Self = Self(sys::UFFD_FEATURE_THREAD_ID);
+    /// Minor faults on hugetlbfs mappings (not used by uzswap).
     pub const MINOR_HUGETLBFS: Self = Self(sys::UFFD_FEATURE_MINOR_HUGETLBFS);
+    /// Minor faults on shmem mappings (not used by uzswap).
     pub const MINOR_SHMEM: Self = Self(sys::UFFD_FEATURE_MINOR_SHMEM);
     /// Page fault events carry the exact faulting address, not the page-aligned one.
     pub const EXACT_ADDRESS: Self = Self(sys::UFFD_FEATURE_EXACT_ADDRESS);
+    /// Write protection on hugetlbfs and shmem mappings (not used by uzswap).
     pub const WP_HUGETLBFS_SHMEM: Self = Self(sys::UFFD_FEATURE_WP_HUGETLBFS_SHMEM);
     /// `UFFDIO_WRITEPROTECT` also protects pages that are not populated yet.
     pub const WP_UNPOPULATED: Self = Self(sys::UFFD_FEATURE_WP_UNPOPULATED);
@@ -78,9 +83,11 @@ impl Features {
     pub const REQUIRED_DEFAULT: Self =
         Self(Self::EVENT_REMOVE.0 | Self::EVENT_UNMAP.0 | Self::EVENT_REMAP.0);
 
+    /// The empty set.
     pub const fn empty() -> Self {
         Self(0)
     }
+    /// The raw `UFFD_FEATURE_*` mask.
     pub const fn bits(self) -> u64 {
         self.0
     }
@@ -88,21 +95,27 @@ impl Features {
     pub const fn from_bits(bits: u64) -> Self {
         Self(bits)
     }
+    /// Whether every feature of `other` is in the set.
     pub const fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
     }
+    /// Whether some feature of `other` is in the set.
     pub const fn intersects(self, other: Self) -> bool {
         self.0 & other.0 != 0
     }
+    /// Whether the set has no feature.
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
+    /// The features in either set.
     pub const fn union(self, other: Self) -> Self {
         Self(self.0 | other.0)
     }
+    /// The features in both sets.
     pub const fn intersection(self, other: Self) -> Self {
         Self(self.0 & other.0)
     }
+    /// The features of the set that are not in `other`.
     pub const fn difference(self, other: Self) -> Self {
         Self(self.0 & !other.0)
     }
@@ -141,15 +154,25 @@ impl fmt::Debug for Features {
 pub struct Ioctls(u64);
 
 impl Ioctls {
+    /// `UFFDIO_REGISTER`.
     pub const REGISTER: Self = Self(1 << sys::_UFFDIO_REGISTER);
+    /// `UFFDIO_UNREGISTER`.
     pub const UNREGISTER: Self = Self(1 << sys::_UFFDIO_UNREGISTER);
+    /// `UFFDIO_WAKE`.
     pub const WAKE: Self = Self(1 << sys::_UFFDIO_WAKE);
+    /// `UFFDIO_COPY`.
     pub const COPY: Self = Self(1 << sys::_UFFDIO_COPY);
+    /// `UFFDIO_ZEROPAGE`.
     pub const ZEROPAGE: Self = Self(1 << sys::_UFFDIO_ZEROPAGE);
+    /// `UFFDIO_MOVE`.
     pub const MOVE: Self = Self(1 << sys::_UFFDIO_MOVE);
+    /// `UFFDIO_WRITEPROTECT`.
     pub const WRITEPROTECT: Self = Self(1 << sys::_UFFDIO_WRITEPROTECT);
+    /// `UFFDIO_CONTINUE`.
     pub const CONTINUE: Self = Self(1 << sys::_UFFDIO_CONTINUE);
+    /// `UFFDIO_POISON`.
     pub const POISON: Self = Self(1 << sys::_UFFDIO_POISON);
+    /// `UFFDIO_API`.
     pub const API: Self = Self(1 << sys::_UFFDIO_API);
 
     const NAMES: &'static [(Self, &'static str)] = &[
@@ -165,15 +188,19 @@ impl Ioctls {
         (Self::API, "API"),
     ];
 
+    /// The raw mask (`1 << _UFFDIO_*`).
     pub const fn bits(self) -> u64 {
         self.0
     }
+    /// The set of a raw mask; unknown bits are kept.
     pub const fn from_bits(bits: u64) -> Self {
         Self(bits)
     }
+    /// Whether every ioctl of `other` is in the set.
     pub const fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
     }
+    /// Names of the known ioctls in the set, for logs.
     pub fn names(self) -> Vec<&'static str> {
         Self::NAMES
             .iter()
@@ -206,14 +233,17 @@ pub struct RegisterMode {
 }
 
 impl RegisterMode {
+    /// Missing-page faults only.
     pub const MISSING: Self = Self {
         missing: true,
         write_protect: false,
     };
+    /// Write-protect faults only.
     pub const WP: Self = Self {
         missing: false,
         write_protect: true,
     };
+    /// Both missing-page and write-protect faults.
     pub const MISSING_WP: Self = Self {
         missing: true,
         write_protect: true,

@@ -9,6 +9,7 @@
 //! - [`RawRegion`]: a mapping to register, which never hands out references into itself.
 //! - [`UffdError`]: errno turned into domain errors; `EEXIST` is the [`Filled::PageExists`]
 //!   outcome, not an error.
+#![warn(missing_docs)]
 
 pub mod builder;
 pub mod doorbell;

@@ -10,10 +10,18 @@ use std::ptr::NonNull;
 /// The page size every mapping is a multiple of.
 const PAGE_SIZE: usize = 4096;
 
+/// Why a mapping could not be made or its pages not be given back.
 #[derive(Debug, thiserror::Error)]
 pub enum MappingError {
+    /// `mmap` failed, or the length was not a non-zero multiple of the page size (`EINVAL`).
     #[error("mmap of {len} bytes failed: {source}")]
-    Mmap { len: usize, source: std::io::Error },
+    Mmap {
+        /// The length asked for, in bytes.
+        len: usize,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// `madvise(MADV_DONTNEED)` failed, or the range was not page aligned inside the mapping.
     #[error("madvise failed: {0}")]
     Madvise(std::io::Error),
 }
@@ -52,14 +60,17 @@ impl AnonMapping {
         Ok(AnonMapping { ptr, len })
     }
 
+    /// The length in bytes: a non-zero multiple of the page size.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Always false: a mapping is never empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The mapping's bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: 1. `ptr..ptr+len` is one live, readable mapping owned by `self` until drop.
         // 2. Anonymous memory is always initialized (zero-filled on first touch), so every byte
@@ -69,6 +80,7 @@ impl AnonMapping {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    /// The mapping's bytes, to write.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_slice`, and the mapping is PROT_WRITE; `&mut self` guarantees this
         // is the only live borrow of the bytes.

@@ -26,6 +26,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 pub struct OwnMemory(std::fs::File);
 
 impl OwnMemory {
+    /// Open `/proc/self/mem` for reading.
     pub fn open() -> io::Result<OwnMemory> {
         std::fs::File::open("/proc/self/mem").map(OwnMemory)
     }

@@ -74,10 +74,12 @@ impl RawRegion {
         self.addr as *mut u8
     }
 
+    /// The length in bytes: a non-zero multiple of the page size.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Always false: a mapping is never empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

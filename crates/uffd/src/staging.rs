@@ -71,6 +71,7 @@ pub struct StagedFolio {
 /// Why a folio could not be staged.
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
+    /// Every slot is in use.
     #[error("no free staging slot")]
     NoSlot,
     /// The move failed part way (a page not present, a pinned page, a changing mapping, a
@@ -78,7 +79,9 @@ pub enum StageError {
     /// by page, every page that moved, leaving in place any page present on both sides.
     #[error("moving the folio out failed: {source}")]
     Partial {
+        /// The slot, with the pages that moved.
         folio: Box<StagedFolio>,
+        /// Why the move stopped.
         source: UffdError,
     },
 }
@@ -126,6 +129,7 @@ impl Staging {
         }))
     }
 
+    /// The size of a slot, in bytes: the largest folio it stages.
     pub fn slot_bytes(&self) -> usize {
         self.slot_bytes
     }
@@ -266,10 +270,12 @@ impl Staging {
 }
 
 impl StagedFolio {
+    /// Bytes staged: the folio's length (whole pages), 0 once `move_back` moved it all out.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether `move_back` has moved the whole folio out.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -44,7 +44,10 @@ pub enum Filled {
     /// it were filled (and woken); the rest was not attempted. An expected race (another thread
     /// served the same fault first): callers count it, and usually `wake` the faulting address,
     /// since a failed fill wakes no one.
-    PageExists { done: usize },
+    PageExists {
+        /// Bytes filled before the page that was present.
+        done: usize,
+    },
 }
 
 /// Modes of [`Uffd::copy`].

@@ -18,9 +18,10 @@
 //! # Ok::<(), uzswap::RegionError>(())
 //! ```
 //!
-//! The engine alone, without userfaultfd, is [`Zswap`]. The modules [`bench`], [`pages`] and
+//! The engine alone, without userfaultfd, is [`Zswap`]. The modules [`bench`](mod@bench), [`pages`] and
 //! [`size`] hold the `uzswap` command's benchmarks and parsers.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub use region::{
     ConfigError, Region, RegionConfig, RegionError, RegionStatsSnapshot, Usage, UsageProbe,

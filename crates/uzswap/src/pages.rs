@@ -9,6 +9,7 @@ use zswap::PAGE_SIZE;
 /// One loaded page file.
 #[derive(Debug, Clone)]
 pub struct PageFile {
+    /// The file's path as given.
     pub path: PathBuf,
     /// The file name without its directory, for tables and JSON.
     pub name: String,
@@ -17,10 +18,12 @@ pub struct PageFile {
 }
 
 impl PageFile {
+    /// The number of pages in the file.
     pub fn nr_pages(&self) -> usize {
         self.data.len() / PAGE_SIZE
     }
 
+    /// The pages, one 4096-byte slice each.
     pub fn pages(&self) -> std::slice::ChunksExact<'_, u8> {
         self.data.chunks_exact(PAGE_SIZE)
     }

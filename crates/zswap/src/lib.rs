@@ -4,6 +4,7 @@
 //! (`zswap`: store, load, invalidate, writeback, shrinker, limits), with the kernel's names
 //! for every tunable (`params`) and statistic (`stats`).
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod compress;
 pub mod params;

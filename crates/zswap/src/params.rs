@@ -14,12 +14,17 @@ use crate::compress::CompressorSpec;
 /// A tunable name or value that was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParamError {
+    /// No tunable has this name.
     #[error("unknown tunable '{0}': known are {known}", known = Params::NAMES.join(", "))]
     Unknown(String),
+    /// The tunable exists but the value is not one it takes.
     #[error("bad value '{value}' for {name}: {why}")]
     BadValue {
+        /// The tunable's kernel name.
         name: &'static str,
+        /// The value as given.
         value: String,
+        /// Why it was refused.
         why: String,
     },
 }
@@ -88,43 +93,59 @@ impl Params {
         "writethrough",
     ];
 
+    /// `enabled`: whether stores go to the pool at all (default on). Loads and invalidations of
+    /// pages already stored go on while it is off.
     pub fn enabled(&self) -> bool {
         self.enabled.load(Relaxed)
     }
+    /// Set `enabled`.
     pub fn set_enabled(&self, on: bool) {
         self.enabled.store(on, Relaxed)
     }
+    /// `compressor`: the codec new stores use (default `lz4` at its default level).
     pub fn compressor(&self) -> CompressorSpec {
         *self.compressor.read()
     }
     pub(crate) fn set_compressor_spec(&self, spec: CompressorSpec) {
         *self.compressor.write() = spec;
     }
+    /// `max_pool_percent`: the pool's maximum size, in percent of the configured total memory
+    /// (default 20).
     pub fn max_pool_percent(&self) -> u32 {
         self.max_pool_percent.load(Relaxed)
     }
+    /// Set `max_pool_percent` (0 to 100).
     pub fn set_max_pool_percent(&self, percent: u32) -> Result<(), ParamError> {
         let v = parse_percent("max_pool_percent", &percent.to_string(), 0)?;
         self.max_pool_percent.store(v, Relaxed);
         Ok(())
     }
+    /// `accept_threshold_percent`: once the pool has hit its maximum, stores are refused until it
+    /// shrinks to this percentage of the maximum (default 90).
     pub fn accept_threshold_percent(&self) -> u32 {
         self.accept_threshold_percent.load(Relaxed)
     }
+    /// Set `accept_threshold_percent` (0 to 100).
     pub fn set_accept_threshold_percent(&self, percent: u32) -> Result<(), ParamError> {
         let v = parse_percent("accept_threshold_percent", &percent.to_string(), 0)?;
         self.accept_threshold_percent.store(v, Relaxed);
         Ok(())
     }
+    /// `shrinker_enabled`: whether the memory-pressure shrinker (`Zswap::shrinker_scan`) writes
+    /// pages back (default off).
     pub fn shrinker_enabled(&self) -> bool {
         self.shrinker_enabled.load(Relaxed)
     }
+    /// Set `shrinker_enabled`.
     pub fn set_shrinker_enabled(&self, on: bool) {
         self.shrinker_enabled.store(on, Relaxed)
     }
+    /// `writethrough` (ours, not the kernel's): whether a stored page is also written to the
+    /// backing device at once, so that evicting it later costs no write (default off).
     pub fn writethrough(&self) -> bool {
         self.writethrough.load(Relaxed)
     }
+    /// Set `writethrough`.
     pub fn set_writethrough(&self, on: bool) {
         self.writethrough.store(on, Relaxed)
     }

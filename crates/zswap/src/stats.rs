@@ -89,6 +89,8 @@ pub type StatLine = (String, u64);
 /// A point-in-time copy of every statistic, in a stable order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StatsSnapshot {
+    /// Every statistic as (name, value): the counters, then the pool's gauges, then the
+    /// per-folio-size `hugepages-*/stats/*` counters.
     pub lines: Vec<StatLine>,
 }
 

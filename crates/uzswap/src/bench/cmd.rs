@@ -82,6 +82,7 @@ pub struct CommonArgs {
     pub seed: u64,
 }
 
+/// The arguments of `uzswap bench usemem`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct UsememArgs {
     /// Workers (threads), each writing and re-reading its own SIZE.
@@ -90,10 +91,12 @@ pub struct UsememArgs {
     /// Bytes per worker.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub size: u64,
+    /// The options every benchmark takes.
     #[command(flatten)]
     pub common: CommonArgs,
 }
 
+/// The arguments of `uzswap bench mix`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MixArgs {
     /// Total bytes of the three areas.
@@ -102,15 +105,18 @@ pub struct MixArgs {
     /// Seconds of random accesses.
     #[arg(long)]
     pub seconds: f64,
+    /// The options every benchmark takes.
     #[command(flatten)]
     pub common: CommonArgs,
 }
 
+/// The arguments of `uzswap bench sweep`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SweepArgs {
     /// Seconds of random accesses per cell.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// The options every benchmark takes.
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -131,6 +137,7 @@ pub struct UzswapWorkerArgs {
     pub config: String,
 }
 
+/// Run `uzswap bench uzswap-worker`: one workload on a uzswap region, in a process of its own.
 pub fn uzswap_worker(a: &UzswapWorkerArgs) -> Result<()> {
     super::uzswap_side::uzswap_worker(&a.spec, &a.config)
 }
@@ -332,6 +339,7 @@ pub fn figures(r: &WorkloadResult) -> Vec<(String, f64)> {
     f
 }
 
+/// The median of `v` (the mean of the middle two for an even count); NaN when it is empty.
 pub fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -553,6 +561,7 @@ fn uzswap_limit_note(c: &CommonArgs) -> String {
         .unwrap_or_default()
 }
 
+/// Run `uzswap bench usemem`: the systems alternately, medians side by side.
 pub fn usemem(a: &UsememArgs) -> Result<()> {
     check_common(&a.common)?;
     if a.workers == 0 || a.size < 4096 {
@@ -577,6 +586,7 @@ pub fn usemem(a: &UsememArgs) -> Result<()> {
     side_by_side("usemem", title, &a.common, &systems, spec)
 }
 
+/// Run `uzswap bench mix`: the systems alternately, medians side by side.
 pub fn mix(a: &MixArgs) -> Result<()> {
     check_common(&a.common)?;
     check_seconds(a.seconds)?;
@@ -612,6 +622,7 @@ pub fn sweep_sizes(limit: u64) -> Vec<(f64, u64)> {
         .collect()
 }
 
+/// Run `uzswap bench sweep`: each system on heaps of 75% to 175% of the limit.
 pub fn sweep(a: &SweepArgs) -> Result<()> {
     let c = &a.common;
     check_common(c)?;
@@ -709,6 +720,7 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     Ok(())
 }
 
+/// Run `uzswap bench worker`: one workload on plain memory, for a kernel peer.
 pub fn worker(a: &WorkerArgs) -> Result<()> {
     super::worker::run(&a.spec)
 }

@@ -25,6 +25,7 @@ const ROUNDS: usize = 5;
 /// The unit sizes measured: a page, and a 64 KiB large folio.
 const UNITS: [usize; 2] = [PAGE_SIZE, 16 * PAGE_SIZE];
 
+/// The arguments of `uzswap bench codecs`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CodecsArgs {
     /// Page files to measure (raw 4096-byte pages, e.g. shared/corpus/*.pages).
@@ -50,11 +51,17 @@ pub struct CodecsArgs {
 /// One row: one codec on one file at one unit size.
 #[derive(Debug, Clone, Serialize)]
 pub struct CodecResult {
+    /// The page file's name.
     pub file: String,
+    /// The codec: NAME, or NAME:LEVEL away from its default level.
     pub compressor: String,
+    /// Bytes of a unit: 4096 (a page) or 65536 (a large folio).
     pub unit_bytes: usize,
+    /// Units in the file (the last 64 KiB unit may be shorter).
     pub units: usize,
+    /// Units that did not compress into one byte less than themselves.
     pub incompressible_units: usize,
+    /// Bytes of the units together.
     pub input_bytes: u64,
     /// Compressed bytes, incompressible units counted at their input size.
     pub stored_bytes: u64,
@@ -75,6 +82,7 @@ struct Report<'a> {
     results: &'a [CodecResult],
 }
 
+/// Run `uzswap bench codecs`: measure every codec on every file and print a table or JSON.
 pub fn run(args: &CodecsArgs) -> Result<()> {
     if !(args.seconds.is_finite() && args.seconds > 0.0) {
         bail!("--seconds must be a positive number, got {}", args.seconds);

@@ -22,6 +22,7 @@ use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 use crate::pages::{load_page_files, PageFile};
 use crate::size::parse_folio_size;
 
+/// The arguments of `uzswap bench engine`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EngineArgs {
     /// Page files (raw 4096-byte pages, e.g. shared/corpus/*.pages).
@@ -52,7 +53,9 @@ pub struct EngineArgs {
 /// One file's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineResult {
+    /// The page file's name.
     pub file: String,
+    /// Pages in the file.
     pub pages: usize,
     /// MB (10^6 bytes) of pages stored per second.
     pub store_mb_s: f64,
@@ -75,7 +78,9 @@ pub struct EngineResult {
     pub density_compacted: f64,
     /// Engine metadata (swap cache words, pool handles and spans) per page held.
     pub metadata_bytes_per_page: f64,
+    /// The pool's size in bytes (zswap's `pool_total_size`), with every page stored.
     pub pool_total_size: u64,
+    /// Bytes of the objects in the pool, with every page stored.
     pub stored_bytes: u64,
     /// Statistics after one store and load of every page.
     pub stats: serde_json::Value,
@@ -90,6 +95,8 @@ struct Report<'a> {
     results: &'a [EngineResult],
 }
 
+/// Run `uzswap bench engine`: store and load every page of each file through the engine and
+/// print a table or JSON.
 pub fn run(args: &EngineArgs) -> Result<()> {
     let spec: CompressorSpec = args.compressor.parse()?;
     let folio_size = parse_folio_size(&args.folio_size)?;

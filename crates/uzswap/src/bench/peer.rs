@@ -69,6 +69,7 @@ use super::systems::{System, WorkloadResult};
 use super::worker;
 use super::workload::{WorkloadOutput, WorkloadSpec, PAGE};
 
+/// The kernel zswap's tunables.
 pub const ZSWAP_PARAMS: &str = "/sys/module/zswap/parameters";
 /// The zswap parameters saved and restored (all of them that a run may touch, and the rest
 /// for the record).
@@ -79,7 +80,9 @@ const SAVED_PARAMS: [&str; 5] = [
     "accept_threshold_percent",
     "shrinker_enabled",
 ];
+/// The kernel's swap readahead setting (log2 of the pages read around a swap-in).
 pub const PAGE_CLUSTER: &str = "/proc/sys/vm/page-cluster";
+/// Where the cgroup v1 memory controller is mounted.
 pub const CGROUP_V1_MEMORY: &str = "/sys/fs/cgroup/memory";
 const DEBUGFS: &str = "/sys/kernel/debug";
 const CHUNK: usize = 1 << 20;
@@ -100,6 +103,7 @@ pub enum Reclaim {
     Limit,
 }
 
+/// How the kernel peers are set up and run.
 #[derive(Debug, Clone)]
 pub struct PeerOptions {
     /// Where the swap file goes.
@@ -110,6 +114,7 @@ pub struct PeerOptions {
     pub page_cluster: Option<u32>,
     /// zswap `max_pool_percent` for the runs; None leaves it.
     pub max_pool_percent: Option<u32>,
+    /// How a run's memory is held to the limit.
     pub reclaim: Reclaim,
     /// `memory.swappiness` of each run's cgroup; None inherits the root's.
     pub swappiness: Option<u32>,
@@ -164,6 +169,7 @@ fn kill_worker() {
     }
 }
 
+/// Whether SIGINT or SIGTERM has arrived (see `install_interrupt_handler`).
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
@@ -211,11 +217,14 @@ fn run_tool(cmd: &str, args: &[&str]) -> Result<()> {
 /// The settings of the machine before the command touched them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SavedSettings {
+    /// The kernel zswap's parameters, name and value as sysfs shows them.
     pub zswap: Vec<(String, String)>,
+    /// `/proc/sys/vm/page-cluster`.
     pub page_cluster: String,
 }
 
 impl SavedSettings {
+    /// Read them from the machine.
     pub fn read() -> Result<SavedSettings> {
         let zswap = SAVED_PARAMS
             .iter()
@@ -241,6 +250,8 @@ pub struct PeerMachine {
 }
 
 impl PeerMachine {
+    /// Set the machine up (needs root and a cgroup v1 memory controller): page-cluster and
+    /// `max_pool_percent` as `opts` says, debugfs, and a swap file turned on.
     pub fn new(opts: PeerOptions) -> Result<PeerMachine> {
         check_root(rustix::process::geteuid().as_raw())?;
         if !Path::new(CGROUP_V1_MEMORY).join("cgroup.procs").exists() {
@@ -379,6 +390,7 @@ impl PeerMachine {
         Ok(r)
     }
 
+    /// The settings recorded with every result (page-cluster, THP, zswap knobs).
     pub fn settings(&self) -> &BTreeMap<String, String> {
         &self.settings
     }

@@ -18,6 +18,7 @@ pub const VMSTAT_COUNTERS: [&str; 7] = [
 
 const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";
 const THP_COUNTERS: [&str; 3] = ["zswpout", "swpout", "swpin"];
+/// The kernel zswap's debugfs directory (pool gauges and reject counters).
 pub const ZSWAP_DEBUGFS: &str = "/sys/kernel/debug/zswap";
 
 /// Counter values at one moment, by name (`zswpout`, `thp_64kB_zswpout`, ...).
@@ -25,6 +26,8 @@ pub const ZSWAP_DEBUGFS: &str = "/sys/kernel/debug/zswap";
 pub struct Snapshot(pub BTreeMap<String, i64>);
 
 impl Snapshot {
+    /// Read the counters now: `VMSTAT_COUNTERS` from /proc/vmstat and the per-order mTHP
+    /// counters; a counter that cannot be read is left out.
     pub fn take() -> Snapshot {
         let mut m = BTreeMap::new();
         if let Ok(text) = std::fs::read_to_string("/proc/vmstat") {
@@ -105,7 +108,9 @@ fn parse_major_faults(text: &str) -> Option<u64> {
 /// User and system CPU seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CpuTimes {
+    /// User CPU seconds.
     pub user_s: f64,
+    /// System CPU seconds.
     pub sys_s: f64,
 }
 
@@ -116,6 +121,7 @@ impl CpuTimes {
         Self::parse_stat(&text)
     }
 
+    /// From the text of a `/proc/<pid>/stat` file; None if it is malformed.
     pub fn parse_stat(text: &str) -> Option<CpuTimes> {
         // The command name (field 2) is in parentheses and may hold spaces: count from the
         // last ')'. Field 3 is then the first after it, so utime (14) is index 11.
@@ -129,6 +135,7 @@ impl CpuTimes {
         })
     }
 
+    /// `self - before`, field by field.
     pub fn minus(self, before: CpuTimes) -> CpuTimes {
         CpuTimes {
             user_s: self.user_s - before.user_s,

@@ -31,6 +31,7 @@ pub enum UzswapMode {
 pub struct UzswapConfig {
     /// Codec name as `CompressorSpec` parses it (`lz4`, `zstd:-1`, ...).
     pub compressor: String,
+    /// Writeback, writethrough, or no compression.
     pub mode: UzswapMode,
     /// The pool's share of the region's limit, in percent (the pool is charged to the limit).
     #[serde(default = "default_pool_percent")]
@@ -41,12 +42,15 @@ fn default_pool_percent() -> u32 {
     20
 }
 
+/// A system a benchmark runs on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "system", rename_all = "kebab-case")]
 pub enum System {
+    /// A uzswap region, configured so.
     Uzswap(UzswapConfig),
     /// Plain memory in a cgroup, swap file, the kernel's zswap on with this compressor.
     KernelZswap {
+        /// The kernel's name for the compressor (`lzo`, `lz4`, `zstd`, ...).
         compressor: String,
     },
     /// Plain memory in a cgroup, swap file, zswap off.
@@ -54,6 +58,7 @@ pub enum System {
 }
 
 impl System {
+    /// Whether it is a kernel peer (run in a worker process under a cgroup).
     pub fn is_kernel(&self) -> bool {
         !matches!(self, System::Uzswap(_))
     }
@@ -77,10 +82,13 @@ impl fmt::Display for System {
 /// the command's `--compressor` (uzswap) or `--kernel-compressor` (kernel zswap).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemName {
+    /// One of `SYSTEM_NAMES`.
     pub name: String,
+    /// The compressor after the ':', if one was given.
     pub compressor: Option<String>,
 }
 
+/// Every system name the command line takes.
 pub const SYSTEM_NAMES: [&str; 5] = [
     "uzswap",
     "uzswap-writethrough",
@@ -114,6 +122,8 @@ impl FromStr for SystemName {
 }
 
 impl SystemName {
+    /// The system this name stands for, the compressor defaulting to `uzswap_compressor` or
+    /// `kernel_compressor`, the uzswap pool limit `uzswap_pool_percent`.
     pub fn resolve(
         &self,
         uzswap_compressor: &str,
@@ -143,8 +153,11 @@ impl SystemName {
 /// Fault latency in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
+    /// The median.
     pub p50_us: f64,
+    /// The 99th percentile.
     pub p99_us: f64,
+    /// The longest.
     pub max_us: f64,
 }
 
@@ -183,6 +196,7 @@ pub struct WorkloadResult {
     pub settings: BTreeMap<String, String>,
     /// uzswap only: latency of a userfault, and pages brought in per fault.
     pub fault_latency: Option<Latency>,
+    /// uzswap only: pages installed per fault.
     pub pages_per_fault: Option<f64>,
 }
 

@@ -18,6 +18,8 @@ use super::workload::{run_on_memory, Content, WorkloadSpec, PAGE};
 /// The worker's exit status when a charge failed with `ENOMEM`.
 pub const NOMEM_EXIT: i32 = 3;
 
+/// Run the worker: the workload `spec_json` (a `WorkloadSpec` as JSON) on plain memory,
+/// talking the line protocol above on stdin and stdout.
 pub fn run(spec_json: &str) -> Result<()> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();

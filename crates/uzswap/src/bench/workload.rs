@@ -21,6 +21,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+/// The page size the workloads work in, in bytes.
 pub const PAGE: usize = 4096;
 const WORD: usize = 8;
 const WORDS_PER_PAGE: usize = PAGE / WORD;
@@ -33,17 +34,33 @@ const CLOCK_EVERY: u64 = 1024;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Workload {
     /// vm-scalability's usemem: `workers` threads, each on its own `size` bytes.
-    Usemem { workers: usize, size: u64 },
+    Usemem {
+        /// Worker threads.
+        workers: usize,
+        /// Bytes per worker.
+        size: u64,
+    },
     /// eval_zswap's mix: `size` bytes in three equal areas, accessed for `seconds`.
-    Mix { size: u64, seconds: f64 },
+    Mix {
+        /// Bytes of the three areas together.
+        size: u64,
+        /// Seconds of random accesses.
+        seconds: f64,
+    },
     /// One sweep cell: a heap of `size` bytes of compressible pages, accessed for `seconds`.
-    Heap { size: u64, seconds: f64 },
+    Heap {
+        /// Bytes of the heap.
+        size: u64,
+        /// Seconds of random accesses.
+        seconds: f64,
+    },
 }
 
 /// Everything a system needs to run one workload: plain data, so it crosses to a peer process
 /// as JSON and the uzswap side can read it as it is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadSpec {
+    /// The workload and its parameters.
     pub workload: Workload,
     /// The memory limit (memory.high) in bytes.
     pub memory_high: u64,
@@ -80,6 +97,7 @@ fn page_floor(n: usize) -> usize {
 pub struct Phase {
     /// "write", "reread", "fill".
     pub name: String,
+    /// Bytes the phase wrote or read, all workers together.
     pub bytes: u64,
     /// Wall time of the phase (the slowest worker's).
     pub seconds: f64,
@@ -92,10 +110,13 @@ pub struct Phase {
 /// What a workload kernel measured; the system around it adds CPU time and statistics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct WorkloadOutput {
+    /// The timed phases, in order.
     pub phases: Vec<Phase>,
     /// Random accesses done in the timed access phase (mix, heap).
     pub accesses: Option<u64>,
+    /// Wall time of the timed access phase, in seconds.
     pub access_seconds: Option<f64>,
+    /// `accesses / access_seconds`.
     pub accesses_per_s: Option<f64>,
     /// Every checked byte matched (a mismatch is an error instead, so this is true whenever an
     /// output exists; kept so JSON consumers see that the check ran).
@@ -238,9 +259,15 @@ pub fn usemem(area: &mut [u8], workers: usize) -> Result<WorkloadOutput> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fill {
     /// Content page `first + n` in page `n` of the area.
-    Compressible { first: usize },
+    Compressible {
+        /// The content page of the area's first page.
+        first: usize,
+    },
     /// Random bytes from `SmallRng::seed_from_u64(seed)`, one `fill_bytes` a page.
-    Random { seed: u64 },
+    Random {
+        /// The generator's seed.
+        seed: u64,
+    },
 }
 
 /// Fill `mem` (whole pages) as `fill` says.
@@ -276,14 +303,17 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// A ledger of `pages` pages, every count 0.
     pub fn new(pages: usize) -> Ledger {
         Ledger {
             counts: vec![0; pages],
         }
     }
+    /// Accesses to page `page` so far.
     pub fn count(&self, page: usize) -> u32 {
         self.counts[page]
     }
+    /// Accesses to every page together.
     pub fn total(&self) -> u64 {
         self.counts.iter().map(|&c| c as u64).sum()
     }

@@ -54,9 +54,13 @@ pub trait Compressor: Send + Sync + fmt::Debug {
 /// Codec families, spelled as the kernel's `compressor` parameter spells them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
+    /// LZ4, the default (`lz4`).
     Lz4,
+    /// Zstandard (`zstd`).
     Zstd,
+    /// Raw deflate, the kernel's `deflate` format (libdeflate).
     Deflate,
+    /// LZO (`lzo`), built with the `lzo` feature.
     #[cfg(feature = "lzo")]
     Lzo,
 }
@@ -123,7 +127,9 @@ impl fmt::Display for Algorithm {
 /// A codec and its level. `Display` and `FromStr` round-trip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CompressorSpec {
+    /// The codec.
     pub algorithm: Algorithm,
+    /// The codec's level; `Algorithm::levels` gives the range it accepts.
     pub level: i32,
 }
 
@@ -131,7 +137,9 @@ pub struct CompressorSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown compressor '{given}': available are {available}")]
 pub struct UnknownCompressor {
+    /// The name as given.
     pub given: String,
+    /// The compressors this build has, with their level ranges, as a readable list.
     pub available: String,
 }
 

@@ -87,6 +87,7 @@ impl Kind {
 /// The decoded state of one page (its entry), without the lock bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageState {
+    /// Where the page's data is.
     pub kind: Kind,
     /// Second chance: set at store, cleared by the shrinker's first visit.
     pub referenced: bool,
@@ -101,6 +102,7 @@ pub struct PageState {
 }
 
 impl PageState {
+    /// The state of a page that holds nothing: `Kind::Empty`, every field zero.
     pub const EMPTY: PageState = PageState {
         kind: Kind::Empty,
         referenced: false,
@@ -191,6 +193,7 @@ pub struct Busy {
 }
 
 impl SwapCache {
+    /// A table of `nr_pages` pages, every one `Kind::Empty`, unlocked and without a slot.
     pub fn new(nr_pages: u32) -> Self {
         SwapCache {
             words: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),
@@ -202,6 +205,7 @@ impl SwapCache {
         }
     }
 
+    /// The number of pages (offsets) the table covers.
     pub fn nr_pages(&self) -> u32 {
         self.words.len() as u32
     }
@@ -436,18 +440,23 @@ impl std::fmt::Debug for FolioLock<'_> {
 }
 
 impl<'a> FolioLock<'a> {
+    /// Offset of the folio's head page.
     pub fn start(&self) -> u32 {
         self.start
     }
+    /// The folio's order: it spans `1 << order` pages.
     pub fn order(&self) -> u8 {
         self.order
     }
+    /// The number of pages in the folio.
     pub fn nr_pages(&self) -> u32 {
         1 << self.order
     }
+    /// The offset one past the folio's last page.
     pub fn end(&self) -> u32 {
         self.start + self.nr_pages()
     }
+    /// The offsets of the folio's pages.
     pub fn offsets(&self) -> std::ops::Range<u32> {
         self.start..self.end()
     }
@@ -489,6 +498,8 @@ impl<'a> FolioLock<'a> {
         Some(SwapSlot(slot.expect("HAS_SLOT pages have a slot")))
     }
 
+    /// Record (`Some`) or forget (`None`) the page's copy on the backing device. Only the slot
+    /// map and `HAS_SLOT` change; freeing the old slot is the caller's job.
     pub fn set_slot(&self, offset: u32, slot: Option<SwapSlot>) {
         let word = &self.cache.words[self.check(offset)];
         let mut shard = self.cache.slot_shard(offset).lock();

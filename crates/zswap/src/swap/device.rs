@@ -7,33 +7,57 @@ use std::path::PathBuf;
 use super::slots::SwapSlot;
 use crate::PAGE_SIZE;
 
+/// A backing device's failure, as the swap layer reports it.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
+    /// An error from the OS.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// Only part of a write reached the device: the OS stopped making progress without an
+    /// error (or `FaultyDevice` tore the write).
     #[error("short write: {written} of {expected} bytes")]
-    ShortWrite { written: usize, expected: usize },
+    ShortWrite {
+        /// Bytes written before the OS stopped.
+        written: usize,
+        /// Bytes the write was for.
+        expected: usize,
+    },
+    /// The file ended before the read did: the device lost data it held.
     #[error("short read: {read} of {expected} bytes")]
-    ShortRead { read: usize, expected: usize },
+    ShortRead {
+        /// Bytes read before the end of the file.
+        read: usize,
+        /// Bytes the read was for.
+        expected: usize,
+    },
     /// The swap file could not be created in `dir` (missing, not a directory, no permission,
     /// or a filesystem without O_TMPFILE: we never fall back to a named file).
     #[error("cannot create an unnamed (O_TMPFILE) swap file in {}: {reason}", dir.display())]
     Create {
+        /// The directory the file was to be in.
         dir: PathBuf,
+        /// The errno in words, with what it usually means here.
         reason: String,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
     /// An access past the end of the device.
     #[error("slots {slot}..+{nr_pages} are past the device's {capacity} pages")]
     OutOfRange {
+        /// The first slot of the access.
         slot: u32,
+        /// Pages in the access.
         nr_pages: u64,
+        /// The device's size, in pages.
         capacity: u32,
     },
     /// A buffer that is not a positive multiple of the page size.
     #[error("buffer of {len} bytes is not a positive multiple of the page size")]
-    BadLength { len: usize },
+    BadLength {
+        /// The buffer's length, in bytes.
+        len: usize,
+    },
 }
 
 impl DeviceError {

@@ -40,14 +40,20 @@ impl FaultKind {
 /// Faults injected so far, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultStats {
+    /// Writes failed with EIO.
     pub write_eio: u64,
+    /// Writes failed with ENOSPC.
     pub write_enospc: u64,
+    /// Writes torn: half written, then `DeviceError::ShortWrite`.
     pub short_writes: u64,
+    /// Reads failed with EIO.
     pub read_eio: u64,
+    /// Discards failed with EIO.
     pub discard_eio: u64,
 }
 
 impl FaultStats {
+    /// Faults of every kind together.
     pub fn total(&self) -> u64 {
         self.write_eio + self.write_enospc + self.short_writes + self.read_eio + self.discard_eio
     }
@@ -76,6 +82,8 @@ struct Counters {
     discard_eio: AtomicU64,
 }
 
+/// A backing device that passes everything to the device it wraps, except the operations a
+/// test has armed to fail.
 #[derive(Debug)]
 pub struct FaultyDevice {
     inner: Arc<dyn BackingDevice>,

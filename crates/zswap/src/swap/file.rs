@@ -45,6 +45,8 @@ pub const NR_FILES: u32 = 4;
 /// Slots per stripe of `FileDevice::create` (64 KiB), and the least any device takes.
 pub const MIN_STRIPE_SLOTS: u32 = 16;
 
+/// The swap file: a backing device on up to [`NR_FILES`] unnamed, sparse files (see the
+/// module documentation).
 #[derive(Debug)]
 pub struct FileDevice {
     /// Stripe `s` (slots `s * stripe_slots..`) lives in file `s % files.len()`.

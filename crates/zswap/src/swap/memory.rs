@@ -12,6 +12,7 @@ use crate::PAGE_SIZE;
 
 type Page = Box<[u8; PAGE_SIZE]>;
 
+/// A backing device in RAM with the swap file's semantics, for tests.
 #[derive(Debug)]
 pub struct MemoryDevice {
     capacity: u32,
@@ -20,6 +21,7 @@ pub struct MemoryDevice {
 }
 
 impl MemoryDevice {
+    /// A device of `capacity_pages` pages, every one reading as zeros.
     pub fn new(capacity_pages: u32) -> Self {
         MemoryDevice {
             capacity: capacity_pages,
@@ -27,6 +29,7 @@ impl MemoryDevice {
         }
     }
 
+    /// The device's size, in pages.
     pub fn capacity_pages(&self) -> u32 {
         self.capacity
     }

@@ -124,6 +124,8 @@ impl ClusterSet {
     }
 }
 
+/// Which slots of a backing device are in use, with mm/swapfile.c's clusters (see the
+/// module documentation).
 #[derive(Debug)]
 pub struct SlotAllocator {
     capacity: u32,

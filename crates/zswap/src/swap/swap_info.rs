@@ -20,12 +20,15 @@ use super::slots::{SlotAllocator, SwapSlot};
 /// Why a write to the backing device did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum SwapWriteError {
+    /// Every slot of the device is in use (the swap space is full).
     #[error("no free swap slot")]
     NoSlot,
+    /// The device failed the write.
     #[error(transparent)]
     Device(#[from] DeviceError),
 }
 
+/// A backing device and the map of its slots in use: the kernel's `swap_info_struct`.
 #[derive(Debug)]
 pub struct SwapInfo {
     device: Arc<dyn BackingDevice>,
@@ -35,6 +38,8 @@ pub struct SwapInfo {
 }
 
 impl SwapInfo {
+    /// A swap space of `capacity_pages` slots on `device`, all free; `discard` gives wholly
+    /// free clusters' storage back to the file system (`swapon --discard`).
     pub fn new(device: Arc<dyn BackingDevice>, capacity_pages: u32, discard: bool) -> Self {
         SwapInfo {
             device,
@@ -43,6 +48,7 @@ impl SwapInfo {
         }
     }
 
+    /// The backing device.
     pub fn device(&self) -> &Arc<dyn BackingDevice> {
         &self.device
     }

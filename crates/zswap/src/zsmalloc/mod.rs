@@ -40,20 +40,26 @@ use pool::PoolState;
 pub struct Handle(u32);
 
 impl Handle {
+    /// The handle as a plain number, to keep in a page's state word.
     pub fn to_raw(self) -> u32 {
         self.0
     }
+    /// The handle whose `to_raw` gave `raw`.
     pub fn from_raw(raw: u32) -> Self {
         Handle(raw)
     }
 }
 
+/// Why an object could not be allocated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AllocError {
+    /// The object is empty or larger than a page (bytes).
     #[error("object size {0} is outside 1..=4096")]
     BadSize(usize),
+    /// The pool is at the page cap `set_max_pages` set.
     #[error("the pool is at its page limit")]
     PoolFull,
+    /// Mapping more memory for the pool's arena failed (the OS's message).
     #[error("the pool could not get memory: {0}")]
     NoMemory(String),
 }
@@ -61,11 +67,13 @@ pub enum AllocError {
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CompactStats {
+    /// Objects copied to another place in the pool.
     pub objects_moved: u64,
     /// Net pages the pool holds fewer after the compaction than before.
     pub pages_freed: u64,
 }
 
+/// The compressed pool: zsmalloc's size-class allocator (see the module documentation).
 #[derive(Debug)]
 pub struct ZsPool {
     /// Readers (loads) share it and may decompress straight from the pool's pages; anything
@@ -97,6 +105,7 @@ impl Default for ZsPool {
 }
 
 impl ZsPool {
+    /// An empty pool, without a page cap.
     pub fn new() -> Self {
         Self::default()
     }

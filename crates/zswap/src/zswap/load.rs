@@ -26,8 +26,11 @@ pub struct Loaded {
     /// Pages with no entry (resident, never written, or discarded): left untouched in the
     /// buffer.
     pub empty: u32,
+    /// Same-filled pages, filled in from their fill value.
     pub zero: u32,
+    /// Pages read from the compressed pool.
     pub pool: u32,
+    /// Pages read from the backing device.
     pub disk: u32,
 }
 
@@ -44,6 +47,7 @@ impl Loaded {
     }
 }
 
+/// Why a page cannot be read back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadErrorKind {
     /// The stored data did not decompress into exactly one page.
@@ -59,7 +63,9 @@ pub enum LoadErrorKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("page {offset} cannot be read back: {kind:?}")]
 pub struct LoadError {
+    /// The page's offset in the group.
     pub offset: u32,
+    /// What went wrong.
     pub kind: LoadErrorKind,
 }
 

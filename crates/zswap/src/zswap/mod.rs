@@ -57,6 +57,8 @@ pub struct ZswapConfig {
 }
 
 impl ZswapConfig {
+    /// A config for `total_memory` bytes: `lz4` at its default level, no backing device (so no
+    /// writeback), discard off.
     pub fn new(total_memory: u64) -> Self {
         ZswapConfig {
             total_memory,
@@ -67,16 +69,19 @@ impl ZswapConfig {
         }
     }
 
+    /// Set `discard`.
     pub fn discard(mut self, on: bool) -> Self {
         self.discard = on;
         self
     }
 
+    /// Set the compressor to start with.
     pub fn compressor(mut self, spec: CompressorSpec) -> Self {
         self.compressor = spec;
         self
     }
 
+    /// Write back to `device`, of `pages` pages.
     pub fn device(mut self, device: Arc<dyn BackingDevice>, pages: u32) -> Self {
         self.device = Some(device);
         self.device_pages = pages;
@@ -85,6 +90,37 @@ impl ZswapConfig {
 }
 
 /// A zswap instance. Cheap to clone: clones share everything.
+///
+/// Storing a folio of four pages and loading it back:
+///
+/// ```
+/// use std::sync::Arc;
+/// use zswap::swap::MemoryDevice;
+/// use zswap::{Zswap, ZswapConfig, PAGE_SIZE};
+///
+/// // The pool may use `max_pool_percent` (20%) of 64 MiB; written-back pages would go to a
+/// // device of 1024 pages in RAM.
+/// let config = ZswapConfig::new(64 << 20).device(Arc::new(MemoryDevice::new(1024)), 1024);
+/// let zswap = Zswap::new(config);
+/// let group = zswap.new_group(256);
+///
+/// // Pages 8..12 as one folio of order 2: the caller owns it while it holds the lock.
+/// let data: Vec<u8> = (0..4 * PAGE_SIZE).map(|i| (i / 64 % 7) as u8).collect();
+/// let folio = group.lock_folio(8, 2);
+/// group.store(&folio, &data).unwrap();
+/// drop(folio);
+/// assert_eq!(zswap.stats().get("zswpout"), 4);
+/// assert_eq!(zswap.stats().get("stored_pages"), 4);
+///
+/// // A load copies the pages out and leaves the entries; `finish_load` frees them once the
+/// // caller has put the data where it belongs.
+/// let folio = group.lock_folio(8, 2);
+/// let mut out = vec![0u8; 4 * PAGE_SIZE];
+/// let loaded = group.load(&folio, &mut out).unwrap();
+/// assert_eq!((loaded.pool, out == data), (4, true));
+/// group.finish_load(&folio);
+/// assert_eq!(zswap.stats().get("stored_pages"), 0);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Zswap {
     shared: Arc<Shared>,
@@ -115,6 +151,8 @@ struct ShrinkWork {
 }
 
 impl Zswap {
+    /// A zswap instance built from `config`, with the kernel's default tunables. No shrink worker
+    /// runs until `start_shrink_worker`.
     pub fn new(config: ZswapConfig) -> Self {
         let params = Params::default();
         params.set_compressor_spec(config.compressor);
@@ -155,6 +193,7 @@ impl Zswap {
         group
     }
 
+    /// The global tunables (`/sys/module/zswap/parameters`).
     pub fn params(&self) -> &Params {
         &self.shared.params
     }
@@ -187,18 +226,22 @@ impl Zswap {
         Ok(())
     }
 
+    /// The memory that `max_pool_percent` is a percentage of, in bytes.
     pub fn total_memory(&self) -> u64 {
         self.shared.total_memory.load(Relaxed)
     }
 
+    /// Set the memory that `max_pool_percent` is a percentage of, in bytes.
     pub fn set_total_memory(&self, bytes: u64) {
         self.shared.total_memory.store(bytes, Relaxed)
     }
 
+    /// The compressed pool.
     pub fn pool(&self) -> &ZsPool {
         &self.shared.pool
     }
 
+    /// The backing device with its slot map, if there is one.
     pub fn swap_info(&self) -> Option<&SwapInfo> {
         self.shared.swap.as_ref()
     }
@@ -245,10 +288,12 @@ pub struct ZswapGroup {
 }
 
 impl ZswapGroup {
+    /// The number of pages of the group's swap space.
     pub fn nr_pages(&self) -> u32 {
         self.cache.nr_pages()
     }
 
+    /// The group's swap cache: the state of each of its pages.
     pub fn cache(&self) -> &SwapCache {
         &self.cache
     }
@@ -258,6 +303,7 @@ impl ZswapGroup {
         self.cache.lock_page(offset)
     }
 
+    /// Lock the folio holding `offset` if nobody owns it; otherwise say whose folio is busy.
     pub fn try_lock_page(&self, offset: u32) -> Result<FolioLock<'_>, Busy> {
         self.cache.try_lock_page(offset)
     }
@@ -277,6 +323,7 @@ impl ZswapGroup {
         self.cache.peek(offset)
     }
 
+    /// memory.zswap.max, in bytes (default `u64::MAX`, "max").
     pub fn zswap_max(&self) -> u64 {
         self.zswap_max.load(Relaxed)
     }

@@ -13,6 +13,8 @@ use crate::compress::{Compressor, CompressorSpec};
 /// Compressors alive at once, old ones with entries included (the codec field's width).
 pub const MAX_COMPRESSORS: usize = 16;
 
+/// A compressor switch refused: every one of the [`MAX_COMPRESSORS`] indexes still has stored
+/// pages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{MAX_COMPRESSORS} compressors still have stored pages; free some before switching again")]
 pub struct TooManyCompressors;

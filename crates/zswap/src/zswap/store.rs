@@ -31,16 +31,25 @@ use super::ZswapGroup;
 /// Why a folio was not stored. The folio's offsets hold nothing afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
+    /// The `enabled` tunable is off.
     #[error("zswap is disabled")]
     Disabled,
+    /// The group is at its `zswap_max` and writing some of it back freed nothing
+    /// (`reject_reclaim_fail`).
     #[error("the group is at its zswap_max and reclaim freed nothing")]
     GroupLimit,
+    /// The pool is at `max_pool_percent`, or has not yet shrunk back to
+    /// `accept_threshold_percent` since it was (`pool_limit_hit`).
     #[error("the pool is at max_pool_percent")]
     PoolLimit,
+    /// The page at this offset does not compress and may not be stored raw
+    /// (`reject_compress_poor`).
     #[error("page {0} does not compress, and writeback is off or the caller refused it as-is")]
     CompressPoor(u32),
+    /// The compressor failed on the page at this offset (`reject_compress_fail`).
     #[error("the compressor failed on page {0}")]
     CompressFail(u32),
+    /// The pool could not allocate for the page at this offset (`reject_alloc_fail`).
     #[error("the pool could not allocate for page {0}")]
     AllocFail(u32),
 }

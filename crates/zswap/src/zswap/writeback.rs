@@ -21,10 +21,13 @@ use crate::PAGE_SIZE;
 
 use super::ZswapGroup;
 
+/// Why a folio was not written back.
 #[derive(Debug, thiserror::Error)]
 pub enum WritebackError {
+    /// The group's `writeback` is off, or there is no backing device.
     #[error("writeback is off for this group, or there is no backing device")]
     NotAllowed,
+    /// No slot was free, or the device failed the write.
     #[error("writing to the backing device failed: {0}")]
     Write(#[from] SwapWriteError),
 }
