@@ -39,7 +39,7 @@ pub enum RegionError {
     Uffd(#[from] uffd::UffdError),
     /// The region's memory could not be mapped or registered.
     #[error("mapping the region")]
-    Map(#[from] uffd::RegionError),
+    Map(#[from] uffd::RawRegionError),
     /// The swap file could not be created.
     #[error("swap file")]
     SwapFile(#[from] zswap::swap::DeviceError),
@@ -633,7 +633,7 @@ impl Region {
     /// Discard `len` bytes at `offset` (page aligned), as `madvise(MADV_DONTNEED)`: they read
     /// as zero afterwards, and whatever uzswap held for them is freed. Blocks until a fault
     /// handler has seen the discard.
-    pub fn discard(&self, offset: usize, len: usize) -> Result<(), uffd::RegionError> {
+    pub fn discard(&self, offset: usize, len: usize) -> Result<(), uffd::RawRegionError> {
         self.mem.discard(offset, len)
     }
 
@@ -641,7 +641,7 @@ impl Region {
     /// the pages read either as they were or as zeros. For tests: a test has no other way to
     /// call it on the region without unsafe code.
     #[cfg(feature = "test-hooks")]
-    pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), uffd::RegionError> {
+    pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), uffd::RawRegionError> {
         self.mem.free_lazily(offset, len)
     }
 
@@ -664,7 +664,7 @@ impl Region {
     /// place. Blocks until a fault handler has read the move. For tests of the `Remap`
     /// handling: a test has no other way to mremap the region without unsafe code.
     #[cfg(feature = "test-hooks")]
-    pub fn relocate(&mut self) -> Result<(), uffd::RegionError> {
+    pub fn relocate(&mut self) -> Result<(), uffd::RawRegionError> {
         self.mem.relocate()
     }
 

@@ -147,7 +147,7 @@ impl UffdError {
 
 /// Errors of the [`RawRegion`](crate::RawRegion) helpers (mmap, mremap, madvise).
 #[derive(Debug, thiserror::Error)]
-pub enum RegionError {
+pub enum RawRegionError {
     /// `mmap` failed.
     #[error("mmap of {len} bytes failed: {source}")]
     Mmap {

@@ -26,7 +26,7 @@ pub mod userfaultfd;
 
 pub use builder::{UffdBuilder, USER_MODE_ONLY_WARNING};
 pub use doorbell::Doorbell;
-pub use error::{RegionError, UffdError, PERMISSION_HINT};
+pub use error::{RawRegionError, UffdError, PERMISSION_HINT};
 pub use event::{Event, PagefaultFlags};
 pub use features::{Features, Ioctls, RegisterMode};
 pub use mapping::{AnonMapping, MappingError};

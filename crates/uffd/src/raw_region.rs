@@ -7,7 +7,7 @@
 //! never hands out a reference into its memory: only its address, and byte copies done with
 //! atomic accesses. That is what lets [`Uffd::register`](crate::Uffd::register) be safe.
 
-use crate::error::RegionError;
+use crate::error::RawRegionError;
 use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -47,15 +47,15 @@ pub struct RawRegion {
 impl RawRegion {
     /// Map `len` bytes (a non-zero multiple of the page size) with `MAP_NORESERVE`: pages read
     /// as zero until written (or, once registered, fault as missing).
-    pub fn new(len: usize) -> Result<Self, RegionError> {
+    pub fn new(len: usize) -> Result<Self, RawRegionError> {
         if len == 0 || !page_aligned(len) {
-            return Err(RegionError::Mmap {
+            return Err(RawRegionError::Mmap {
                 len,
                 source: io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
-        let p =
-            crate::mmap::map_anonymous(len).map_err(|source| RegionError::Mmap { len, source })?;
+        let p = crate::mmap::map_anonymous(len)
+            .map_err(|source| RawRegionError::Mmap { len, source })?;
         Ok(Self {
             addr: p.as_ptr() as usize,
             len,
@@ -89,10 +89,10 @@ impl RawRegion {
         self.addr..self.addr + self.len
     }
 
-    fn check(&self, offset: usize, len: usize, aligned: bool) -> Result<(), RegionError> {
+    fn check(&self, offset: usize, len: usize, aligned: bool) -> Result<(), RawRegionError> {
         let inside = offset.checked_add(len).is_some_and(|end| end <= self.len);
         if !inside || (aligned && !(page_aligned(offset) && page_aligned(len))) {
-            return Err(RegionError::OutOfRange {
+            return Err(RawRegionError::OutOfRange {
                 offset,
                 len,
                 region_len: self.len,
@@ -102,7 +102,7 @@ impl RawRegion {
     }
 
     /// Check that `offset..offset+len` is page aligned and inside the region; returns its address.
-    pub fn page_range(&self, offset: usize, len: usize) -> Result<usize, RegionError> {
+    pub fn page_range(&self, offset: usize, len: usize) -> Result<usize, RawRegionError> {
         self.check(offset, len, true)?;
         Ok(self.addr + offset)
     }
@@ -110,7 +110,7 @@ impl RawRegion {
     /// Copy `buf.len()` bytes at `offset` out of the region. Touches the pages, so on a
     /// registered range it faults (and blocks until served) like any other access: never call
     /// it from the thread that serves this region's faults.
-    pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result<(), RegionError> {
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result<(), RawRegionError> {
         self.check(offset, buf.len(), false)?;
         for (i, b) in buf.iter_mut().enumerate() {
             // SAFETY: the byte lies inside the live mapping (checked above; the mapping lives
@@ -124,7 +124,7 @@ impl RawRegion {
     }
 
     /// Copy `data` into the region at `offset` (same faulting rules as [`read`](Self::read)).
-    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), RegionError> {
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), RawRegionError> {
         self.check(offset, data.len(), false)?;
         for (i, b) in data.iter().enumerate() {
             // SAFETY: as in `read`: inside the live, writable mapping; atomic byte access only.
@@ -138,7 +138,7 @@ impl RawRegion {
     /// zero afterwards, or fault as missing while registered. On a registered range with
     /// `EVENT_REMOVE` this blocks until the reader reads the `Remove` event: never call it from
     /// the reader thread.
-    pub fn discard(&self, offset: usize, len: usize) -> Result<(), RegionError> {
+    pub fn discard(&self, offset: usize, len: usize) -> Result<(), RawRegionError> {
         let addr = self.page_range(offset, len)?;
         // SAFETY: the range is inside this region, whose memory no Rust reference ever points
         // into (only atomic accesses, which tolerate the contents changing), so dropping the
@@ -149,7 +149,7 @@ impl RawRegion {
     /// `MADV_FREE` on `len` bytes at `offset`: the pages keep their contents until the kernel
     /// takes them (then they read zero). It raises the same `Remove` event as `discard`, and
     /// blocks the same way until it is read.
-    pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), RegionError> {
+    pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), RawRegionError> {
         let addr = self.page_range(offset, len)?;
         // SAFETY: as for `discard`: no Rust reference points into the region, so contents
         // that may become zero invalidate nothing Rust relies on.
@@ -159,13 +159,13 @@ impl RawRegion {
     /// `MADV_DONTFORK` on the whole region: a child process does not inherit it (it gets SIGSEGV
     /// instead of silently reading zeros where evicted pages were), and `UFFDIO_MOVE` sources
     /// stay exclusive across a fork (else MOVE fails with `EBUSY`).
-    pub fn dont_fork(&self) -> Result<(), RegionError> {
+    pub fn dont_fork(&self) -> Result<(), RawRegionError> {
         // SAFETY: changes only what a fork inherits, not this process's memory.
         unsafe { madvise(self.addr, self.len, Advice::DontFork) }
     }
 
     /// `MADV_NOHUGEPAGE` on the whole region: only base pages back it.
-    pub fn no_huge_pages(&self) -> Result<(), RegionError> {
+    pub fn no_huge_pages(&self) -> Result<(), RawRegionError> {
         // SAFETY: changes how the range may be backed in future, never its contents.
         unsafe { madvise(self.addr, self.len, Advice::NoHugePage) }
     }
@@ -173,9 +173,9 @@ impl RawRegion {
     /// `mremap(MREMAP_MAYMOVE)` to `new_len` bytes; the region may move (see
     /// [`addr`](Self::addr)). On a registered range with `EVENT_REMAP` this blocks until the
     /// reader reads the `Remap` event (and with `EVENT_UNMAP`, shrinking raises `Unmap`).
-    pub fn remap(&mut self, new_len: usize) -> Result<(), RegionError> {
+    pub fn remap(&mut self, new_len: usize) -> Result<(), RawRegionError> {
         if new_len == 0 || !page_aligned(new_len) {
-            return Err(RegionError::Mremap {
+            return Err(RawRegionError::Mremap {
                 new_len,
                 source: io::Error::from_raw_os_error(libc::EINVAL),
             });
@@ -192,7 +192,7 @@ impl RawRegion {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(RegionError::Mremap {
+            return Err(RawRegionError::Mremap {
                 new_len,
                 source: io::Error::last_os_error(),
             });
@@ -207,7 +207,7 @@ impl RawRegion {
     /// Move the whole region to a new address with `mremap(MREMAP_MAYMOVE | MREMAP_FIXED)`,
     /// keeping its pages: what a program's `realloc` of a large block does. Used to exercise
     /// `Remap` events, since a plain `remap` may grow in place without moving.
-    pub fn relocate(&mut self) -> Result<(), RegionError> {
+    pub fn relocate(&mut self) -> Result<(), RawRegionError> {
         // A placeholder reserves a free address range of the right size; mremap then replaces
         // it atomically. It is owned here and forgotten once replaced.
         let target = RawRegion::new(self.len)?;
@@ -224,7 +224,7 @@ impl RawRegion {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(RegionError::Mremap {
+            return Err(RawRegionError::Mremap {
                 new_len: self.len,
                 source: io::Error::last_os_error(),
             });
@@ -283,12 +283,12 @@ impl Advice {
 /// For [`Advice::DontNeed`] and [`Advice::Free`], no Rust reference may point into `addr..addr+len` (its contents
 /// become zero, or missing), and the range must not hold anything Rust code relies on (stack,
 /// heap, statics). The fork advices have no such requirement. Prefer [`RawRegion::discard`].
-pub unsafe fn madvise(addr: usize, len: usize, advice: Advice) -> Result<(), RegionError> {
+pub unsafe fn madvise(addr: usize, len: usize, advice: Advice) -> Result<(), RawRegionError> {
     let (raw, name) = advice.raw();
     // SAFETY: the caller upholds the contract above; the kernel validates the range itself.
     let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, raw) };
     if rc != 0 {
-        return Err(RegionError::Madvise {
+        return Err(RawRegionError::Madvise {
             advice: name,
             source: io::Error::last_os_error(),
         });
@@ -300,13 +300,13 @@ pub unsafe fn madvise(addr: usize, len: usize, advice: Advice) -> Result<(), Reg
 /// swap if any is on (anonymous pages stay where they are without it). Contents are kept:
 /// an access swaps a page back in. For tests and tools that make the kernel do to a region
 /// what its own reclaim does under memory pressure.
-pub fn page_out(addr: usize, len: usize) -> Result<(), RegionError> {
+pub fn page_out(addr: usize, len: usize) -> Result<(), RawRegionError> {
     // SAFETY: MADV_PAGEOUT changes where pages live, never what they hold (a swapped-out
     // anonymous page reads back the same), so no reference or data Rust relies on can be
     // broken, whatever the range; the kernel validates the range itself.
     let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_PAGEOUT) };
     if rc != 0 {
-        return Err(RegionError::Madvise {
+        return Err(RawRegionError::Madvise {
             advice: "MADV_PAGEOUT",
             source: io::Error::last_os_error(),
         });

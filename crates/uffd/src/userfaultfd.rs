@@ -21,7 +21,7 @@
 //! Addresses are never dereferenced by this crate: the kernel validates them and answers
 //! `EFAULT`/`ENOENT`/`EINVAL` for bad ones.
 
-use crate::error::{RegionError, UffdError};
+use crate::error::{RawRegionError, UffdError};
 use crate::event::{decode, Event, RawEvent};
 use crate::features::{Features, Ioctls, RegisterMode};
 use crate::raw_region::RawRegion;
@@ -607,7 +607,7 @@ fn range(start: usize, len: usize) -> sys::uffdio_range {
     }
 }
 
-fn region_err(op: &'static str) -> impl Fn(RegionError) -> UffdError {
+fn region_err(op: &'static str) -> impl Fn(RawRegionError) -> UffdError {
     move |_| UffdError::InvalidArgument { op }
 }
 
