@@ -49,13 +49,17 @@ pub enum RegionError {
 }
 
 impl RegionError {
-    /// The error and its sources on one line, joined by ": ".
+    /// The error and its sources on one line, joined by ": " (a source whose message the
+    /// line already holds is not repeated).
     pub fn chain(&self) -> String {
         let mut line = self.to_string();
         let mut source = std::error::Error::source(self);
         while let Some(e) = source {
-            line.push_str(": ");
-            line.push_str(&e.to_string());
+            let text = e.to_string();
+            if !line.contains(&text) {
+                line.push_str(": ");
+                line.push_str(&text);
+            }
             source = e.source();
         }
         line
