@@ -151,7 +151,8 @@ struct ShrinkWork {
 }
 
 impl Zswap {
-    /// A zswap instance built from `config`, with the kernel's default tunables. No shrink worker
+    /// A zswap instance built from `config`, its tunables at their defaults (see `Params`: on,
+    /// `max_pool_percent` 20, `accept_threshold_percent` 90, shrinker off). No shrink worker
     /// runs until `start_shrink_worker`.
     pub fn new(config: ZswapConfig) -> Self {
         let params = Params::default();
