@@ -1,0 +1,1442 @@
+//! A model test of the region: random sequences of operations (writes of whole pages and of
+//! parts of pages, by the program or by the kernel for a system call; reads; `MADV_DONTNEED`
+//! and `MADV_FREE`; `reclaim_to`; tunables changed at run time: compressor, enabled,
+//! writeback, writethrough, max_pool_percent, accept_threshold_percent, the shrinker,
+//! zswap_max; write failures (EIO, ENOSPC, torn writes) and read failures of the backing
+//! device) applied to a `Region` and to a plain model of what every page must hold, in the
+//! manner of redb's `fuzz_redb.rs`. After every step every byte of every page is checked
+//! against the model, and the region's usage against its limit (`Run::check_limit`).
+//!
+//! Each sequence gets a fresh region of a few folios (folios of 4 KiB, 16 KiB, 64 KiB and
+//! 2 MiB, one test each) with a randomly drawn configuration and limit, from the least
+//! `Region::new` takes up. `Region::new` costs about 1.5 ms; a drop waits for the handlers'
+//! 100 ms poll timeouts, so regions are dropped on threads of their own. 2,000 sequences
+//! (`UZSWAP_MODEL_SEQUENCES=N` for more) take about 55 s in the test profile on the 2-core
+//! development machine, 45 s in release: the time goes to faults (every step reads every
+//! page, and the limits leave room for only part of the region) and system calls, not to
+//! computation.
+//!
+//! Sequences are seeded: a failure prints the seed, the folio size, the region's setup and
+//! the operations so far, and `UZSWAP_MODEL_SEED=<seed>` runs that one sequence again.
+//! `UZSWAP_MODEL_BASE_SEED=<n>|random` picks other sequences than the default ones;
+//! `UZSWAP_MODEL_THREADS` sets how many run at once in each test (2);
+//! `UZSWAP_MODEL_TRACE=1` prints each operation to stderr as it runs (for a sequence that
+//! kills the process, which leaves no report). With `--nocapture` each test prints what its
+//! sequences covered and where their time went (`Tally`).
+//!
+//! What a page may read as (`PageModel`):
+//! - after a write, a discard or a first touch: exactly its bytes (zeros after a discard);
+//! - after `MADV_FREE`, until it is next written: its old bytes or zeros, and it may turn to
+//!   zeros at any moment (the kernel drops a clean lazily freed page whenever it likes, and
+//!   reading it does not dirty it). Once it has read as zeros it is zeros: old bytes coming
+//!   back after that would be stale data (invariant 7);
+//! - a partial write to such a page makes it definite again, but either of two contents
+//!   (the write landed on the old bytes or on zeros) until a read tells which;
+//! - with device reads failing (invariant 7), a page may be poisoned: it then stays poisoned
+//!   until it is discarded. A program access to a poisoned page gets SIGBUS, which would
+//!   kill the test, so once a sequence has armed read failures every access goes through the
+//!   kernel (write(2) from the region into a pipe, read(2) from a pipe into the region),
+//!   which gets EFAULT instead, as `failures.rs` does (`poison_by_kernel_read`); poisoned
+//!   pages are never written or lazily freed, only discarded. Sequences that never arm read
+//!   failures must see no poisoned page.
+//!
+//! Device write failures (EIO, ENOSPC, torn writes) must lose nothing (invariant 8): no
+//! page model allows for them.
+//!
+//! Left out of the sequences, for the two gaps found (tests at the end, ignored): the pool
+//! filling more of the limit than the fixed charge leaves is allowed for in the limit check
+//! (`pool_outgrows_the_limit`), and `swap_discard` is never on with the swap file
+//! (`zero_pages_written_back_with_discard_on_fail_evictions`).
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use region::{Region, RegionConfig};
+use zswap::compress::CompressorSpec;
+use zswap::swap::{BackingDevice, FaultKind, FaultyDevice, FileDevice, MemoryDevice};
+
+mod common;
+use common::{corpus_page, random_page, PAGE};
+
+static ZERO: [u8; PAGE] = [0; PAGE];
+
+// ---------------------------------------------------------------------------------------
+// The model of one page.
+
+#[derive(Clone, Debug)]
+struct PageModel {
+    /// What the page may hold: one content, or two after a partial write to a lazily freed
+    /// page whose fate no read has told yet.
+    cands: Vec<Vec<u8>>,
+    /// Lazily freed (`MADV_FREE`) and not written since: it may read as `cands[0]` or as
+    /// zeros, and turn to zeros at any time.
+    lazy: bool,
+    /// Poisoned (a device read failed twice): every access faults until it is discarded.
+    poisoned: bool,
+}
+
+/// How a read of a page compared with its model.
+enum Seen {
+    Fine,
+    /// What the page held and what it might have held, said in a line.
+    Wrong(String),
+}
+
+impl PageModel {
+    fn zero() -> Self {
+        PageModel {
+            cands: vec![ZERO.to_vec()],
+            lazy: false,
+            poisoned: false,
+        }
+    }
+
+    fn set(&mut self, bytes: Vec<u8>) {
+        *self = PageModel {
+            cands: vec![bytes],
+            lazy: false,
+            poisoned: false,
+        };
+    }
+
+    /// `data` written at `offset` of the page.
+    fn patch(&mut self, offset: usize, data: &[u8]) {
+        assert!(!self.poisoned, "the model wrote to a poisoned page");
+        if offset == 0 && data.len() == PAGE {
+            self.set(data.to_vec());
+            return;
+        }
+        if self.lazy {
+            // The write lands on the old bytes or on zeros, whichever the page holds at that
+            // moment; either way the page is dirty, and so definite, afterwards.
+            self.cands.push(ZERO.to_vec());
+            self.lazy = false;
+        }
+        for c in &mut self.cands {
+            c[offset..offset + data.len()].copy_from_slice(data);
+        }
+        self.cands.dedup();
+    }
+
+    fn free_lazily(&mut self) {
+        assert!(!self.poisoned, "the model lazily freed a poisoned page");
+        // A page that may hold either of two contents, lazily freed: it reads as one of them
+        // or zeros; only one old content can be kept in the model, so the page is read first
+        // (`Run::free_lazily`) and never has two here.
+        assert_eq!(self.cands.len(), 1, "lazily freeing an undecided page");
+        if self.cands[0] != ZERO {
+            self.lazy = true;
+        }
+    }
+
+    /// Compare what the page reads as with the model, and narrow the model down.
+    fn observe(&mut self, got: &[u8]) -> Seen {
+        if self.poisoned {
+            return Seen::Wrong(format!(
+                "a poisoned page read as data ({}): its data came back",
+                describe(got)
+            ));
+        }
+        if let Some(i) = self.cands.iter().position(|c| c == got) {
+            if !self.lazy && self.cands.len() > 1 {
+                let c = self.cands.swap_remove(i);
+                self.cands = vec![c];
+            }
+            return Seen::Fine;
+        }
+        if self.lazy && got == ZERO {
+            self.set(ZERO.to_vec());
+            return Seen::Fine;
+        }
+        let want: Vec<String> = self
+            .cands
+            .iter()
+            .map(|c| {
+                let differ: Vec<usize> = (0..PAGE).filter(|&i| c[i] != got[i]).collect();
+                format!(
+                    "{} (differing in {} bytes, {}..={})",
+                    describe(c),
+                    differ.len(),
+                    differ[0],
+                    differ[differ.len() - 1]
+                )
+            })
+            .collect();
+        Seen::Wrong(format!(
+            "read {} where the model has {}{}",
+            describe(got),
+            want.join(" or "),
+            if self.lazy {
+                " or zeros (lazily freed)"
+            } else {
+                ""
+            }
+        ))
+    }
+}
+
+/// A page's bytes in a few words: zeros, same-filled, or its first words (a corpus page's
+/// stamp: page and version) and the next bytes.
+fn describe(p: &[u8]) -> String {
+    if p == ZERO {
+        return "zeros".into();
+    }
+    if p.chunks(8).all(|w| w == &p[..8]) {
+        return format!("same-filled {:02x?}", &p[..8]);
+    }
+    let word = |i: usize| u64::from_ne_bytes(p[i * 8..i * 8 + 8].try_into().unwrap());
+    format!(
+        "[words {:#x} {:#x}, bytes {:02x?}..]",
+        word(0),
+        word(1),
+        &p[16..24]
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Operations.
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Data {
+    /// Real memory from the corpus, stamped with its page and the write's version (so a
+    /// stale copy of the page is told apart).
+    Corpus,
+    /// Incompressible.
+    Random,
+    Zero,
+    /// Every 8-byte word the same (a same-filled page: kept as a value, not stored).
+    Same(u64),
+}
+
+/// How the program touches the region: its own loads and stores, or the kernel's copies
+/// for a system call (kernel-mode faults).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Via {
+    User,
+    Kernel,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// `len` bytes at byte `at`, from `data` version `version`.
+    Write {
+        at: usize,
+        len: usize,
+        data: Data,
+        version: u64,
+        via: Via,
+    },
+    Read {
+        first: usize,
+        n: usize,
+        via: Via,
+    },
+    Discard {
+        first: usize,
+        n: usize,
+    },
+    FreeLazily {
+        first: usize,
+        n: usize,
+    },
+    ReclaimTo(u64),
+    Compressor(&'static str),
+    Enabled(bool),
+    Writeback(bool),
+    Writethrough(bool),
+    MaxPoolPercent(u32),
+    AcceptThreshold(u32),
+    Shrinker(bool),
+    ZswapMax(u64),
+    FailNextWrites(u32, FaultKind),
+    FailWrites(FaultKind),
+    FailNextReads(u32),
+    ClearFaults,
+    Idle(u64),
+}
+
+/// Compressors a sequence switches between: fewer than `MAX_COMPRESSORS` (16), so a switch
+/// never runs out of codec slots.
+const COMPRESSORS: &[&str] = &["lz4", "zstd", "zstd:1", "zstd:-5", "deflate", "deflate:1"];
+
+const FAULT_KINDS: &[FaultKind] = &[FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite];
+
+/// The bytes of page `page` as written by version `version` of `data`.
+fn source_page(data: Data, page: usize, version: u64) -> Vec<u8> {
+    match data {
+        Data::Corpus => {
+            let mut p = corpus_page(page * 7 + version as usize);
+            p[..8].copy_from_slice(&(page as u64).to_ne_bytes());
+            p[8..16].copy_from_slice(&version.to_ne_bytes());
+            p
+        }
+        Data::Random => random_page(page, version.wrapping_mul(0x1_0000_0001)),
+        Data::Zero => ZERO.to_vec(),
+        Data::Same(w) => w.to_ne_bytes().repeat(PAGE / 8),
+    }
+}
+
+/// The bytes a write puts at `at..at + len`.
+fn write_bytes(data: Data, at: usize, len: usize, version: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    let mut pos = at;
+    while pos < at + len {
+        let page = pos / PAGE;
+        let end = (at + len).min((page + 1) * PAGE);
+        let src = source_page(data, page, version);
+        out.extend_from_slice(&src[pos - page * PAGE..end - page * PAGE]);
+        pos = end;
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// A sequence's setup.
+
+#[derive(Clone, Debug)]
+struct Setup {
+    seed: u64,
+    folio: usize,
+    pages: usize,
+    steps: usize,
+    config: RegionConfig,
+    /// The swap file (wrapped to inject faults) instead of a memory device.
+    file_device: bool,
+    /// Whether the sequence may arm device read failures (all access through the kernel from
+    /// then on).
+    read_faults: bool,
+}
+
+impl Setup {
+    fn draw(seed: u64, folio: usize) -> Setup {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x5e70_0000);
+        let folio_pages = folio / PAGE;
+        // Small regions: a few folios, a few dozen pages with 4 KiB folios. A step checks
+        // every page, so each step faults back in whatever the limit left no room for: the
+        // sizes and limits below keep that to a few folios a step in most sequences.
+        let folios = match folio_pages {
+            1 => rng.gen_range(16..=48),
+            4 => rng.gen_range(6..=16),
+            16 => rng.gen_range(3..=6),
+            _ => 2,
+        };
+        let pages = folios * folio_pages;
+        let steps = match folio_pages {
+            512 => rng.gen_range(8..=16),
+            _ => rng.gen_range(20..=40),
+        };
+        let mut config = RegionConfig::new(0)
+            .folio_size(folio)
+            .fault_threads(rng.gen_range(1..=3))
+            .kswapd_threads(rng.gen_range(1..=4))
+            .keep_clean(rng.gen_bool(0.8))
+            .drop_behind(rng.gen_bool(0.8))
+            .keep_incompressible(rng.gen_bool(0.8))
+            .batch_eviction(rng.gen_bool(0.8))
+            .swap_discard(rng.gen_bool(0.2))
+            .writeback(rng.gen_bool(0.9))
+            .writethrough(rng.gen_bool(0.15))
+            .max_pool_percent(if folio_pages == 512 {
+                // Large folios fill a pool of a few percent with one store: the swap file
+                // (and its write failures) is reached in a short sequence.
+                *[0, 1, 5, 20].choose(&mut rng).unwrap()
+            } else {
+                *[0, 1, 5, 20, 20, 50, 100].choose(&mut rng).unwrap()
+            })
+            .compressor(COMPRESSORS.choose(&mut rng).unwrap().parse().unwrap());
+        // The least limit the region takes holds about a folio besides its fixed charge
+        // (kswapd keeps a margin of four folios or 1/64 of the limit below it). Above it, room
+        // for all but `short` folios of the region, and a few pages more or less.
+        let min = Region::min_memory_limit(pages * PAGE, &config).expect("a valid config");
+        let short = match rng.gen_range(0..8) {
+            0 | 1 => 0,
+            2..=5 => rng.gen_range(1..=3usize).min(folios),
+            _ => rng.gen_range(0..=folios),
+        };
+        let room = match folio_pages {
+            // kswapd's margin is four folios here, and the least limit holds only those: a
+            // region of two folios is under pressure only at the least limit, or a little
+            // above it (two folios is what a step costs to fault back: about 4 ms each).
+            512 => rng.gen_range(0..=4) * folio / 16,
+            _ => (folios - short) * folio + rng.gen_range(0..=(4 * folio_pages).min(64)) * PAGE,
+        };
+        config.memory_limit = min + room as u64;
+        let file_device = rng.gen_bool(0.3);
+        if file_device {
+            // Left out: with discard on, a swap file of one cluster (any region under 2 MiB)
+            // is wholly reserved while a freed cluster's hole is punched, and evictions meanwhile
+            // fail (`zero_pages_written_back_with_discard_on_fail_evictions`). On the memory
+            // device a discard is a moment.
+            config.swap_discard = false;
+        }
+        Setup {
+            seed,
+            folio,
+            pages,
+            steps,
+            config,
+            file_device,
+            read_faults: rng.gen_bool(0.2),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let c = &self.config;
+        format!(
+            "seed {:#x}: folio {} KiB, {} pages, limit {} (min {}), {} steps; fault_threads {} \
+             kswapd_threads {} keep_clean {} drop_behind {} keep_incompressible {} \
+             batch_eviction {} swap_discard {} writeback {} writethrough {} \
+             max_pool_percent {} compressor {}; device {}{}",
+            self.seed,
+            self.folio >> 10,
+            self.pages,
+            c.memory_limit,
+            Region::min_memory_limit(self.pages * PAGE, c).unwrap(),
+            self.steps,
+            c.fault_threads,
+            c.kswapd_threads,
+            c.keep_clean,
+            c.drop_behind,
+            c.keep_incompressible,
+            c.batch_eviction,
+            c.swap_discard,
+            c.writeback,
+            c.writethrough,
+            c.max_pool_percent,
+            c.compressor,
+            if self.file_device { "file" } else { "memory" },
+            if self.read_faults {
+                ", read failures"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// How far past its limit the region may be seen from the test's thread, with
+    /// everything able to leave (writeback on, device writes working).
+    ///
+    /// The program here is one thread, idle whenever the usage is read, so the reasoning of
+    /// region.rs ("within the limit but for a folio per thread") counts the region's own
+    /// threads: a thread that brings a folio in after its reclaim found nothing it could take
+    /// (reclaim.rs, `throttle`: everything in flight) passes the limit by that folio: the
+    /// fault handlers, the spare and the four readahead threads. And a thread that evicts
+    /// puts the folio's pool copy in before its staged copy leaves the swap cache (and a
+    /// store as-is, of incompressible data, saves nothing): kswapd's threads, a folio each,
+    /// or with 4 KiB folios an eviction batch of 64 KiB (the region.rs test of incompressible
+    /// data allows 512 KiB for that). Folios in flight in staging and the threads' buffers
+    /// are in the fixed charge, so not here. The largest overshoot seen over the default
+    /// sequences was about a third of this (`Tally::max_over_of_tolerance`).
+    fn tolerance(&self) -> u64 {
+        let c = &self.config;
+        let faulting = (c.fault_threads + 1 + 4) as u64 * self.folio as u64;
+        let evicting = match self.folio == PAGE && c.batch_eviction {
+            true => 64 << 10,
+            false => self.folio as u64,
+        };
+        faulting + c.kswapd_threads as u64 * evicting
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A sequence run.
+
+/// Counts over a test's sequences: what the test covered, and the largest overshoot of the
+/// limit it saw.
+#[derive(Default, Debug)]
+struct Tally {
+    sequences: u64,
+    steps: u64,
+    faults: u64,
+    folios_evicted: u64,
+    zswpout: u64,
+    pswpout: u64,
+    written_back: u64,
+    pswpin: u64,
+    poisoned: u64,
+    write_faults: u64,
+    /// Device writes that failed with no failure injected (`swap_write_fail` past the
+    /// injected write failures).
+    write_fail_uninjected: u64,
+    read_faults: u64,
+    lazy_read_old: u64,
+    lazy_read_zero: u64,
+    /// Looks at the usage that found the pool and metadata alone past the limit.
+    pool_over: u64,
+    /// Bytes past the limit, at most, where the limit is checked and the region was within
+    /// it at the last look.
+    max_over: u64,
+    /// The same, as a fraction of the tolerance.
+    max_over_of_tolerance: f64,
+    /// Sequences that ended past the limit, with writeback on and device writes working,
+    /// and the longest wait for the region to get back within it.
+    recoveries: u64,
+    longest_recovery: Duration,
+    /// Time spent by kind of operation, and in the checks after them.
+    time: std::collections::BTreeMap<&'static str, (u64, Duration)>,
+}
+
+impl Tally {
+    fn add(&mut self, o: Tally) {
+        self.sequences += o.sequences;
+        self.steps += o.steps;
+        self.faults += o.faults;
+        self.folios_evicted += o.folios_evicted;
+        self.zswpout += o.zswpout;
+        self.pswpout += o.pswpout;
+        self.written_back += o.written_back;
+        self.pswpin += o.pswpin;
+        self.poisoned += o.poisoned;
+        self.write_faults += o.write_faults;
+        self.write_fail_uninjected += o.write_fail_uninjected;
+        self.read_faults += o.read_faults;
+        self.lazy_read_old += o.lazy_read_old;
+        self.lazy_read_zero += o.lazy_read_zero;
+        self.pool_over += o.pool_over;
+        self.max_over = self.max_over.max(o.max_over);
+        self.max_over_of_tolerance = self.max_over_of_tolerance.max(o.max_over_of_tolerance);
+        self.recoveries += o.recoveries;
+        self.longest_recovery = self.longest_recovery.max(o.longest_recovery);
+        for (k, (n, d)) in o.time {
+            let e = self.time.entry(k).or_default();
+            e.0 += n;
+            e.1 += d;
+        }
+    }
+
+    fn time(&mut self, what: &'static str, took: Duration) {
+        let e = self.time.entry(what).or_default();
+        e.0 += 1;
+        e.1 += took;
+    }
+}
+
+struct Run<'a> {
+    setup: &'a Setup,
+    region: Region,
+    dev: Arc<FaultyDevice>,
+    model: Vec<PageModel>,
+    rng: SmallRng,
+    log: Vec<String>,
+    version: u64,
+    /// Read failures were armed: every access goes through the kernel from then on.
+    kernel_only: bool,
+    /// The pipe for kernel accesses.
+    pipe: (std::io::PipeReader, std::io::PipeWriter),
+    writeback: bool,
+    /// Injected write failures still to come: until cleared (`None` count), or the next n
+    /// from the device's fault count then.
+    write_faults: Option<(u64, Option<u64>)>,
+    /// Writeback off or device writes failing: what the pool cannot take may have nowhere
+    /// to go, and `reclaim_to` then tries for 200 ms before it gives up (so is drawn
+    /// rarely). Known from the operations alone, so that drawing them stays reproducible.
+    stuck: bool,
+    /// Device write failures were armed since the faults were last cleared.
+    writes_armed: bool,
+    /// Within the limit since the conditions for it last came back.
+    settled: bool,
+    trace: bool,
+    tally: &'a mut Tally,
+}
+
+/// Bytes a kernel access copies at once (half a default pipe).
+const KERNEL_CHUNK: usize = 8 * PAGE;
+
+impl Run<'_> {
+    fn fail(&self, what: &str) -> ! {
+        let r = &self.region;
+        let z = r.zswap().stats();
+        let zs: Vec<String> = [
+            "zswpout",
+            "zswpin",
+            "pswpout",
+            "pswpin",
+            "written_back_pages",
+            "swap_write_fail",
+            "swap_read_fail",
+            "pool_limit_hit",
+            "reject_compress_poor",
+        ]
+        .iter()
+        .map(|n| format!("{n} {}", z.get(n)))
+        .collect();
+        let ops: Vec<String> = self
+            .log
+            .iter()
+            .enumerate()
+            .map(|(i, l)| format!("  {i:3}: {l}"))
+            .collect();
+        panic!(
+            "model test failed: {what}\n{}\nrerun: UZSWAP_MODEL_SEED={:#x} cargo test -p region \
+             --test model {}\noperations:\n{}\nusage {:?} (limit {}, tolerance {})\nregion {:?}\n\
+             zswap {}\ndevice {:?}",
+            self.setup.describe(),
+            self.setup.seed,
+            test_name(self.setup.folio),
+            ops.join("\n"),
+            r.usage(),
+            r.limit(),
+            self.setup.tolerance(),
+            r.stats(),
+            zs.join(", "),
+            self.dev.stats(),
+        );
+    }
+
+    fn note(&mut self, line: String) {
+        if self.trace {
+            // Straight to the process's stderr: the harness's capture is lost if the
+            // sequence kills the process.
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "model {:#x}: {line}",
+                self.setup.seed
+            );
+        }
+        self.log.push(line);
+    }
+
+    // ----- Drawing an operation.
+
+    fn draw_range(&mut self) -> (usize, usize) {
+        let fp = self.setup.folio / PAGE;
+        let max = (2 * fp).clamp(4, 1024).min(self.setup.pages);
+        let n = match self.rng.gen_range(0..4) {
+            0 => 1,
+            1 if fp > 1 => fp.min(max),
+            _ => self.rng.gen_range(1..=max),
+        };
+        let first = match self.rng.gen_bool(0.5) {
+            // Folio aligned.
+            true => self.rng.gen_range(0..=(self.setup.pages - n) / fp) * fp,
+            false => self.rng.gen_range(0..=self.setup.pages - n),
+        };
+        (first, n.min(self.setup.pages - first))
+    }
+
+    fn draw_via(&mut self) -> Via {
+        if self.kernel_only || self.rng.gen_bool(0.15) {
+            Via::Kernel
+        } else {
+            Via::User
+        }
+    }
+
+    fn draw(&mut self) -> Op {
+        let setup = self.setup;
+        let data = |rng: &mut SmallRng| match rng.gen_range(0..10) {
+            0..=4 => Data::Corpus,
+            5..=6 => Data::Random,
+            7 => Data::Zero,
+            _ => Data::Same(rng.gen::<u64>() | 1),
+        };
+        // Weighted: writes most, then reads, discards, reclaim, tunables, device faults.
+        let pick = self.rng.gen_range(0..100);
+        match pick {
+            0..=24 => {
+                let (first, n) = self.draw_range();
+                self.version += 1;
+                let data = data(&mut self.rng);
+                Op::Write {
+                    at: first * PAGE,
+                    len: n * PAGE,
+                    data,
+                    version: self.version,
+                    via: self.draw_via(),
+                }
+            }
+            25..=39 => {
+                // Part of a page, or across page boundaries.
+                let len = match self.rng.gen_range(0..3) {
+                    0 => self.rng.gen_range(1..=64),
+                    1 => self.rng.gen_range(1..PAGE),
+                    _ => self.rng.gen_range(PAGE..=3 * PAGE),
+                }
+                .min(setup.pages * PAGE);
+                let at = self.rng.gen_range(0..=setup.pages * PAGE - len);
+                self.version += 1;
+                let data = data(&mut self.rng);
+                Op::Write {
+                    at,
+                    len,
+                    data,
+                    version: self.version,
+                    via: self.draw_via(),
+                }
+            }
+            40..=47 => {
+                let (first, n) = self.draw_range();
+                Op::Read {
+                    first,
+                    n,
+                    via: self.draw_via(),
+                }
+            }
+            48..=55 => {
+                let (first, n) = self.draw_range();
+                Op::Discard { first, n }
+            }
+            56..=61 => {
+                let (first, n) = self.draw_range();
+                Op::FreeLazily { first, n }
+            }
+            62..=68 if self.stuck && !self.rng.gen_bool(0.05) => self.draw(),
+            62..=68 => {
+                let usage = self.region.usage().total();
+                Op::ReclaimTo(match self.rng.gen_range(0..3) {
+                    0 => 0,
+                    1 => self.region.limit() / 2,
+                    _ => usage.saturating_sub(self.rng.gen_range(1..=4) * setup.folio as u64),
+                })
+            }
+            69..=71 => Op::Compressor(COMPRESSORS.choose(&mut self.rng).unwrap()),
+            72..=74 => Op::Enabled(self.rng.gen_bool(0.7)),
+            75..=77 => Op::Writeback(self.rng.gen_bool(0.7)),
+            78..=79 => Op::Writethrough(self.rng.gen_bool(0.3)),
+            80..=81 => Op::MaxPoolPercent(*[0, 1, 5, 20, 50, 100].choose(&mut self.rng).unwrap()),
+            82 => Op::AcceptThreshold(*[0, 50, 90, 100].choose(&mut self.rng).unwrap()),
+            83 => Op::Shrinker(self.rng.gen_bool(0.5)),
+            84 => Op::ZswapMax(match self.rng.gen_range(0..3) {
+                0 => 0,
+                1 => self.rng.gen_range(1..=8) * setup.folio as u64,
+                _ => u64::MAX,
+            }),
+            85..=88 => Op::FailNextWrites(
+                self.rng.gen_range(1..=8),
+                *FAULT_KINDS.choose(&mut self.rng).unwrap(),
+            ),
+            89..=90 => Op::FailWrites(*FAULT_KINDS.choose(&mut self.rng).unwrap()),
+            91..=94 => Op::ClearFaults,
+            95..=96 if setup.read_faults => Op::FailNextReads(self.rng.gen_range(1..=4)),
+            _ => Op::Idle(self.rng.gen_range(0..=2)),
+        }
+    }
+
+    // ----- Carrying an operation out, on the region and on the model.
+
+    fn apply(&mut self, op: &Op) {
+        match *op {
+            Op::Write {
+                at,
+                len,
+                data,
+                version,
+                via,
+            } => self.write(at, len, data, version, via),
+            Op::Read { first, n, via } => self.read(first, n, via),
+            Op::Discard { first, n } => {
+                self.region
+                    .discard(first * PAGE, n * PAGE)
+                    .unwrap_or_else(|e| self.fail(&format!("discard: {e}")));
+                for p in &mut self.model[first..first + n] {
+                    *p = PageModel::zero();
+                }
+            }
+            Op::FreeLazily { first, n } => self.free_lazily(first, n),
+            Op::ReclaimTo(target) => self.region.reclaim_to(target),
+            Op::Compressor(name) => {
+                let z = self.region.zswap();
+                // By name as sysfs takes it, or as a spec.
+                let set = if self.rng.gen_bool(0.5) {
+                    z.set_param("compressor", name).map_err(|e| e.to_string())
+                } else {
+                    let spec: CompressorSpec = name.parse().unwrap();
+                    z.set_compressor(spec).map_err(|e| e.to_string())
+                };
+                set.unwrap_or_else(|e| self.fail(&format!("setting the compressor: {e}")));
+            }
+            Op::Enabled(on) => self.region.zswap().params().set_enabled(on),
+            Op::Writeback(on) => {
+                self.region.group().set_writeback_enabled(on);
+                self.writeback = on;
+            }
+            Op::Writethrough(on) => self.region.zswap().params().set_writethrough(on),
+            Op::MaxPoolPercent(p) => self
+                .region
+                .zswap()
+                .params()
+                .set_max_pool_percent(p)
+                .unwrap(),
+            Op::AcceptThreshold(p) => self
+                .region
+                .zswap()
+                .params()
+                .set_accept_threshold_percent(p)
+                .unwrap(),
+            Op::Shrinker(on) => self.region.zswap().params().set_shrinker_enabled(on),
+            Op::ZswapMax(bytes) => self.region.group().set_zswap_max(bytes),
+            Op::FailNextWrites(n, kind) => {
+                self.dev.fail_next_writes(n, kind);
+                self.writes_armed = true;
+                let all = self.write_faults.is_some_and(|(_, n)| n.is_none());
+                if !all {
+                    self.write_faults = Some((self.write_faults_so_far(), Some(n.into())));
+                }
+            }
+            Op::FailWrites(kind) => {
+                self.dev.fail_writes(kind);
+                self.writes_armed = true;
+                self.write_faults = Some((0, None));
+            }
+            Op::FailNextReads(n) => {
+                self.kernel_only = true;
+                self.dev.fail_next_reads(n);
+            }
+            Op::ClearFaults => {
+                self.dev.clear();
+                self.write_faults = None;
+                self.writes_armed = false;
+            }
+            Op::Idle(ms) => std::thread::sleep(Duration::from_millis(ms)),
+        }
+        self.stuck = !self.writeback || self.writes_armed;
+    }
+
+    fn write_faults_so_far(&self) -> u64 {
+        let s = self.dev.stats();
+        s.write_eio + s.write_enospc + s.short_writes
+    }
+
+    fn write(&mut self, at: usize, len: usize, data: Data, version: u64, via: Via) {
+        let bytes = write_bytes(data, at, len, version);
+        match via {
+            Via::User => {
+                self.region.as_mut_slice()[at..at + len].copy_from_slice(&bytes);
+                self.model_write(at, &bytes);
+            }
+            Via::Kernel => {
+                let mut done = 0;
+                while done < len {
+                    let n = (len - done).min(KERNEL_CHUNK);
+                    let from = at + done;
+                    let wrote = self.kernel_write(from, &bytes[done..done + n]);
+                    self.model_write(from, &bytes[done..done + wrote]);
+                    if wrote < n {
+                        // The kernel stopped at a page it could not fault in: poisoned.
+                        self.found_poisoned((from + wrote) / PAGE);
+                        // The rest of the write is left out.
+                        return;
+                    }
+                    done += n;
+                }
+            }
+        }
+    }
+
+    fn model_write(&mut self, at: usize, bytes: &[u8]) {
+        let mut pos = at;
+        while pos < at + bytes.len() {
+            let page = pos / PAGE;
+            let end = (at + bytes.len()).min((page + 1) * PAGE);
+            self.model[page].patch(pos - page * PAGE, &bytes[pos - at..end - at]);
+            pos = end;
+        }
+    }
+
+    fn free_lazily(&mut self, first: usize, n: usize) {
+        // A page that may hold either of two contents is read first: the model keeps one
+        // old content for a lazily freed page.
+        for p in first..first + n {
+            if self.model[p].cands.len() > 1 {
+                self.read(
+                    p,
+                    1,
+                    if self.kernel_only {
+                        Via::Kernel
+                    } else {
+                        Via::User
+                    },
+                );
+            }
+        }
+        self.region
+            .free_lazily(first * PAGE, n * PAGE)
+            .unwrap_or_else(|e| self.fail(&format!("free_lazily: {e}")));
+        for p in &mut self.model[first..first + n] {
+            p.free_lazily();
+        }
+    }
+
+    fn read(&mut self, first: usize, n: usize, via: Via) {
+        match via {
+            Via::User => {
+                for p in first..first + n {
+                    self.check_user(p);
+                }
+            }
+            Via::Kernel => self.check_kernel(first, n),
+        }
+    }
+
+    fn check_user(&mut self, p: usize) {
+        assert!(!self.kernel_only && !self.model[p].poisoned);
+        let was_lazy = self.model[p].lazy;
+        let seen = {
+            let mem = self.region.as_mut_slice();
+            self.model[p].observe(&mem[p * PAGE..(p + 1) * PAGE])
+        };
+        self.seen(p, seen, was_lazy);
+    }
+
+    fn seen(&mut self, p: usize, seen: Seen, was_lazy: bool) {
+        match seen {
+            Seen::Fine if was_lazy && self.model[p].lazy => self.tally.lazy_read_old += 1,
+            Seen::Fine if was_lazy => self.tally.lazy_read_zero += 1,
+            Seen::Fine => {}
+            Seen::Wrong(why) => self.fail(&format!("page {p}: {why}")),
+        }
+    }
+
+    /// Pages `first..first + n` read by the kernel, copying them into a pipe.
+    fn check_kernel(&mut self, first: usize, n: usize) {
+        let mut buf = vec![0u8; KERNEL_CHUNK];
+        let mut p = first;
+        while p < first + n {
+            let k = (first + n - p).min(KERNEL_CHUNK / PAGE);
+            let copied = {
+                let mem = self.region.as_mut_slice();
+                match self.pipe.1.write(&mem[p * PAGE..(p + k) * PAGE]) {
+                    Ok(c) => c,
+                    Err(e) if e.raw_os_error() == Some(libc::EFAULT) => 0,
+                    Err(e) => panic!("writing the region into a pipe: {e}"),
+                }
+            };
+            self.pipe.0.read_exact(&mut buf[..copied]).unwrap();
+            for (i, got) in buf[..copied / PAGE * PAGE].chunks(PAGE).enumerate() {
+                let was_lazy = self.model[p + i].lazy;
+                let seen = self.model[p + i].observe(got);
+                self.seen(p + i, seen, was_lazy);
+            }
+            if copied < k * PAGE {
+                // The copy stopped at a page the kernel could not fault in.
+                assert!(copied.is_multiple_of(PAGE), "copied {copied}");
+                let bad = p + copied / PAGE;
+                self.found_poisoned(bad);
+                p = bad + 1;
+            } else {
+                p += k;
+            }
+        }
+    }
+
+    /// `bytes` copied into the region at `at` by the kernel (read(2) from a pipe): how many
+    /// bytes it copied before a page it could not fault in.
+    fn kernel_write(&mut self, at: usize, bytes: &[u8]) -> usize {
+        self.pipe.1.write_all(bytes).unwrap();
+        let mut done = 0;
+        while done < bytes.len() {
+            let mem = self.region.as_mut_slice();
+            match self.pipe.0.read(&mut mem[at + done..at + bytes.len()]) {
+                Ok(0) => unreachable!("the pipe's writer is open"),
+                Ok(c) => done += c,
+                Err(e) if e.raw_os_error() == Some(libc::EFAULT) => break,
+                Err(e) => panic!("reading a pipe into the region: {e}"),
+            }
+        }
+        if done < bytes.len() {
+            // Drain what the region did not take.
+            let mut rest = vec![0u8; bytes.len() - done];
+            self.pipe.0.read_exact(&mut rest).unwrap();
+        }
+        done
+    }
+
+    /// Page `p` faulted for the kernel: it must be poisoned, which only a device read failure
+    /// may do; it stays so until discarded.
+    fn found_poisoned(&mut self, p: usize) {
+        if !self.kernel_only {
+            self.fail(&format!(
+                "page {p} is poisoned (EFAULT on a kernel access) with no device read failure"
+            ));
+        }
+        if !self.model[p].poisoned {
+            // Poisoned only if it still faults on its own.
+            let mut one = [0u8; PAGE];
+            let mem = self.region.as_mut_slice();
+            match self.pipe.1.write(&mem[p * PAGE..(p + 1) * PAGE]) {
+                Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {}
+                Ok(c) => {
+                    self.pipe.0.read_exact(&mut one[..c]).unwrap();
+                    self.fail(&format!(
+                        "page {p} faulted for the kernel once, then read ({c} bytes)"
+                    ));
+                }
+                Err(e) => panic!("writing the region into a pipe: {e}"),
+            }
+            self.model[p].poisoned = true;
+            self.tally.poisoned += 1;
+        }
+    }
+
+    // ----- After every step.
+
+    /// Every page against the model, in one of a few orders (a scan forwards or backwards
+    /// meets readahead and drop-behind; a shuffled one does not).
+    fn check_all(&mut self) {
+        let pages = self.setup.pages;
+        let mut order: Vec<usize> = (0..pages).collect();
+        match self.rng.gen_range(0..4) {
+            0 | 1 => {}
+            2 => order.reverse(),
+            _ => order.shuffle(&mut self.rng),
+        }
+        if self.kernel_only {
+            if order[0] == 0 && order.windows(2).all(|w| w[1] == w[0] + 1) {
+                self.check_kernel(0, pages);
+            } else {
+                for p in order {
+                    self.check_kernel(p, 1);
+                }
+            }
+        } else {
+            for p in order {
+                self.check_user(p);
+            }
+        }
+    }
+
+    /// Whether the region can keep its limit now: writeback on (else what the pool cannot
+    /// take has nowhere to go) and device writes working.
+    fn limit_kept(&mut self) -> bool {
+        if let Some((from, Some(n))) = self.write_faults {
+            if self.write_faults_so_far() >= from + n {
+                self.write_faults = None;
+            }
+        }
+        self.writeback && self.write_faults.is_none()
+    }
+
+    /// The usage against the limit. Where the region can keep it and has been within it
+    /// since those conditions last came back (`settled`), it must be within the limit and
+    /// the tolerance at every look. Until then it may be anywhere (it went past while writes
+    /// failed or writeback was off, and reclaim brings it back in its own time: kswapd
+    /// every 20 ms, or the next fault); `settle` at the end of a sequence waits for it.
+    fn check_limit(&mut self) {
+        if !self.limit_kept() {
+            self.settled = false;
+            return;
+        }
+        let tolerance = self.setup.tolerance();
+        let (total, limit) = self.usage_and_limit();
+        if !self.settled {
+            self.settled = total <= limit;
+            return;
+        }
+        self.over(total, limit, tolerance);
+        if total > limit + tolerance {
+            self.fail(&format!(
+                "usage {total} is {} bytes past the limit {limit}, more than the tolerance \
+                 {tolerance}",
+                total - limit
+            ));
+        }
+    }
+
+    /// The region must get back within its limit once it can keep it.
+    fn settle(&mut self) {
+        if !self.limit_kept() || self.settled {
+            return;
+        }
+        let t = Instant::now();
+        loop {
+            let (total, limit) = self.usage_and_limit();
+            if total <= limit {
+                break;
+            }
+            if t.elapsed() > Duration::from_secs(5) {
+                self.fail(&format!(
+                    "usage {total} stays past the limit {limit} 5 s after the sequence ended, \
+                     with writeback on and device writes working"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.tally.recoveries += 1;
+        self.tally.longest_recovery = self.tally.longest_recovery.max(t.elapsed());
+        self.settled = true;
+    }
+
+    /// The usage, and the limit it is held to: the region's, or, where the pool and the
+    /// region's own metadata alone take more, that (`pool_outgrows_the_limit` below: nothing
+    /// writes the pool back for the region's limit, only for `max_pool_percent`, which is a
+    /// share of the whole limit, fixed charge included). Resident pages and the swap cache,
+    /// which reclaim can take, are held to what is left.
+    fn usage_and_limit(&mut self) -> (u64, u64) {
+        let u = self.region.usage();
+        let limit = self.region.limit();
+        if u.pool + u.metadata > limit {
+            self.tally.pool_over += 1;
+        }
+        (u.total(), limit.max(u.pool + u.metadata))
+    }
+
+    fn over(&mut self, total: u64, limit: u64, tolerance: u64) {
+        let over = total.saturating_sub(limit);
+        self.tally.max_over = self.tally.max_over.max(over);
+        let of = over as f64 / tolerance as f64;
+        if of > self.tally.max_over_of_tolerance {
+            self.tally.max_over_of_tolerance = of;
+        }
+    }
+}
+
+/// Run one sequence; the region goes to `dropper`.
+fn run_sequence(setup: &Setup, tally: &mut Tally, dropper: &mut Dropper) {
+    let trace = std::env::var_os("UZSWAP_MODEL_TRACE").is_some();
+    let inner: Arc<dyn BackingDevice> = if setup.file_device {
+        Arc::new(
+            FileDevice::create_with(None, setup.pages as u32, (setup.folio / PAGE) as u32, true)
+                .expect("a swap file in the temporary directory"),
+        )
+    } else {
+        Arc::new(MemoryDevice::new(setup.pages as u32))
+    };
+    let dev = Arc::new(FaultyDevice::new(inner));
+    let config = setup.config.clone().device(dev.clone());
+    let region = Region::new(setup.pages * PAGE, config)
+        .unwrap_or_else(|e| panic!("{}: Region::new: {e}", setup.describe()));
+    let read_faults = setup.read_faults && region.kernel_faults_served();
+    if trace {
+        let _ = writeln!(std::io::stderr().lock(), "model: {}", setup.describe());
+    }
+    let mut run = Run {
+        setup,
+        region,
+        dev,
+        model: vec![PageModel::zero(); setup.pages],
+        rng: SmallRng::seed_from_u64(setup.seed),
+        log: Vec::new(),
+        version: 0,
+        kernel_only: false,
+        pipe: std::io::pipe().unwrap(),
+        writeback: setup.config.writeback,
+        write_faults: None,
+        stuck: !setup.config.writeback,
+        writes_armed: false,
+        settled: false,
+        trace,
+        tally,
+    };
+    for _ in 0..setup.steps {
+        let mut op = run.draw();
+        // Without kernel-mode faults, a poisoned page could only be met by the program
+        // itself, which dies of it: no read failures then.
+        if !read_faults && matches!(op, Op::FailNextReads(_)) {
+            op = Op::Idle(1);
+        }
+        if !run.region.kernel_faults_served() {
+            if let Op::Write { via, .. } | Op::Read { via, .. } = &mut op {
+                *via = Via::User;
+            }
+        }
+        // Poisoned pages are never written nor lazily freed: discarded instead, which makes
+        // them ordinary memory again.
+        let range = match op {
+            Op::Write { at, len, .. } => Some((at / PAGE, (at + len).div_ceil(PAGE))),
+            Op::FreeLazily { first, n } => Some((first, first + n)),
+            _ => None,
+        };
+        if let Some((a, b)) = range {
+            if let Some(p) = (a..b).find(|&p| run.model[p].poisoned) {
+                op = Op::Discard { first: p, n: 1 };
+            }
+        }
+        run.note(format!("{op:?}"));
+        let t = Instant::now();
+        run.apply(&op);
+        run.tally.time(op_name(&op), t.elapsed());
+        if matches!(op, Op::ReclaimTo(_)) {
+            let k = match (run.writeback, run.write_faults.is_some()) {
+                (true, false) => "reclaim_to ok",
+                (false, _) => "reclaim_to wb off",
+                (true, true) => "reclaim_to wfaults",
+            };
+            run.tally.time(k, t.elapsed());
+        }
+        let t = Instant::now();
+        run.check_limit();
+        run.tally.time("check_limit", t.elapsed());
+        let t = Instant::now();
+        run.check_all();
+        run.tally.time("check_all", t.elapsed());
+        run.check_limit();
+        run.tally.steps += 1;
+    }
+    run.settle();
+    let s = run.region.stats();
+    let z = run.region.zswap().stats();
+    let d = run.dev.stats();
+    if run.trace {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "model {:#x}: done; {s:?}; device {d:?}; pswpout {} written back {}",
+            setup.seed,
+            z.get("pswpout"),
+            z.get("written_back_pages")
+        );
+    }
+    let t = &mut *run.tally;
+    t.sequences += 1;
+    t.faults += s.faults;
+    t.folios_evicted += s.folios_evicted;
+    t.zswpout += z.get("zswpout");
+    t.pswpout += z.get("pswpout");
+    t.written_back += z.get("written_back_pages");
+    t.pswpin += z.get("pswpin");
+    let injected = d.write_eio + d.write_enospc + d.short_writes;
+    t.write_faults += injected;
+    t.write_fail_uninjected += z.get("swap_write_fail").saturating_sub(injected);
+    t.read_faults += d.read_eio;
+    dropper.drop(run.region);
+}
+
+/// Drops regions on threads of their own: a drop waits up to 100 ms for the region's
+/// threads' poll timeouts, and a sequence takes a few milliseconds.
+#[derive(Default)]
+struct Dropper(std::collections::VecDeque<std::thread::JoinHandle<()>>);
+
+impl Dropper {
+    fn drop(&mut self, region: Region) {
+        if self.0.len() >= 8 {
+            self.0.pop_front().unwrap().join().unwrap();
+        }
+        self.0.push_back(std::thread::spawn(move || drop(region)));
+    }
+}
+
+impl Drop for Dropper {
+    fn drop(&mut self) {
+        for h in self.0.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Write { len, .. } if len % PAGE == 0 => "write pages",
+        Op::Write { .. } => "write part",
+        Op::Read { .. } => "read",
+        Op::Discard { .. } => "discard",
+        Op::FreeLazily { .. } => "free_lazily",
+        Op::ReclaimTo(0) => "reclaim_to 0",
+        Op::ReclaimTo(_) => "reclaim_to",
+        Op::Idle(_) => "idle",
+        Op::FailNextWrites(..) | Op::FailWrites(_) | Op::FailNextReads(_) | Op::ClearFaults => {
+            "device"
+        }
+        _ => "tunable",
+    }
+}
+
+fn test_name(folio: usize) -> &'static str {
+    match folio {
+        4096 => "model_4k_folios",
+        16384 => "model_16k_folios",
+        65536 => "model_64k_folios",
+        _ => "model_2m_folios",
+    }
+}
+
+/// Run this test's share of the sequences (`share` of `UZSWAP_MODEL_SEQUENCES`, 2,000 by
+/// default), or the one `UZSWAP_MODEL_SEED` names.
+fn run_model(folio: usize, share: f64) {
+    let total: u64 = std::env::var("UZSWAP_MODEL_SEQUENCES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let base: u64 = match std::env::var("UZSWAP_MODEL_BASE_SEED").ok().as_deref() {
+        None => 0x6d6f_6465_6c00_0000,
+        Some("random") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+        Some(v) => parse_u64(v).expect("UZSWAP_MODEL_BASE_SEED: a number or 'random'"),
+    };
+    let seeds: Vec<u64> = match std::env::var("UZSWAP_MODEL_SEED").ok() {
+        Some(v) => vec![parse_u64(&v).expect("UZSWAP_MODEL_SEED: a number")],
+        None => {
+            let n = ((total as f64 * share).ceil() as u64).max(1);
+            // The folio size in the seed's top bits: each test its own sequences.
+            (0..n)
+                .map(|i| base.wrapping_add((folio as u64) << 40).wrapping_add(i))
+                .collect()
+        }
+    };
+    // Sequences spend much of their time waiting for the region's threads (a fault is a
+    // round trip through a handler): two at a time keep the machine busier.
+    let workers: usize = std::env::var("UZSWAP_MODEL_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+        .max(1);
+    let t = Instant::now();
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let tally = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..workers)
+            .map(|w| {
+                let (seeds, failed) = (&seeds, &failed);
+                s.spawn(move || {
+                    // A failing worker stops the others at their next sequence.
+                    struct StopOthers<'a>(&'a std::sync::atomic::AtomicBool);
+                    impl Drop for StopOthers<'_> {
+                        fn drop(&mut self) {
+                            if std::thread::panicking() {
+                                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    let _stop = StopOthers(failed);
+                    let mut tally = Tally::default();
+                    let mut dropper = Dropper::default();
+                    for &seed in seeds.iter().skip(w).step_by(workers) {
+                        if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        let setup = Setup::draw(seed, folio);
+                        run_sequence(&setup, &mut tally, &mut dropper);
+                    }
+                    tally
+                })
+            })
+            .collect();
+        let mut tally = Tally::default();
+        for w in workers {
+            match w.join() {
+                Ok(t) => tally.add(t),
+                Err(e) => std::panic::resume_unwind(e),
+            }
+        }
+        tally
+    });
+    eprintln!(
+        "{}: {} sequences in {:?}: {tally:?}",
+        test_name(folio),
+        seeds.len(),
+        t.elapsed()
+    );
+    if seeds.len() >= 50 {
+        // The sequences reached the pool, the device and its write failures. (The last not
+        // asked of the few short sequences of 2 MiB folios: a failure armed there is often
+        // cleared before anything is written.)
+        assert!(tally.folios_evicted > 0 && tally.zswpout > 0, "{tally:?}");
+        assert!(tally.pswpout + tally.written_back > 0, "{tally:?}");
+        assert!(folio == 2 << 20 || tally.write_faults > 0, "{tally:?}");
+    }
+}
+
+fn parse_u64(v: &str) -> Option<u64> {
+    match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+#[test]
+fn model_4k_folios() {
+    run_model(4 << 10, 0.4);
+}
+
+#[test]
+fn model_16k_folios() {
+    run_model(16 << 10, 0.28);
+}
+
+#[test]
+fn model_64k_folios() {
+    run_model(64 << 10, 0.28);
+}
+
+#[test]
+fn model_2m_folios() {
+    run_model(2 << 20, 0.04);
+}
+
+// ---------------------------------------------------------------------------------------
+// What the model test found.
+
+/// The pool can hold the region past its limit for good. Its cap, `max_pool_percent`, is a
+/// share of the whole limit, fixed charge included, and nothing writes the pool back for the
+/// region's own limit: reclaim evicts resident folios (into the pool) and drops the swap
+/// cache, but once those are gone the pool stays where it is. With a limit near the least
+/// `Region::new` takes (the fixed charge and four folios), 20% of it is far more than what
+/// is left beside the fixed charge, so a region whose compressed pages fill that share
+/// stays over its limit, idle, forever. (The model test met it at its tightest limits, and
+/// with `max_pool_percent` 100 at any limit; it holds the region to the pool and metadata
+/// where those alone pass the limit: `Run::usage_and_limit`.)
+#[test]
+#[ignore = "a known gap: the pool is not written back for the region's limit"]
+fn pool_outgrows_the_limit() {
+    let pages = 64;
+    let config = RegionConfig::new(0).folio_size(PAGE);
+    let limit = Region::min_memory_limit(pages * PAGE, &config).unwrap();
+    let mut r = Region::new(pages * PAGE, RegionConfig::new(limit).folio_size(PAGE)).unwrap();
+    for (i, p) in r.as_mut_slice().chunks_mut(PAGE).enumerate() {
+        p.copy_from_slice(&source_page(Data::Corpus, i, 1));
+    }
+    r.reclaim_to(0);
+    // kswapd has seconds to bring it back within.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while r.usage().total() > limit && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let u = r.usage();
+    assert!(
+        u.total() <= limit,
+        "{u:?}: {} bytes past the limit {limit}, {} of them pool (max_pool_percent {} of the \
+         limit is {} bytes); written back {}",
+        u.total() - limit,
+        u.pool,
+        r.zswap().params().max_pool_percent(),
+        limit * u64::from(r.zswap().params().max_pool_percent()) / 100,
+        r.zswap().stats().get("written_back_pages")
+    );
+}
+
+/// With `swap_discard` on, a region whose pages cannot go to the pool (`max_pool_percent`
+/// 0) writes its zero pages to the swap file (`swap_writepage`) and frees their slots at
+/// once (a zero page is only marked). Each free leaves the file's cluster wholly free, and
+/// the cluster is reserved, every slot of it, while its hole is punched (`SwapInfo::free_run`,
+/// outside the slot lock). A swap file of one cluster (512 slots: a region under 2 MiB with
+/// its default swap file) then has no free slot for other threads' writes meanwhile: they
+/// fail with `NoSlot`, counted as `swap_write_fail`, and their folios stay resident
+/// (`evict_failed`), past the limit if need be. (The model test met it as a region over its
+/// limit after a step with no failure injected; it leaves discard out with the swap file.)
+/// Measured: 2 to 300 failed writes over 20 reads of 20 zero pages, in 9 runs of 10; none
+/// with discard off, or with data pages (their slots stay in use).
+#[test]
+#[ignore = "a known bug: writes fail while the only swap cluster is being discarded"]
+fn zero_pages_written_back_with_discard_on_fail_evictions() {
+    let pages = 20;
+    let config = RegionConfig::new(0)
+        .folio_size(PAGE)
+        .swap_discard(true)
+        .max_pool_percent(0);
+    let limit = Region::min_memory_limit(pages * PAGE, &config).unwrap() + 8 * PAGE as u64;
+    let mut r = Region::new(
+        pages * PAGE,
+        RegionConfig {
+            memory_limit: limit,
+            ..config
+        },
+    )
+    .unwrap();
+    // Read only: every page a first touch, zero.
+    for _ in 0..20 {
+        for p in r.as_mut_slice().chunks(PAGE) {
+            assert!(p == ZERO);
+        }
+    }
+    let z = r.zswap().stats();
+    assert_eq!(
+        z.get("swap_write_fail"),
+        0,
+        "swap writes failed with no device error ({} evictions failed; {} zero pages out)",
+        r.stats().evict_failed,
+        z.get("swpout_zero")
+    );
+}
