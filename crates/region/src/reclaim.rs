@@ -109,10 +109,28 @@ fn reclaim_one(inner: &Inner, kept_max: usize) -> bool {
         match evict_coldest(inner, kept == kept_max) {
             Eviction::Freed => return true,
             Eviction::Failed => return false,
+            Eviction::NothingLeft => return write_back_pool(inner),
             Eviction::KeptIncompressible => {}
         }
     }
     false
+}
+
+/// Pool pages written back at a time when the pool alone holds the region over its limit.
+const POOL_WRITEBACK_BATCH: u32 = 32;
+
+/// Nothing resident or staged is left, and the region is still over its target: the pool
+/// holds it there (its share, `max_pool_percent` of the whole limit, is more than what the
+/// fixed charge leaves). Write the coldest pool pages back, as a memory cgroup at its limit
+/// makes zswap write back, and give the emptied pool pages back. False when nothing could be
+/// written (writeback off, an empty pool, a failing device).
+fn write_back_pool(inner: &Inner) -> bool {
+    if inner.group.shrink(POOL_WRITEBACK_BATCH).written == 0 {
+        return false;
+    }
+    // Freed objects keep their pool pages (and their charge) until a compaction.
+    inner.zswap.pool().compact();
+    true
 }
 
 /// Folios one `reclaim_one` may find incompressible and keep before it stores one as-is,
@@ -129,8 +147,10 @@ const KEPT_PER_CALL_KSWAPD: usize = 1024;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Eviction {
     Freed,
-    /// Nothing freed (the folio stays, or there was nothing to take).
+    /// Nothing freed: the folio stays.
     Failed,
+    /// Nothing resident or staged is left to take.
+    NothingLeft,
     /// Found incompressible while the region's incompressible data is in use: it stays,
     /// marked (incompressible.rs).
     KeptIncompressible,
@@ -151,7 +171,7 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
         let Some(start) = start else {
             return match drop_swapcache(inner) {
                 true => Eviction::Freed,
-                false => Eviction::Failed,
+                false => Eviction::NothingLeft,
             };
         };
         // Checked under the folio's lock: a fault queues its folio before installing it, and
