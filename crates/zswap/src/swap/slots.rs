@@ -152,6 +152,8 @@ pub struct SlotAllocator {
     /// fills and empties again must not add to the queue every time.
     dirty_free: Vec<u32>,
     queued: Vec<bool>,
+    /// Clusters handed out by `take_dirty_free_clusters` and not given back yet.
+    discarding: u32,
 }
 
 impl SlotAllocator {
@@ -176,6 +178,7 @@ impl SlotAllocator {
             dirty: vec![false; nr_clusters],
             dirty_free: Vec::new(),
             queued: vec![false; nr_clusters],
+            discarding: 0,
         };
         // In reverse, so that `last()` of the free set is the lowest cluster: the file is
         // used from its start, which keeps a young device's extents few.
@@ -247,6 +250,7 @@ impl SlotAllocator {
             if self.dirty[c as usize] && u32::from(self.cluster_free[c as usize]) == len {
                 let start = c * CLUSTER_SLOTS;
                 self.mark(start, len, true);
+                self.discarding += 1;
                 out.push((SwapSlot(start), len));
             }
         }
@@ -263,7 +267,13 @@ impl SlotAllocator {
             slot.0
         );
         self.dirty[c as usize] = false;
+        self.discarding -= 1;
         self.free(slot, nr);
+    }
+
+    /// Clusters being discarded now: reserved, and free once `free_discarded` gives them back.
+    pub fn discarding(&self) -> u32 {
+        self.discarding
     }
 
     /// Real slots in cluster `c` (the last one may be short).

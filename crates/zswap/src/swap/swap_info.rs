@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::device::{BackingDevice, DeviceError};
 use super::slots::{SlotAllocator, SwapSlot};
@@ -35,6 +35,9 @@ pub struct SwapInfo {
     slots: Mutex<SlotAllocator>,
     /// Give wholly free clusters' storage back (`swapon --discard`).
     discard: bool,
+    /// Notified when a discarded cluster is given back: a write that found no free slot
+    /// while clusters were being discarded waits for them.
+    discarded: Condvar,
 }
 
 impl SwapInfo {
@@ -45,6 +48,7 @@ impl SwapInfo {
             device,
             slots: Mutex::new(SlotAllocator::new(capacity_pages)),
             discard,
+            discarded: Condvar::new(),
         }
     }
 
@@ -79,7 +83,7 @@ impl SwapInfo {
         }
         // Fragmented: page by page.
         for page in data.chunks_exact(crate::PAGE_SIZE) {
-            let slot = self.slots.lock().alloc(1);
+            let slot = self.alloc_page();
             let result = match slot {
                 None => Err(SwapWriteError::NoSlot),
                 Some(slot) => self.device.write(slot, page).map_err(|e| {
@@ -96,6 +100,22 @@ impl SwapInfo {
             slots_out.push(slot.expect("checked above"));
         }
         Ok(())
+    }
+
+    /// One free slot. With none free while clusters are being discarded, wait for those
+    /// discards rather than fail: their slots are free the moment each ends (the kernel's
+    /// allocator runs the discards itself then).
+    fn alloc_page(&self) -> Option<SwapSlot> {
+        let mut slots = self.slots.lock();
+        loop {
+            if let Some(slot) = slots.alloc(1) {
+                return Some(slot);
+            }
+            if slots.discarding() == 0 {
+                return None;
+            }
+            self.discarded.wait(&mut slots);
+        }
     }
 
     /// Read one page from its slot.
@@ -124,6 +144,7 @@ impl SwapInfo {
             // Reserved meanwhile: nothing is written there while the hole is punched.
             let _ = self.device.discard(start, n);
             self.slots.lock().free_discarded(start, n);
+            self.discarded.notify_all();
         }
     }
 }
