@@ -3,7 +3,7 @@
 //! coverage in (it is built without instrumentation), so mutating valid streams is how their
 //! deeper decoding paths get reached at all.
 //!
-//! cargo run --example make_seeds -- ../../shared/corpus corpus/decompress
+//! cargo run --example make_seeds -- ../corpus corpus/decompress
 
 use std::path::PathBuf;
 

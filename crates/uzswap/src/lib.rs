@@ -18,8 +18,8 @@
 //! # Ok::<(), uzswap::RegionError>(())
 //! ```
 //!
-//! The engine alone, without userfaultfd, is [`Zswap`]. The modules [`bench`](mod@bench), [`pages`] and
-//! [`size`] hold the `uzswap` command's benchmarks and parsers.
+//! The engine alone, without userfaultfd, is [`Zswap`]. The modules [`bench`](mod@bench), [`corpus`], [`pages`] and
+//! [`size`] hold the `uzswap` command's benchmarks, corpus capture and parsers.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -32,5 +32,6 @@ pub use zswap::stats::StatsSnapshot as ZswapStats;
 pub use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
 pub mod bench;
+pub mod corpus;
 pub mod pages;
 pub mod size;

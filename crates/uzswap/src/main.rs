@@ -23,6 +23,15 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(Bench),
+    /// Page files of real memory.
+    #[command(subcommand)]
+    Corpus(Corpus),
+}
+
+#[derive(Debug, Subcommand)]
+enum Corpus {
+    /// Read a process's anonymous memory into a page file (PROG: start it, capture, kill it).
+    Capture(uzswap::corpus::cmd::CaptureArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,6 +79,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Sweep(args)) => uzswap::bench::cmd::sweep(args),
         Command::Bench(Bench::Worker(args)) => uzswap::bench::cmd::worker(args),
         Command::Bench(Bench::UzswapWorker(args)) => uzswap::bench::cmd::uzswap_worker(args),
+        Command::Corpus(Corpus::Capture(args)) => uzswap::corpus::cmd::capture(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,5 @@
 //! Page files: raw memory pages, 4096 bytes each, no header (the format of
-//! shared/corpus/*.pages). Loaded whole: a file is a few MiB.
+//! corpus/*.pages). Loaded whole: a file is a few MiB.
 
 use std::path::{Path, PathBuf};
 

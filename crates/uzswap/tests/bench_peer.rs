@@ -229,7 +229,7 @@ fn a_random_workload_under_the_limit_alone_is_not_oom_killed() {
         "--peer-reclaim",
         "limit",
         "--corpus",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../corpus"),
         "--json",
     ];
     let Some(v) = kernel_peer_runs(&args, 2) else {
@@ -388,8 +388,6 @@ fn the_trace_shows_the_uzswap_side_while_it_runs() {
             "2",
             "--runs",
             "1",
-            "--corpus",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus"),
         ])
         .env("UZSWAP_BENCH_TRACE", "1")
         .output()

@@ -20,7 +20,7 @@ fn spec(workload: Workload) -> WorkloadSpec {
         workload,
         memory_high: 1 << 20,
         folio_size: PAGE,
-        corpus: "unused".into(),
+        corpus: None,
         seed: 7,
     }
 }
@@ -150,4 +150,26 @@ fn specs_round_trip_as_json() {
     let j = serde_json::to_string(&s).unwrap();
     assert_eq!(serde_json::from_str::<WorkloadSpec>(&j).unwrap(), s);
     assert_eq!(s.area_bytes() % (3 * PAGE), 0);
+}
+
+#[test]
+fn the_built_in_corpus_is_the_repository_corpus() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
+    let from_dir = Content::load(&dir).unwrap();
+    let built_in = Content::builtin();
+    let pages: u64 = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pages"))
+        .map(|p| std::fs::metadata(p).unwrap().len() / PAGE as u64)
+        .sum();
+    assert!(pages >= 1024, "{pages} pages in {}", dir.display());
+    // One whole cycle and the start of the next: the same pages in the same order.
+    for n in 0..pages as usize + 16 {
+        assert!(from_dir.page(n) == built_in.page(n), "page {n}");
+    }
+    assert!(
+        Content::load_or_builtin(None).unwrap().page(7) == built_in.page(7)
+            && Content::load_or_builtin(Some(&dir)).unwrap().page(7) == from_dir.page(7)
+    );
 }

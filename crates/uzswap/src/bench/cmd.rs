@@ -54,9 +54,10 @@ pub struct CommonArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Directory of *.pages files (compressible content).
-    #[arg(long, default_value = "../shared/corpus")]
-    pub corpus: PathBuf,
+    /// Directory of *.pages files (compressible content). Default: the repository's corpus/,
+    /// built into the binary.
+    #[arg(long, value_name = "DIR")]
+    pub corpus: Option<PathBuf>,
     /// Where the kernel peers' swap file goes.
     #[arg(long, default_value = "/var/tmp")]
     pub swap_dir: PathBuf,

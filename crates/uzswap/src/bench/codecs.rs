@@ -28,7 +28,7 @@ const UNITS: [usize; 2] = [PAGE_SIZE, 16 * PAGE_SIZE];
 /// The arguments of `uzswap bench codecs`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CodecsArgs {
-    /// Page files to measure (raw 4096-byte pages, e.g. shared/corpus/*.pages).
+    /// Page files to measure (raw 4096-byte pages, e.g. corpus/*.pages).
     #[arg(long, value_name = "FILE", required = true, num_args = 1..)]
     pub pages: Vec<PathBuf>,
     /// Compressors to measure, as NAME or NAME:LEVEL (e.g. zstd:-1, deflate:6).

@@ -25,7 +25,7 @@ use crate::size::parse_folio_size;
 /// The arguments of `uzswap bench engine`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EngineArgs {
-    /// Page files (raw 4096-byte pages, e.g. shared/corpus/*.pages).
+    /// Page files (raw 4096-byte pages, e.g. corpus/*.pages).
     #[arg(long, value_name = "FILE", required = true, num_args = 1..)]
     pub pages: Vec<PathBuf>,
     /// Compressor, as NAME or NAME:LEVEL.

@@ -153,7 +153,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
     let system = System::Uzswap(config.clone());
     let compressor: CompressorSpec = config.compressor.parse()?;
     let content = if spec.needs_content() {
-        Some(Content::load(&spec.corpus)?)
+        Some(Content::load_or_builtin(spec.corpus.as_deref())?)
     } else {
         None
     };

@@ -72,7 +72,7 @@ fn protocol(
     let spec: WorkloadSpec = serde_json::from_str(spec_json)?;
     wait_for(input, "start")?;
     let content = if spec.needs_content() {
-        Some(Content::load(&spec.corpus)?)
+        Some(Content::load_or_builtin(spec.corpus.as_deref())?)
     } else {
         None
     };

@@ -66,8 +66,9 @@ pub struct WorkloadSpec {
     pub memory_high: u64,
     /// Folio size for uzswap (4 KiB..2 MiB); the kernel peers use what THP gives them.
     pub folio_size: usize,
-    /// Directory of `*.pages` files, the compressible content of mix and heap.
-    pub corpus: PathBuf,
+    /// Directory of `*.pages` files, the compressible content of mix and heap; `None`: the
+    /// repository's corpus, built into the binary.
+    pub corpus: Option<PathBuf>,
     /// Seed of the random area and of the access sequence.
     pub seed: u64,
 }
@@ -134,7 +135,7 @@ impl Content {
     pub fn load(dir: &Path) -> Result<Content> {
         let entries = std::fs::read_dir(dir).with_context(|| {
             format!(
-                "corpus directory {} not readable (pass --corpus DIR, the shared/corpus page files)",
+                "corpus directory {} not readable (pass --corpus DIR, a directory of *.pages files)",
                 dir.display()
             )
         })?;
@@ -153,6 +154,24 @@ impl Content {
         Ok(Content::from_pages(
             files.into_iter().flat_map(|f| f.data).collect(),
         ))
+    }
+
+    /// The repository's corpus, built into the binary (`corpus::builtin`), in name order.
+    pub fn builtin() -> Content {
+        Content::from_pages(
+            crate::corpus::builtin::FILES
+                .iter()
+                .flat_map(|(_, d)| d.iter().copied())
+                .collect(),
+        )
+    }
+
+    /// The `*.pages` files of `dir`, or the built-in corpus.
+    pub fn load_or_builtin(dir: Option<&Path>) -> Result<Content> {
+        match dir {
+            Some(dir) => Content::load(dir),
+            None => Ok(Content::builtin()),
+        }
     }
 
     /// Content from pages in memory (a non-empty multiple of 4096 bytes).

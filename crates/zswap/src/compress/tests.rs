@@ -1,5 +1,5 @@
 //! Codec tests: round trips on real memory pages, incompressible input, corrupt input, and
-//! the spec syntax. The corpus is the shared set of real pages (see shared/corpus/README.md).
+//! the spec syntax. The corpus is the repository's set of real pages (see corpus/README.md).
 
 use std::path::PathBuf;
 
@@ -10,10 +10,7 @@ use super::*;
 use crate::PAGE_SIZE;
 
 fn corpus_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus"
-    ))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../corpus"))
 }
 
 /// Every corpus file, whole. Missing corpus is a failure, not a skip: these tests are the

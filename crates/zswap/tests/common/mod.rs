@@ -1,4 +1,4 @@
-//! Page contents for the engine's tests: real pages from ../shared/corpus, zero and
+//! Page contents for the engine's tests: real pages from the repository's corpus/, zero and
 //! same-filled pages, and incompressible random pages.
 #![allow(dead_code)]
 
@@ -10,7 +10,7 @@ use rand::{RngCore, SeedableRng};
 pub const PAGE_SIZE: usize = 4096;
 
 pub fn corpus_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus")
 }
 
 /// Every page of every corpus file.
