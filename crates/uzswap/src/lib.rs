@@ -5,4 +5,5 @@
 
 pub mod bench;
 pub mod pages;
+pub mod report;
 pub mod size;
