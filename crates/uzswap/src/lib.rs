@@ -34,4 +34,5 @@ pub use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 pub mod bench;
 pub mod corpus;
 pub mod pages;
+pub mod report;
 pub mod size;

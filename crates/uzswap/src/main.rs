@@ -1,6 +1,6 @@
 //! The `uzswap` command. It holds no logic of its own: it parses arguments, calls the library,
-//! and turns any error into one line on stderr and exit status 2 (clap's usage errors exit 2
-//! too, so scripts see one code for "this run did not happen").
+//! and ends through `uzswap::report`: any error, clap's usage errors included, is one line on
+//! stderr and exit status 2, so scripts see one code for "this run did not happen".
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -70,7 +70,10 @@ fn init_logging() {
 
 fn main() -> ExitCode {
     init_logging();
-    let cli = Cli::parse();
+    let cli = match uzswap::report::parse::<Cli>() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let result = match &cli.command {
         Command::Bench(Bench::Codecs(args)) => uzswap::bench::codecs::run(args),
         Command::Bench(Bench::Engine(args)) => uzswap::bench::engine::run(args),
@@ -81,14 +84,5 @@ fn main() -> ExitCode {
         Command::Bench(Bench::UzswapWorker(args)) => uzswap::bench::cmd::uzswap_worker(args),
         Command::Corpus(Corpus::Capture(args)) => uzswap::corpus::cmd::capture(args),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            // `{:#}` joins the error chain with ": " on one line; a stray newline inside a
-            // message (from an OS or library error) must not break the one-line promise.
-            let msg = format!("{e:#}").replace('\n', " ");
-            eprintln!("uzswap: {msg}");
-            ExitCode::from(2)
-        }
-    }
+    uzswap::report::exit(result)
 }

@@ -27,6 +27,41 @@ pub fn parse_size(text: &str) -> Result<u64> {
     }
 }
 
+/// `bytes` as the command line takes it: in the largest of T, G, M, K that divides it (so
+/// that a size echoes in the unit it was given), else in bytes.
+pub fn fmt_size(bytes: u64) -> String {
+    for (suffix, shift) in [('T', 40), ('G', 30), ('M', 20), ('K', 10)] {
+        if bytes != 0 && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// `bytes` with its unit, in the largest of TiB, GiB, MiB, KiB that divides it: "2 MiB".
+pub fn fmt_unit(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes != 0 && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+/// `bytes` in MiB, rounded up to a whole MiB, as the command line takes it: for a least
+/// value to give.
+pub fn fmt_mib_up(bytes: u64) -> String {
+    format!("{}M", bytes.div_ceil(1 << 20))
+}
+
+/// `bytes` for a person to read: GiB with one decimal from 1 GiB, else whole MiB.
+pub fn fmt_human(bytes: u64) -> String {
+    match bytes >= 1 << 30 {
+        true => format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64),
+        false => format!("{} MiB", bytes >> 20),
+    }
+}
+
 /// Parse a folio size: a power of two from 4 KiB to 2 MiB.
 pub fn parse_folio_size(text: &str) -> Result<usize> {
     let v = parse_size(text)?;
@@ -51,6 +86,17 @@ mod tests {
         assert!(parse_size("12Q").is_err());
         assert!(parse_size("-1").is_err());
         assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn sizes_print_in_the_unit_they_were_given() {
+        for text in ["100T", "64G", "1M", "1536K", "4097"] {
+            assert_eq!(fmt_size(parse_size(text).unwrap()), text);
+        }
+        assert_eq!(fmt_size(1 << 30), "1G");
+        assert_eq!(fmt_mib_up((56 << 20) + 1), "57M");
+        assert_eq!(fmt_unit(2 << 20), "2 MiB");
+        assert_eq!(fmt_unit(64 << 10), "64 KiB");
     }
 
     #[test]

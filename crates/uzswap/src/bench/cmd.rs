@@ -5,14 +5,20 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use std::io::Write;
+
+use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use super::peer::{self, PeerMachine, PeerOptions, Reclaim};
-use super::systems::{run_uzswap, System, SystemName, WorkloadResult};
-use super::uzswap_side::check_limit;
+use super::progress::Progress;
+use super::summary::{self, Column, Summary};
+use super::systems::WorkloadResult;
+use super::systems::{compressor_arg, run_uzswap, System, SystemName, UzswapConfig};
+use super::uzswap_side::{data_room, min_limit, proc_kb, with_folio};
 use super::workload::{Workload, WorkloadSpec};
-use crate::size::{parse_folio_size, parse_size};
+use crate::report;
+use crate::size::{fmt_human, fmt_mib_up, fmt_size, fmt_unit, parse_folio_size, parse_size};
 
 /// Options shared by the three commands.
 #[derive(Debug, Clone, clap::Args)]
@@ -32,7 +38,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_folio_size)]
     pub folio_size: Option<usize>,
     /// uzswap's compressor (a system's ':COMPRESSOR' suffix overrides it).
-    #[arg(long, default_value = "lz4")]
+    #[arg(long, default_value = "lz4", value_parser = compressor_arg)]
     pub compressor: String,
     /// The kernel zswap's compressor for `kernel-zswap` without a suffix.
     #[arg(long, default_value = "lzo")]
@@ -48,8 +54,8 @@ pub struct CommonArgs {
     /// kernel-zswap[:COMP], kernel-swap.
     #[arg(long, value_name = "SYSTEM")]
     pub system: Vec<SystemName>,
-    /// Runs of each system, alternating; medians are reported.
-    #[arg(long, default_value_t = 3)]
+    /// Runs of each system, alternating; medians are reported (1 to 1000).
+    #[arg(long, default_value_t = 3, value_parser = |s: &str| count_in(s, 1, 1000))]
     pub runs: usize,
     /// Print one JSON object.
     #[arg(long)]
@@ -61,14 +67,15 @@ pub struct CommonArgs {
     /// Where the kernel peers' swap file goes.
     #[arg(long, default_value = "/var/tmp")]
     pub swap_dir: PathBuf,
-    /// /proc/sys/vm/page-cluster for the kernel peers (default: leave it; always recorded).
-    #[arg(long, value_name = "N")]
+    /// /proc/sys/vm/page-cluster for the kernel peers, 0 to 31 (default: leave it; always
+    /// recorded).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=31))]
     pub page_cluster: Option<u32>,
     /// uzswap's pool limit, percent of the region's memory limit (the pool is charged to it).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub uzswap_max_pool_percent: u32,
-    /// zswap max_pool_percent for the kernel peers (default: leave it).
-    #[arg(long, value_name = "PERCENT")]
+    /// zswap max_pool_percent for the kernel peers, 0 to 100 (default: leave it).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_pool_percent: Option<u32>,
     /// How the kernel peers are held to the limit: a page-out controller at the limit with a
     /// hard limit 64 MiB above (a memory.high stand-in), or memory.limit_in_bytes alone.
@@ -86,8 +93,8 @@ pub struct CommonArgs {
 /// The arguments of `uzswap bench usemem`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct UsememArgs {
-    /// Workers (threads), each writing and re-reading its own SIZE.
-    #[arg(long, default_value_t = 1)]
+    /// Workers (threads), each writing and re-reading its own SIZE (1 to 1024).
+    #[arg(long, default_value_t = 1, value_parser = |s: &str| count_in(s, 1, 1024))]
     pub workers: usize,
     /// Bytes per worker.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -104,7 +111,7 @@ pub struct MixArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub size: u64,
     /// Seconds of random accesses.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_seconds)]
     pub seconds: f64,
     /// The options every benchmark takes.
     #[command(flatten)]
@@ -115,7 +122,7 @@ pub struct MixArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct SweepArgs {
     /// Seconds of random accesses per cell.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
     pub seconds: f64,
     /// The options every benchmark takes.
     #[command(flatten)]
@@ -166,24 +173,197 @@ fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
     Ok(out)
 }
 
-fn check_common(c: &CommonArgs) -> Result<()> {
-    if c.runs == 0 {
-        bail!("--runs must be at least 1");
+/// A whole number from `min` to `max`, for clap.
+pub(crate) fn count_in(text: &str, min: usize, max: usize) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("give a whole number from {min} to {max}")),
     }
-    if c.memory_high < (16 << 20) {
-        bail!("--memory-high must be at least 16M");
+}
+
+/// A number of seconds above 0, for clap.
+pub(crate) fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        _ => Err("give a number of seconds above 0 (e.g. 10 or 0.5)".into()),
     }
-    if c.uzswap_memory_high.is_some_and(|l| l < (16 << 20)) {
-        bail!("--uzswap-memory-high must be at least 16M");
+}
+
+/// The least memory limit of any run: below it a kernel peer's cgroup has no room to work.
+const LEAST_LIMIT: u64 = 16 << 20;
+
+/// The machine's memory (MemTotal), in bytes.
+fn mem_total() -> u64 {
+    proc_kb("/proc/meminfo", "MemTotal:")
+}
+
+/// Free bytes in the file system of `dir` (for an unprivileged user), if it can be read.
+fn free_space(dir: &std::path::Path) -> Option<u64> {
+    let st = rustix::fs::statvfs(dir).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+fn uzswap_configs(systems: &[System]) -> Vec<&UzswapConfig> {
+    systems
+        .iter()
+        .filter_map(|s| match s {
+            System::Uzswap(cfg) => Some(cfg),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Check every option against the others and the machine, before any worker or kernel
+/// peer starts (else the runs before a refusal would be done for nothing): the limits
+/// against the least a run takes (what the uzswap regions charge from the start) and the
+/// machine's memory, the area against what a region holds and the disk the swap files
+/// need. `specs` are the workloads to run; `area` names the option that sized their area.
+fn check_run(c: &CommonArgs, systems: &[System], specs: &[WorkloadSpec], area: &str) -> Result<()> {
+    let uzswap = uzswap_configs(systems);
+    if c.uzswap_memory_high.is_some() && uzswap.is_empty() {
+        bail!("--uzswap-memory-high needs a uzswap system to run");
+    }
+    let total = mem_total();
+    for (option, limit) in [
+        ("--memory-high", Some(c.memory_high)),
+        ("--uzswap-memory-high", c.uzswap_memory_high),
+    ] {
+        if let Some(l) = limit.filter(|&l| total > 0 && l > total) {
+            bail!(
+                "{option} {} is above this machine's memory ({:.1} GiB, MemTotal in \
+                 /proc/meminfo): give at most {}",
+                fmt_size(l),
+                total as f64 / (1u64 << 30) as f64,
+                fmt_size(match total >> 30 {
+                    0 => total >> 20 << 20,
+                    g => g << 30,
+                })
+            );
+        }
+    }
+    let largest = specs
+        .iter()
+        .max_by_key(|s| s.area_bytes())
+        .expect("a workload to run");
+    let largest_uzswap = uzswap_spec(c.uzswap_memory_high, largest);
+    for cfg in &uzswap {
+        if min_limit(&largest_uzswap, cfg).is_none() {
+            bail!(
+                "{area}: {} of memory to work on is above 16T, the most a uzswap region holds",
+                fmt_size(largest.area_bytes() as u64)
+            );
+        }
+    }
+    // A page directory given with --corpus is read here, before any run, not in a worker.
+    if let Some(spec) = specs.iter().find(|s| s.needs_content()) {
+        crate::bench::workload::Content::load_or_builtin(spec.corpus.as_deref())?;
+    }
+    // The least limit: a floor for every run, and what the uzswap regions take for every
+    // workload (under --uzswap-memory-high if given, else under --memory-high).
+    let mut region_least = 0;
+    for spec in specs {
+        for cfg in &uzswap {
+            let least = min_limit(&uzswap_spec(c.uzswap_memory_high, spec), cfg);
+            region_least = region_least.max(least.unwrap_or(0));
+        }
+    }
+    for (option, limit, uzswap_under_it) in [
+        (
+            "--memory-high",
+            Some(c.memory_high),
+            c.uzswap_memory_high.is_none(),
+        ),
+        ("--uzswap-memory-high", c.uzswap_memory_high, true),
+    ] {
+        let Some(limit) = limit else { continue };
+        let region = if uzswap_under_it { region_least } else { 0 };
+        if limit >= LEAST_LIMIT.max(region) {
+            continue;
+        }
+        if region <= LEAST_LIMIT {
+            bail!(
+                "{option} {} is below {}, the least a run takes",
+                fmt_size(limit),
+                fmt_size(LEAST_LIMIT)
+            );
+        }
+        let folio = largest.folio_size;
+        let mut why = format!(
+            "what a uzswap region of {} folios charges from the start (its threads' folios and \
+             buffers, staging) plus four folios",
+            fmt_unit(folio as u64)
+        );
+        let smaller = uzswap
+            .iter()
+            .filter_map(|cfg| min_limit(&with_folio(&largest_uzswap, 64 << 10), cfg))
+            .max()
+            .unwrap_or(0)
+            .max(LEAST_LIMIT);
+        if folio > 64 << 10 && smaller < region {
+            why.push_str(&format!(
+                "; with --folio-size 64K it takes {}",
+                fmt_mib_up(smaller)
+            ));
+        }
+        bail!(
+            "{option} {} is below {}, the least this run takes: {why}",
+            fmt_size(limit),
+            fmt_mib_up(region)
+        );
+    }
+    // The swap files. uzswap's (unnamed, in the temporary directory) holds what neither
+    // memory nor the pool does: at the most, the area less the limit.
+    let area_bytes = largest.area_bytes() as u64;
+    let tmp = std::env::temp_dir();
+    let need = area_bytes.saturating_sub(c.uzswap_memory_high.unwrap_or(c.memory_high));
+    if let Some(free) = free_space(&tmp).filter(|&f| !uzswap.is_empty() && need > f) {
+        bail!(
+            "{area}: uzswap's swap file may take up to {} in {}, which has {} free (TMPDIR \
+             sets another directory)",
+            fmt_human(need),
+            tmp.display(),
+            fmt_human(free)
+        );
+    }
+    if systems.iter().any(System::is_kernel) {
+        let need = peer::swap_bytes_for(largest.area_bytes());
+        if let Some(free) = free_space(&c.swap_dir).filter(|&f| need > f) {
+            bail!(
+                "{area}: the kernel peers' swap file takes {} in {}, which has {} free \
+                 (--swap-dir sets another directory)",
+                fmt_human(need),
+                c.swap_dir.display(),
+                fmt_human(free)
+            );
+        }
     }
     Ok(())
 }
 
-fn check_seconds(s: f64) -> Result<()> {
-    if !(s.is_finite() && s > 0.0) {
-        bail!("--seconds must be a positive number, got {s}");
+/// The hint for a limit that the folio size leaves little room for data in: a quarter of
+/// the limit or less, where smaller folios would leave more.
+fn folio_hint(c: &CommonArgs, systems: &[System], spec: &WorkloadSpec) -> Option<String> {
+    let cfg = *uzswap_configs(systems).first()?;
+    let spec = uzswap_spec(c.uzswap_memory_high, spec);
+    let smaller = match spec.folio_size {
+        f if f > 64 << 10 => 64 << 10,
+        f if f > 4 << 10 => 4 << 10,
+        _ => return None,
+    };
+    let room = data_room(&spec, cfg)?;
+    if room > spec.memory_high / 4 {
+        return None;
     }
-    Ok(())
+    let then = data_room(&with_folio(&spec, smaller), cfg)?;
+    Some(format!(
+        "hint: {} folios leave {} MiB of the {} MiB limit for data (the rest is what the \
+         region charges from the start); --folio-size {} leaves {} MiB",
+        fmt_unit(spec.folio_size as u64),
+        room >> 20,
+        spec.memory_high >> 20,
+        fmt_size(smaller as u64),
+        then >> 20
+    ))
 }
 
 /// The systems of one command and the machine set up for the kernel ones.
@@ -197,7 +377,7 @@ impl Runner {
         let peer = if systems.iter().any(System::is_kernel) {
             peer::check_root(rustix::process::geteuid().as_raw())?;
             peer::install_interrupt_handler()?;
-            Some(PeerMachine::new(PeerOptions {
+            let machine = PeerMachine::new(PeerOptions {
                 swap_dir: c.swap_dir.clone(),
                 swap_bytes: peer::swap_bytes_for(max_area),
                 page_cluster: c.page_cluster,
@@ -205,7 +385,12 @@ impl Runner {
                 reclaim: c.peer_reclaim,
                 swappiness: c.peer_swappiness,
                 worker_exe: std::env::current_exe()?,
-            })?)
+            })?;
+            // A compressor the kernel refuses, before any run.
+            for s in systems.iter().filter(|s| s.is_kernel()) {
+                machine.check(s)?;
+            }
+            Some(machine)
         } else {
             None
         };
@@ -217,7 +402,8 @@ impl Runner {
 
     fn run(&mut self, system: &System, spec: &WorkloadSpec) -> Result<WorkloadResult> {
         match system {
-            System::Uzswap(cfg) => run_uzswap(&uzswap_spec(self.uzswap_memory_high, spec), cfg),
+            System::Uzswap(cfg) => run_uzswap(&uzswap_spec(self.uzswap_memory_high, spec), cfg)
+                .with_context(|| system.to_string()),
             _ => self
                 .peer
                 .as_mut()
@@ -252,30 +438,6 @@ fn uzswap_spec(uzswap_memory_high: Option<u64>, spec: &WorkloadSpec) -> Workload
     }
 }
 
-/// Refuse, before anything is set up or run, a limit the uzswap systems' regions would
-/// refuse (else the kernel peers' runs would go first for nothing), and
-/// `--uzswap-memory-high` with no uzswap system to apply to.
-fn check_uzswap_limits(c: &CommonArgs, systems: &[System], spec: &WorkloadSpec) -> Result<()> {
-    let uzswap: Vec<_> = systems
-        .iter()
-        .filter_map(|s| match s {
-            System::Uzswap(cfg) => Some(cfg),
-            _ => None,
-        })
-        .collect();
-    if c.uzswap_memory_high.is_some() && uzswap.is_empty() {
-        bail!("--uzswap-memory-high needs a uzswap system to run");
-    }
-    let option = match c.uzswap_memory_high {
-        Some(_) => "--uzswap-memory-high",
-        None => "--memory-high",
-    };
-    for cfg in uzswap {
-        check_limit(&uzswap_spec(c.uzswap_memory_high, spec), cfg, option)?;
-    }
-    Ok(())
-}
-
 fn spec(c: &CommonArgs, workload: Workload) -> WorkloadSpec {
     let default_folio = match workload {
         Workload::Usemem { .. } => 2 << 20,
@@ -290,15 +452,33 @@ fn spec(c: &CommonArgs, workload: Workload) -> WorkloadSpec {
     }
 }
 
-/// The figures of one result, in print order, by name.
+/// A statistic or gauge in bytes (the others count pages, folios or events): shown in MiB.
+fn in_bytes(name: &str) -> bool {
+    name.ends_with("_bytes") || name.ends_with("pool_total_size")
+}
+
+/// A statistic's or gauge's name and value as the table shows it: bytes in MiB.
+fn named(name: &str, v: i64, suffix: &str) -> (String, f64) {
+    match in_bytes(name) {
+        true => (
+            format!("{} MiB{suffix}", name.trim_end_matches("_bytes")),
+            v as f64 / (1 << 20) as f64,
+        ),
+        false => (format!("{name}{suffix}"), v as f64),
+    }
+}
+
+/// The figures of one result, in print order, by name, each with its unit: sizes in MiB,
+/// throughput in MiB/s, CPU time in s, latency in us; statistics by their kernel names.
 pub fn figures(r: &WorkloadResult) -> Vec<(String, f64)> {
     let mut f = Vec::new();
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    // The workload measures KB/s as usemem does (KB = 1024 bytes).
     for p in &r.output.phases {
-        f.push((format!("{} KB/s (total)", p.name), p.total_kb_s));
+        f.push((format!("{} MiB/s (total)", p.name), p.total_kb_s / 1024.0));
         if p.per_worker_kb_s.len() > 1 {
             for (i, v) in p.per_worker_kb_s.iter().enumerate() {
-                f.push((format!("{} KB/s worker {i}", p.name), *v));
+                f.push((format!("{} MiB/s worker {i}", p.name), *v / 1024.0));
             }
         }
     }
@@ -315,7 +495,7 @@ pub fn figures(r: &WorkloadResult) -> Vec<(String, f64)> {
         f.push(("max RSS MiB".into(), mib(v)));
         // Exact, where "max RSS MiB" rounds: the limit allows a folio per thread over it.
         let over = v.saturating_sub(r.limit_bytes);
-        f.push(("max RSS over limit KiB".into(), over as f64 / 1024.0));
+        f.push(("max RSS over limit MiB".into(), mib(over)));
     }
     if let Some(v) = r.max_usage_bytes {
         f.push(("max charged MiB".into(), mib(v)));
@@ -332,10 +512,10 @@ pub fn figures(r: &WorkloadResult) -> Vec<(String, f64)> {
         f.push(("pages/fault".into(), p));
     }
     for (k, v) in &r.stats {
-        f.push((k.clone(), *v as f64));
+        f.push(named(k, *v, ""));
     }
     for (k, v) in &r.gauges {
-        f.push((format!("{k} (end)"), *v as f64));
+        f.push(named(k, *v, " (end)"));
     }
     f
 }
@@ -375,80 +555,6 @@ pub fn median_figures(runs: &[WorkloadResult]) -> Vec<(String, f64)> {
         .collect()
 }
 
-fn fmt_num(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else if v.abs() >= 1000.0 || v == v.trunc() {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// The side-by-side table: one column per system, then each system's ratio to the first.
-fn print_table(
-    title: &str,
-    settings: &BTreeMap<String, String>,
-    cols: &[(String, Vec<(String, f64)>)],
-) {
-    println!("{title}");
-    let s: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!("settings: {}", s.join(" "));
-    let mut rows: Vec<String> = Vec::new();
-    for (_, figs) in cols {
-        for (k, _) in figs {
-            if !rows.contains(k) {
-                rows.push(k.clone());
-            }
-        }
-    }
-    let mut header = vec!["figure (median)".to_string()];
-    header.extend(cols.iter().map(|(n, _)| n.clone()));
-    if let Some((first, _)) = cols.first() {
-        header.extend(cols.iter().skip(1).map(|(n, _)| format!("{n}/{first}")));
-    }
-    let get = |c: &Vec<(String, f64)>, k: &str| {
-        c.iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| *v)
-            .unwrap_or(f64::NAN)
-    };
-    let mut table = vec![header];
-    for k in &rows {
-        let mut line = vec![k.clone()];
-        let base = get(&cols[0].1, k);
-        for (_, c) in cols {
-            line.push(fmt_num(get(c, k)));
-        }
-        for (_, c) in cols.iter().skip(1) {
-            let v = get(c, k);
-            line.push(if base != 0.0 && !base.is_nan() && !v.is_nan() {
-                format!("{:.2}", v / base)
-            } else {
-                "-".into()
-            });
-        }
-        table.push(line);
-    }
-    let widths: Vec<usize> = (0..table[0].len())
-        .map(|i| table.iter().map(|l| l[i].len()).max().unwrap_or(0))
-        .collect();
-    for l in &table {
-        let cells: Vec<String> = l
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i == 0 {
-                    format!("{c:<w$}", w = widths[i])
-                } else {
-                    format!("{c:>w$}", w = widths[i])
-                }
-            })
-            .collect();
-        println!("{}", cells.join("  "));
-    }
-}
-
 /// The runs of every system, by system, in system order: what each run gave, and why the
 /// runs left out failed.
 type Runs = (Vec<Vec<WorkloadResult>>, Vec<Vec<String>>);
@@ -457,85 +563,111 @@ type Runs = (Vec<Vec<WorkloadResult>>, Vec<Vec<String>>);
 /// held to the limit (`peer::OomKilled`: an OOM wait over 10 s, a charge that failed at the
 /// hard stop, or the OOM killer, were it on) is left out, and said so, and the runs that did
 /// finish stand. Any other failure (a setup refused, a check of the data that failed) stops
-/// the benchmark.
+/// the benchmark. `cell` names the sweep's cell in the progress, if any.
 fn alternate(
     runner: &mut Runner,
     systems: &[System],
     spec: &WorkloadSpec,
     runs: usize,
-    json: bool,
+    progress: &Progress,
+    cell: &str,
 ) -> Result<Runs> {
     let mut out: Vec<Vec<WorkloadResult>> = vec![Vec::new(); systems.len()];
     let mut failed: Vec<Vec<String>> = vec![Vec::new(); systems.len()];
     for run in 0..runs {
         for (i, s) in systems.iter().enumerate() {
+            let what = format!("{cell}run {}/{runs} {s}", run + 1);
+            progress.start(&what);
             let r = match runner.run(s, spec) {
                 Ok(r) => r,
                 Err(e) if e.chain().any(|c| c.is::<super::peer::OomKilled>()) => {
-                    eprintln!("run {}/{runs} {s}: failed, left out: {e:#}", run + 1);
+                    progress.failed(&format!("{what}: failed, left out: {e:#}"));
                     failed[i].push(format!("{e:#}"));
                     continue;
                 }
                 Err(e) => return Err(e),
             };
-            if !json {
-                let main = r
-                    .output
-                    .accesses_per_s
-                    .map(|a| format!("{a:.0} accesses/s"))
-                    .unwrap_or_else(|| {
-                        r.output
-                            .phases
-                            .iter()
-                            .map(|p| format!("{} {:.0} KB/s", p.name, p.total_kb_s))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    });
-                eprintln!("run {}/{runs} {s}: {main}", run + 1);
-            }
+            let main = r
+                .output
+                .accesses_per_s
+                .map(|a| format!("{a:.0} accesses/s"))
+                .unwrap_or_else(|| {
+                    r.output
+                        .phases
+                        .iter()
+                        .map(|p| format!("{} {:.0} MiB/s", p.name, p.total_kb_s / 1024.0))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                });
+            progress.done(&format!("{what}: {main}"));
             out[i].push(r);
         }
     }
     Ok((out, failed))
 }
 
+/// Print a summary: the title and settings, the table, its notes, and the verdict last.
+fn print_summary(title: &str, settings: &BTreeMap<String, String>, sum: &Summary) -> Result<()> {
+    let mut out = report::stdout();
+    writeln!(out, "{title}")?;
+    let s: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    writeln!(out, "settings: {}", s.join(" "))?;
+    for line in sum.table.iter().chain(&sum.notes) {
+        writeln!(out, "{line}")?;
+    }
+    writeln!(out, "{}", sum.verdict)?;
+    Ok(())
+}
+
+/// How a title says the runs: "3 runs alternating", "1 run".
+fn runs_text(runs: usize, systems: usize) -> String {
+    match (runs, systems) {
+        (1, 1) => "1 run".into(),
+        (n, 1) => format!("{n} runs"),
+        (1, _) => "1 run of each system".into(),
+        (n, _) => format!("{n} runs of each system, alternating"),
+    }
+}
+
 fn side_by_side(
     command: &str,
     title: String,
+    verified: String,
     c: &CommonArgs,
     systems: &[System],
     spec: WorkloadSpec,
+    area: &str,
 ) -> Result<()> {
-    check_uzswap_limits(c, systems, &spec)?;
+    check_run(c, systems, std::slice::from_ref(&spec), area)?;
+    let hint = folio_hint(c, systems, &spec);
     let mut runner = Runner::new(c, systems, spec.area_bytes())?;
-    let (results, failed) = alternate(&mut runner, systems, &spec, c.runs, c.json)?;
+    let progress = Progress::new((systems.len() * c.runs) as u64, "runs", !c.json);
+    let (results, failed) = alternate(&mut runner, systems, &spec, c.runs, &progress, "")?;
+    drop(progress);
     let settings = runner.settings();
     drop(runner); // restore the machine before printing
-    let any_failed = failed.iter().any(|f| !f.is_empty());
-    let cols: Vec<(String, Vec<(String, f64)>)> = systems
+    let cols: Vec<Column> = systems
         .iter()
         .zip(&results)
         .zip(&failed)
-        .map(|((s, r), f)| {
-            let mut figures = median_figures(r);
-            if any_failed {
-                figures.insert(0, ("runs left out (failed)".into(), f.len() as f64));
-            }
-            (s.to_string(), figures)
+        .map(|((system, runs), f)| Column {
+            system,
+            runs,
+            failed: f.len(),
+            figures: median_figures(runs),
         })
         .collect();
+    let sum = summary::side_by_side(&cols, c.runs, &verified, hint);
     if c.json {
-        let sys: Vec<_> = systems
+        let sys: Vec<_> = cols
             .iter()
-            .zip(&results)
-            .zip(&cols)
             .zip(&failed)
-            .map(|(((s, r), (_, m)), f)| {
+            .map(|(col, f)| {
                 json!({
-                    "system": s.to_string(),
-                    "config": s,
-                    "median": m.iter().cloned().collect::<BTreeMap<_, _>>(),
-                    "runs": r,
+                    "system": col.system.to_string(),
+                    "config": col.system,
+                    "median": summary::figure_map(&col.figures),
+                    "runs": col.runs,
                     "failed_runs": f,
                 })
             })
@@ -547,10 +679,12 @@ fn side_by_side(
             "runs": c.runs,
             "settings": settings,
             "systems": sys,
+            "notes": sum.notes,
+            "verdict": sum.verdict,
         });
-        println!("{out}");
+        writeln!(report::stdout(), "{out}")?;
     } else {
-        print_table(&title, &settings, &cols);
+        print_summary(&title, &settings, &sum)?;
     }
     Ok(())
 }
@@ -562,11 +696,21 @@ fn uzswap_limit_note(c: &CommonArgs) -> String {
         .unwrap_or_default()
 }
 
+/// "1 worker", "2 workers".
+fn workers_text(n: usize) -> String {
+    match n {
+        1 => "1 worker".into(),
+        n => format!("{n} workers"),
+    }
+}
+
 /// Run `uzswap bench usemem`: the systems alternately, medians side by side.
 pub fn usemem(a: &UsememArgs) -> Result<()> {
-    check_common(&a.common)?;
-    if a.workers == 0 || a.size < 4096 {
-        bail!("--workers must be at least 1 and --size at least 4K");
+    if a.size < 4096 {
+        bail!(
+            "--size {} is below one page: give at least 4K",
+            fmt_size(a.size)
+        );
     }
     let systems = systems(&a.common, &["uzswap"])?;
     let spec = spec(
@@ -576,23 +720,25 @@ pub fn usemem(a: &UsememArgs) -> Result<()> {
             size: a.size,
         },
     );
+    let per = format!("{} x {} MiB", workers_text(a.workers), a.size >> 20);
     let title = format!(
-        "usemem: {} worker(s) x {} MiB under {} MiB{}, {} run(s) alternating",
-        a.workers,
-        a.size >> 20,
+        "usemem: {per} under {} MiB{}, {}",
         a.common.memory_high >> 20,
         uzswap_limit_note(&a.common),
-        a.common.runs
+        runs_text(a.common.runs, systems.len())
     );
-    side_by_side("usemem", title, &a.common, &systems, spec)
+    let verified = format!("every byte of {per} read back correctly");
+    let area = format!("--size {} x {}", fmt_size(a.size), workers_text(a.workers));
+    side_by_side("usemem", title, verified, &a.common, &systems, spec, &area)
 }
 
 /// Run `uzswap bench mix`: the systems alternately, medians side by side.
 pub fn mix(a: &MixArgs) -> Result<()> {
-    check_common(&a.common)?;
-    check_seconds(a.seconds)?;
     if a.size < 3 * 4096 {
-        bail!("--size must hold at least three pages");
+        bail!(
+            "--size {} is below three pages: give at least 12K",
+            fmt_size(a.size)
+        );
     }
     let systems = systems(&a.common, &["uzswap"])?;
     let spec = spec(
@@ -603,14 +749,19 @@ pub fn mix(a: &MixArgs) -> Result<()> {
         },
     );
     let title = format!(
-        "mix: {} MiB in three areas under {} MiB{}, {} s of random accesses, {} run(s) alternating",
+        "mix: {} MiB in three areas under {} MiB{}, {} s of random accesses, {}",
         a.size >> 20,
         a.common.memory_high >> 20,
         uzswap_limit_note(&a.common),
         a.seconds,
-        a.common.runs
+        runs_text(a.common.runs, systems.len())
     );
-    side_by_side("mix", title, &a.common, &systems, spec)
+    let verified = format!(
+        "every byte of the three areas ({} MiB) correct after the accesses",
+        spec.area_bytes() >> 20
+    );
+    let area = format!("--size {}", fmt_size(a.size));
+    side_by_side("mix", title, verified, &a.common, &systems, spec, &area)
 }
 
 /// Heap sizes of the sweep: 75% to 175% of the limit in 12.5% steps.
@@ -626,37 +777,40 @@ pub fn sweep_sizes(limit: u64) -> Vec<(f64, u64)> {
 /// Run `uzswap bench sweep`: each system on heaps of 75% to 175% of the limit.
 pub fn sweep(a: &SweepArgs) -> Result<()> {
     let c = &a.common;
-    check_common(c)?;
-    check_seconds(a.seconds)?;
     if c.uzswap_memory_high.is_some() {
         bail!("--uzswap-memory-high is for usemem and mix: sweep sizes its heaps from one limit");
     }
     let systems = systems(c, &["uzswap-nocompress", "uzswap", "uzswap-writethrough"])?;
     let sizes = sweep_sizes(c.memory_high);
-    let max_area = sizes.last().map(|s| s.1 as usize).unwrap_or(0);
-    for (_, size) in &sizes {
-        let s = spec(
+    let heap = |size: u64| {
+        spec(
             c,
             Workload::Heap {
-                size: *size,
+                size,
                 seconds: a.seconds,
             },
-        );
-        check_uzswap_limits(c, &systems, &s)?;
-    }
+        )
+    };
+    let specs: Vec<WorkloadSpec> = sizes.iter().map(|&(_, size)| heap(size)).collect();
+    let area = format!(
+        "--memory-high {} (heaps up to 175% of it)",
+        fmt_size(c.memory_high)
+    );
+    check_run(c, &systems, &specs, &area)?;
+    let max_area = specs
+        .iter()
+        .map(WorkloadSpec::area_bytes)
+        .max()
+        .unwrap_or(0);
     let mut runner = Runner::new(c, &systems, max_area)?;
+    let total = sizes.len() * systems.len() * c.runs;
+    let progress = Progress::new(total as u64, "runs", !c.json);
     // cells[size][system] = median accesses/s, runs kept for JSON.
     let mut cells: Vec<Vec<f64>> = Vec::new();
     let mut all: Vec<serde_json::Value> = Vec::new();
-    for (pct, size) in &sizes {
-        let spec = spec(
-            c,
-            Workload::Heap {
-                size: *size,
-                seconds: a.seconds,
-            },
-        );
-        let (results, failed) = alternate(&mut runner, &systems, &spec, c.runs, c.json)?;
+    for ((pct, size), spec) in sizes.iter().zip(&specs) {
+        let cell = format!("cell {pct}% ({} MiB heap), ", size >> 20);
+        let (results, failed) = alternate(&mut runner, &systems, spec, c.runs, &progress, &cell)?;
         let row: Vec<f64> = results
             .iter()
             .map(|rs| median(rs.iter().filter_map(|r| r.output.accesses_per_s).collect()))
@@ -673,52 +827,35 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
         }));
         cells.push(row);
     }
+    drop(progress);
     let settings = runner.settings();
     drop(runner);
-    let best = cells
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|v| v.is_finite())
-        .fold(0.0, f64::max);
+    let sum = summary::sweep(&systems, &sizes, &cells, c.runs);
+    let best = summary::best_cell(&cells);
     if c.json {
-        println!(
-            "{}",
-            json!({
-                "command": "sweep",
-                "memory_high": c.memory_high,
-                "seconds": a.seconds,
-                "runs": c.runs,
-                "settings": settings,
-                "systems": systems.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-                "best_accesses_per_s": best,
-                "cells": all,
-            })
-        );
+        let out = json!({
+            "command": "sweep",
+            "memory_high": c.memory_high,
+            "seconds": a.seconds,
+            "runs": c.runs,
+            "settings": settings,
+            "systems": systems.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "best_accesses_per_s": best,
+            "cells": all,
+            "verdict": sum.verdict,
+        });
+        writeln!(report::stdout(), "{out}")?;
         return Ok(());
     }
-    println!(
-        "sweep: heap from 75% to 175% of {} MiB, {} s of random accesses a cell, median of {}; \
-         accesses/s normalized to the best cell ({best:.0}/s)",
+    let title = format!(
+        "sweep: heap from 75% to 175% of {} MiB, {} s of random accesses a cell, {}; each cell \
+         its median accesses/s relative to the best cell ({best:.0} accesses/s), and the \
+         median itself",
         c.memory_high >> 20,
         a.seconds,
-        c.runs
+        runs_text(c.runs, systems.len())
     );
-    let s: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!("settings: {}", s.join(" "));
-    let mut header = format!("{:>6} {:>8}", "heap%", "MiB");
-    for s in &systems {
-        header.push_str(&format!("  {:>24}", s.to_string()));
-    }
-    println!("{header}");
-    for ((pct, size), row) in sizes.iter().zip(&cells) {
-        let mut line = format!("{pct:>6.1} {:>8}", size >> 20);
-        for v in row {
-            line.push_str(&format!("  {:>24}", format!("{:.3} ({v:.0}/s)", v / best)));
-        }
-        println!("{line}");
-    }
-    Ok(())
+    print_summary(&title, &settings, &sum)
 }
 
 /// Run `uzswap bench worker`: one workload on plain memory, for a kernel peer.

@@ -12,12 +12,16 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use zswap::compress::{CompressError, Compressor, CompressorSpec};
 use zswap::PAGE_SIZE;
 
+use super::cmd::parse_seconds;
+use super::progress::Progress;
+use super::systems::{compressor_arg, parse_compressor};
 use crate::pages::{load_page_files, PageFile};
+use crate::report;
 
 /// Rounds per measurement; the median is reported, so one disturbed round (another process,
 /// a frequency change) does not move the figure.
@@ -37,6 +41,7 @@ pub struct CodecsArgs {
         value_name = "NAME",
         num_args = 1..,
         value_delimiter = ',',
+        value_parser = compressor_arg,
         default_values_t = ["lz4".to_string(), "zstd".to_string(), "deflate".to_string()]
     )]
     pub compressor: Vec<String>,
@@ -44,7 +49,7 @@ pub struct CodecsArgs {
     #[arg(long)]
     pub json: bool,
     /// Minimum time of each of the 5 rounds of a measurement, in seconds.
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = 0.3, value_parser = parse_seconds)]
     pub seconds: f64,
 }
 
@@ -80,53 +85,100 @@ struct Report<'a> {
     rounds: usize,
     threads: usize,
     results: &'a [CodecResult],
+    verdict: &'a str,
 }
 
 /// Run `uzswap bench codecs`: measure every codec on every file and print a table or JSON.
 pub fn run(args: &CodecsArgs) -> Result<()> {
-    if !(args.seconds.is_finite() && args.seconds > 0.0) {
-        bail!("--seconds must be a positive number, got {}", args.seconds);
-    }
-    // Parse every name before loading anything, so a typo fails at once.
+    // Every name was checked by the parser, before anything loads.
     let specs = args
         .compressor
         .iter()
-        .map(|s| s.parse::<CompressorSpec>().map_err(|e| anyhow!(e)))
+        .map(|s| parse_compressor(s))
         .collect::<Result<Vec<_>>>()?;
     let files = load_page_files(&args.pages)?;
 
     let mut table = (!args.json).then(|| Table::new(&files, &specs));
-    let stdout = std::io::stdout();
     if let Some(t) = &table {
-        t.header(&mut stdout.lock())?;
+        t.header(&mut report::stdout())?;
     }
+    let steps = files.len() * specs.len() * UNITS.len();
+    let progress = Progress::new(steps as u64, "measurements", false);
     let mut results = Vec::new();
     for file in &files {
         for spec in &specs {
             let codec = spec.build();
             for unit in UNITS {
+                progress.start(&format!("{} {spec} {}K", file.name, unit >> 10));
                 let r = measure_codec(&*codec, file, unit, args.seconds)
                     .with_context(|| format!("{}: {spec}", file.name))?;
                 // Rows stream as they finish: a full run takes a minute or more.
                 if let Some(t) = &mut table {
-                    t.row(&mut stdout.lock(), &r)?;
+                    progress.suspend(|| t.row(&mut report::stdout(), &r))?;
                 }
+                progress.done("");
                 results.push(r);
             }
         }
     }
+    drop(progress);
+    let verdict = verdict(&files, &specs, &results);
+    let mut out = report::stdout();
     if args.json {
         let report = Report {
             seconds_per_round: args.seconds,
             rounds: ROUNDS,
             threads: 1,
             results: &results,
+            verdict: &verdict,
         };
-        let mut out = stdout.lock();
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    } else {
+        writeln!(out, "{verdict}")?;
     }
     Ok(())
+}
+
+/// The last line: what was checked, and each codec's ratio and speeds on 4 KiB pages over
+/// all the files (bytes in over bytes stored; MB/s of all the bytes over all the time).
+fn verdict(files: &[PageFile], specs: &[CompressorSpec], results: &[CodecResult]) -> String {
+    let per_codec: Vec<String> = specs
+        .iter()
+        .map(|spec| {
+            let name = spec.to_string();
+            let rs: Vec<&CodecResult> = results
+                .iter()
+                .filter(|r| r.compressor == name && r.unit_bytes == PAGE_SIZE)
+                .collect();
+            let input: u64 = rs.iter().map(|r| r.input_bytes).sum();
+            let stored: u64 = rs.iter().map(|r| r.stored_bytes).sum();
+            // Time = bytes / rate, per file; the rate of the whole is bytes over time.
+            let rate = |f: &dyn Fn(&CodecResult) -> Option<(f64, f64)>| {
+                let (b, t) = rs
+                    .iter()
+                    .filter_map(|r| f(r))
+                    .fold((0.0, 0.0), |(b, t), (x, r)| (b + x, t + x / r));
+                b / t
+            };
+            let compress = rate(&|r| Some((r.input_bytes as f64, r.compress_mb_s)));
+            let decompress = rate(&|r| {
+                let out = (r.units - r.incompressible_units) * r.unit_bytes;
+                r.decompress_mb_s.map(|d| (out as f64, d))
+            });
+            format!(
+                "{name} ratio {:.2}, {compress:.0} MB/s compress, {decompress:.0} MB/s decompress",
+                input as f64 / stored as f64
+            )
+        })
+        .collect();
+    format!(
+        "verified: every unit of {} came back intact from each codec; 4K pages, all files: {}",
+        match files.len() {
+            1 => "1 file".to_string(),
+            n => format!("{n} files"),
+        },
+        per_codec.join("; ")
+    )
 }
 
 /// Compress every unit once (for the ratio and for the decompression input), check that each

@@ -374,6 +374,14 @@ impl PeerMachine {
         Ok(())
     }
 
+    /// Set zswap up for `system` (a kernel system) and turn it off again: a compressor the
+    /// kernel refuses is found before any run.
+    pub fn check(&self, system: &System) -> Result<()> {
+        let r = self.configure(system);
+        let _ = write_setting(&zswap_param("enabled"), "N");
+        r.with_context(|| system.to_string())
+    }
+
     /// One run of `spec` on `system` (a kernel system).
     pub fn run(&mut self, system: &System, spec: &WorkloadSpec) -> Result<WorkloadResult> {
         check_interrupted()?;
@@ -501,6 +509,8 @@ struct Worker {
     stdout: BufReader<ChildStdout>,
     /// What it said in an "error" line.
     error: Option<String>,
+    /// The thread passing its stderr on.
+    relay: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Worker {
@@ -550,6 +560,9 @@ impl Drop for Worker {
         WORKER_PID.store(0, Ordering::SeqCst);
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(r) = self.relay.take() {
+            let _ = r.join();
+        }
     }
 }
 
@@ -773,9 +786,11 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         .args(["bench", "worker", &serde_json::to_string(spec)?])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("cannot start worker {}", opts.worker_exe.display()))?;
+    // Its warnings, above any progress bar.
+    let relay = child.stderr.take().map(super::progress::relay);
     let stdin = child.stdin.take();
     let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
     let pid = child.id() as i32;
@@ -784,6 +799,7 @@ fn run_worker(opts: &PeerOptions, system: &System, spec: &WorkloadSpec) -> Resul
         stdin,
         stdout,
         error: None,
+        relay,
     };
     WORKER_PID.store(pid, Ordering::SeqCst);
     if let Some(v) = opts.swappiness {

@@ -11,8 +11,37 @@ use std::str::FromStr;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use zswap::compress::{Algorithm, CompressorSpec};
+
 use super::stats::CpuTimes;
 use super::workload::WorkloadOutput;
+
+/// A codec as `NAME` or `NAME:LEVEL`. A codec this build has, given a level it does not
+/// take, is answered with its levels (the engine's parser calls the whole text unknown).
+pub fn parse_compressor(text: &str) -> Result<CompressorSpec> {
+    if let Some((name, level)) = text.trim().split_once(':') {
+        if let Some(a) = Algorithm::ALL.iter().find(|a| a.name() == name) {
+            let levels = a.levels();
+            if !level.parse().is_ok_and(|l: i32| levels.contains(&l)) {
+                if levels.start() == levels.end() {
+                    bail!("compressor '{text}': {name} takes no level (give '{name}')");
+                }
+                bail!(
+                    "compressor '{text}': {name}'s levels are {}..={} (default {})",
+                    levels.start(),
+                    levels.end(),
+                    a.default_level()
+                );
+            }
+        }
+    }
+    Ok(text.parse()?)
+}
+
+/// [`parse_compressor`] for clap: the text as given, once it parses.
+pub fn compressor_arg(text: &str) -> Result<String> {
+    parse_compressor(text).map(|_| text.to_string())
+}
 
 /// How a uzswap region treats the pool: the three columns of the writethrough patch's table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +142,11 @@ impl FromStr for SystemName {
         }
         if comp.is_some() && matches!(name, "kernel-swap" | "uzswap-nocompress") {
             bail!("system '{name}' compresses nothing: no ':COMPRESSOR' allowed");
+        }
+        // uzswap's codecs are known here; the kernel's only to the kernel (checked when the
+        // machine is set up, before any run).
+        if let (Some(c), true) = (&comp, name.starts_with("uzswap")) {
+            parse_compressor(c)?;
         }
         Ok(SystemName {
             name: name.to_string(),
@@ -222,3 +256,25 @@ impl WorkloadResult {
 }
 
 pub use super::uzswap_side::run_uzswap;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrong_level_says_the_levels() {
+        let e = parse_compressor("zstd:99").unwrap_err().to_string();
+        assert!(e.contains("zstd's levels are -131072..=22"), "{e}");
+        let e = parse_compressor("lz4:3").unwrap_err().to_string();
+        assert!(e.contains("lz4 takes no level"), "{e}");
+        let e = parse_compressor("foo").unwrap_err().to_string();
+        assert!(e.contains("unknown compressor 'foo'"), "{e}");
+        assert_eq!(parse_compressor("zstd:-1").unwrap().level, -1);
+        let e = "uzswap:zstd:x"
+            .parse::<SystemName>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("zstd's levels"), "{e}");
+        assert!("kernel-zswap:zstd:x".parse::<SystemName>().is_ok());
+    }
+}

@@ -17,9 +17,10 @@ use zswap::stats::StatsSnapshot;
 use super::stats::CpuTimes;
 use super::systems::{Latency, System, UzswapConfig, UzswapMode, WorkloadResult};
 use super::workload::{run_on_memory, Content, WorkloadSpec};
+use crate::report::AlreadyTold;
 
 /// The value of `key` (in kB, as /proc prints it) in the /proc file `path`, in bytes.
-fn proc_kb(path: &str, key: &str) -> u64 {
+pub(crate) fn proc_kb(path: &str, key: &str) -> u64 {
     std::fs::read_to_string(path)
         .ok()
         .and_then(|s| {
@@ -92,10 +93,12 @@ fn process_cpu() -> CpuTimes {
 
 /// Run `spec` on a uzswap region in a child process (`uzswap bench uzswap-worker`): if
 /// uzswap stops its process (it does rather than let a program read lost data), only the
-/// child goes, and this process still restores every kernel setting the peers changed.
+/// child goes, and this process still restores every kernel setting the peers changed. The
+/// child's stderr (warnings, the trace) is passed on above any progress bar; an error of the
+/// child's comes back as its "error" line, to be told once, by this process.
 pub fn run_uzswap(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {
     let exe = std::env::current_exe().context("finding the uzswap binary")?;
-    let out = std::process::Command::new(exe)
+    let mut child = std::process::Command::new(exe)
         .args([
             "bench",
             "uzswap-worker",
@@ -103,23 +106,44 @@ pub fn run_uzswap(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workload
             &serde_json::to_string(config)?,
         ])
         .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .context("starting the uzswap worker")?;
+    let relay = child.stderr.take().map(super::progress::relay);
+    let out = child.wait_with_output();
+    if let Some(r) = relay {
+        let _ = r.join();
+    }
+    let out = out.context("waiting for the uzswap worker")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
+    if let Some(e) = stdout.lines().find_map(|l| l.strip_prefix("error ")) {
+        anyhow::bail!("{e}");
+    }
     match stdout.lines().find_map(|l| l.strip_prefix("result ")) {
         Some(json) if out.status.success() => Ok(serde_json::from_str(json)?),
-        _ => anyhow::bail!("the uzswap worker failed ({})", out.status),
+        _ => anyhow::bail!("the uzswap worker ended without a result ({})", out.status),
     }
 }
 
-/// The child's side of `run_uzswap`: run here and print `result JSON`.
+/// The child's side of `run_uzswap`: run here and print `result JSON`, or `error MSG` (on
+/// stdout, for the parent to tell) and end with [`AlreadyTold`].
 pub fn uzswap_worker(spec_json: &str, config_json: &str) -> Result<()> {
-    let spec: WorkloadSpec = serde_json::from_str(spec_json)?;
-    let config: UzswapConfig = serde_json::from_str(config_json)?;
-    let result = run_uzswap_here(&spec, &config)?;
-    println!("result {}", serde_json::to_string(&result)?);
-    Ok(())
+    let run = || -> Result<WorkloadResult> {
+        let spec: WorkloadSpec = serde_json::from_str(spec_json)?;
+        let config: UzswapConfig = serde_json::from_str(config_json)?;
+        run_uzswap_here(&spec, &config)
+    };
+    match run() {
+        Ok(result) => {
+            println!("result {}", serde_json::to_string(&result)?);
+            Ok(())
+        }
+        Err(e) => {
+            println!("error {}", format!("{e:#}").replace('\n', " "));
+            Err(AlreadyTold.into())
+        }
+    }
 }
 
 /// The region configuration of the uzswap side (the compressor aside: it is parsed where
@@ -132,21 +156,25 @@ fn region_config(spec: &WorkloadSpec, config: &UzswapConfig) -> RegionConfig {
         .fault_threads(2)
 }
 
-/// Refuse, before anything runs, a limit the uzswap side's region would refuse: else the
-/// kernel peers' runs go first for nothing.
-pub fn check_limit(spec: &WorkloadSpec, config: &UzswapConfig, option: &str) -> Result<()> {
-    let min = Region::min_memory_limit(spec.area_bytes(), &region_config(spec, config));
-    if let Some(min) = min.filter(|&m| spec.memory_high < m) {
-        anyhow::bail!(
-            "{option} {} MiB is below what a uzswap region of {} KiB folios charges from the \
-             start plus four folios ({} MiB): give at least that, or smaller folios \
-             (--folio-size)",
-            spec.memory_high >> 20,
-            spec.folio_size >> 10,
-            min.div_ceil(1 << 20)
-        );
+/// The least limit the uzswap side's region takes for `spec` (what it charges from the
+/// start, plus four folios); None for an area no region holds (over 16 TiB).
+pub fn min_limit(spec: &WorkloadSpec, config: &UzswapConfig) -> Option<u64> {
+    Region::min_memory_limit(spec.area_bytes(), &region_config(spec, config))
+}
+
+/// `spec` with another folio size.
+pub fn with_folio(spec: &WorkloadSpec, folio_size: usize) -> WorkloadSpec {
+    WorkloadSpec {
+        folio_size,
+        ..spec.clone()
     }
-    Ok(())
+}
+
+/// What the uzswap side's region leaves for data under `spec`'s limit: the limit less what
+/// the region charges from the start (its threads' folios and buffers, staging), less four
+/// folios. None if the limit is below that.
+pub fn data_room(spec: &WorkloadSpec, config: &UzswapConfig) -> Option<u64> {
+    spec.memory_high.checked_sub(min_limit(spec, config)?)
 }
 
 fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {

@@ -4,7 +4,8 @@
 //! allocates and the parent can read its CPU time and the pool gauges before it exits:
 //! parent "start" → worker loads the corpus, "ready" → parent sets the limit, "go" → worker
 //! allocates, "area ADDR LEN", runs, "result JSON" → worker waits for EOF on stdin, then
-//! exits. A worker that fails says "error MSG" and exits at once (the parent reads its status):
+//! exits. A worker that fails says "error MSG" (and nothing on stderr: the parent tells it)
+//! and exits at once (the parent reads its status):
 //! with [`NOMEM_EXIT`] if what failed after "go" (under the limit) was a charge outside a page
 //! fault (`ENOMEM`: a v1 cgroup at its hard stop with the OOM killer off fails such a charge
 //! rather than waiting), which may have been the very line that would have said so.
@@ -39,7 +40,8 @@ pub fn run(spec_json: &str) -> Result<()> {
             if limited && is_nomem(&e) {
                 std::process::exit(NOMEM_EXIT);
             }
-            Err(e)
+            // The parent tells it, once.
+            Err(crate::report::AlreadyTold.into())
         }
     }
 }
