@@ -26,7 +26,7 @@ use uffd::UffdError;
 use zswap::swap::{FolioLock, Kind};
 use zswap::PAGE_SIZE;
 
-use crate::fault::read_pending_events;
+use crate::events::read_pending_events;
 use crate::region::Inner;
 
 /// Whether folios read from disk are kept clean, from how often they were written.
@@ -113,12 +113,12 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
     }
     let len = folio.nr_pages() as usize * PAGE_SIZE;
     let folio_addr = loop {
-        let gate = inner.event_gate.read();
+        let gate = inner.mapping.gate();
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
-        let folio_addr = inner.page_addr(start);
+        let folio_addr = inner.mapping.page_addr(start);
         // Lifts the protection of whatever is present and wakes the writers; a page moved out
         // meanwhile faults again as missing.
-        match inner.uffd.write_unprotect(folio_addr, len, false) {
+        match inner.mapping.write_unprotect(folio_addr, len, false) {
             Ok(()) => break folio_addr,
             Err(e) if e.is_retry() => {
                 drop(gate);
@@ -128,6 +128,6 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
             Err(e) => panic!("lifting write protection failed: {e}"),
         }
     };
-    let _ = inner.uffd.wake(folio_addr, len);
+    inner.mapping.wake(folio_addr, len);
     true
 }

@@ -33,6 +33,7 @@ use zswap::zswap::LoadErrorKind;
 use zswap::PAGE_SIZE;
 
 use crate::events::pending_mask;
+use crate::mapping::{Gate, Stop};
 use crate::region::Inner;
 
 /// Zeros to install untouched memory from, as large as the largest folio. Allocated zeroed
@@ -59,14 +60,6 @@ pub(crate) fn with_folio_buf<R>(nr_pages: usize, f: impl FnOnce(&mut [u8]) -> R)
     FOLIO_BUF.with(|buf| f(folio_buf(&mut buf.borrow_mut(), nr_pages)))
 }
 
-/// Why an install into the region stopped.
-pub(crate) enum Stop {
-    /// Events are pending (EAGAIN): read them, then start over.
-    Again,
-    /// The range is gone (unmapped, or moved away): leave everything as it is.
-    Gone,
-}
-
 /// Read events until the region stops; serve each.
 pub(crate) fn handler_loop(inner: &Inner) {
     crate::spare::mark_handler();
@@ -88,7 +81,7 @@ pub(crate) fn serve_events(
 ) -> usize {
     let mut served = serve_deferred(inner);
     match inner
-        .uffd
+        .mapping
         .wait_readable_or_rung(&inner.deferred_bell, Some(timeout))
     {
         Ok(true) => {}
@@ -148,28 +141,13 @@ fn handle_event(inner: &Inner, ev: Event) -> bool {
     served
 }
 
-/// Events are pending and we hold no gate: read them for the handler loop to process. The
-/// discards among them are recorded as pending at once.
-pub(crate) fn read_pending_events(inner: &Inner) {
-    let mut evs = Vec::new();
-    let _ = crate::events::read_events(inner, &mut evs);
-    if evs.is_empty() {
-        std::thread::yield_now();
-        return;
-    }
-    inner.deferred.lock().extend(evs);
-    // Read by reclaim, a fault starting over or readahead: a handler serves them, now
-    // rather than after its poll times out.
-    inner.deferred_bell.ring();
-}
-
 /// The page a faulting `addr` falls in and the start of its folio. None for an address that
 /// is not the region's (an mremap moved the region under a pending fault): the faulting
 /// thread is woken to retry.
 pub(crate) fn faulting_folio(inner: &Inner, addr: usize) -> Option<(u32, u32)> {
-    let base = inner.base();
-    if addr < base || addr >= base + inner.len {
-        let _ = inner.uffd.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
+    let base = inner.mapping.base();
+    if addr < base || addr >= base + inner.mapping.len() {
+        inner.mapping.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
         return None;
     }
     let page = ((addr - base) / PAGE_SIZE) as u32;
@@ -180,7 +158,7 @@ pub(crate) fn faulting_folio(inner: &Inner, addr: usize) -> Option<(u32, u32)> {
 /// (spare.rs), and the fault is to be deferred.
 pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     let t0 = Instant::now();
-    let base_at_fault = inner.base();
+    let base_at_fault = inner.mapping.base();
     let Some((page, start)) = faulting_folio(inner, addr) else {
         return true;
     };
@@ -202,7 +180,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     // failure (from_engine).
     let mut unread_here = Vec::new();
     let installed = loop {
-        let mut gate = inner.event_gate.read();
+        let mut gate = inner.mapping.gate();
         let pending = pending_mask(inner, folio.start(), folio.end());
         let r = match staged.as_mut() {
             Some(s) if pending.is_none() => from_swapcache(inner, &folio, s),
@@ -230,7 +208,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
             }
             Err(Stop::Again) => {
                 drop(gate);
-                read_pending_events(inner);
+                crate::events::read_pending_events(inner);
             }
         }
     };
@@ -245,11 +223,13 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     // The faulting threads are woken only now, with the folio lock and the event gate given
     // up: the scheduler often runs a woken thread on the waker's CPU at once, and a handler
     // preempted while holding them would stall every other fault and the event reader.
-    let _ = inner.uffd.wake(inner.page_addr(start), inner.folio_bytes());
-    if inner.base() != base_at_fault {
+    inner
+        .mapping
+        .wake(inner.mapping.page_addr(start), inner.folio_bytes());
+    if inner.mapping.base() != base_at_fault {
         // The region moved (mremap) since this thread faulted at its old place: it waits on
         // that address, and only a wake there releases it (to fault again where it is now).
-        let _ = inner.uffd.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
+        inner.mapping.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
     }
     if first_touch && installed > 0 {
         fault_around(inner, start + inner.folio_pages, write);
@@ -278,7 +258,7 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
     if window == 0 || inner.usage().total() + (FAULT_AROUND_BYTES as u64) > room {
         return;
     }
-    let nr_pages = (inner.len / PAGE_SIZE) as u32;
+    let nr_pages = (inner.mapping.len() / PAGE_SIZE) as u32;
     let untouched = |p: u32| !inner.is_resident(p) && inner.group.peek(p).kind == Kind::Empty;
     for k in 0..window {
         let start = from + k * inner.folio_pages;
@@ -295,19 +275,19 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
         if !still || inner.swapcache.contains(start) {
             return;
         }
-        let _gate = inner.event_gate.read();
+        let _gate = inner.mapping.gate();
         if pending_mask(inner, folio.start(), folio.end()).is_some() {
             return;
         }
         // Queued before anything goes in, as a fault does (a stale entry is skipped).
         inner.queue_for_reclaim(start);
-        let addr = inner.page_addr(start);
+        let addr = inner.mapping.page_addr(start);
         let r = if write {
             inner
-                .uffd
+                .mapping
                 .copy(addr, &ZEROS[..folio_bytes], CopyMode::default())
         } else {
-            inner.uffd.zeropage(addr, folio_bytes, false)
+            inner.mapping.zeropage(addr, folio_bytes, false)
         };
         let (done, go_on) = match r {
             Ok(Filled::All) => (folio_bytes, true),
@@ -338,8 +318,8 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
 /// The folio is still staged: move it back. Its stored copy is dropped, since the program may
 /// now write the page.
 fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) -> Result<u64, Stop> {
-    let dst = inner.page_addr(folio.start());
-    match staged.move_back(&inner.uffd, dst) {
+    let dst = inner.mapping.page_addr(folio.start());
+    match inner.mapping.move_back(staged, dst) {
         Ok(Filled::All) => {}
         Ok(Filled::PageExists { done }) => {
             // Nothing installs into a folio without its lock, which we hold: a present page
@@ -385,12 +365,13 @@ fn from_engine(
     let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
     let mut missing: Vec<u32> = folio.offsets().filter(|&p| !inner.is_resident(p)).collect();
     if missing.is_empty() {
-        if is_pending(page) || uffd::page_in_mapping(inner.page_addr(page)).unwrap_or(true) {
+        if is_pending(page) || uffd::page_in_mapping(inner.mapping.page_addr(page)).unwrap_or(true)
+        {
             // Installed meanwhile by someone who held the folio before us (or discarded, and
             // the discard is about to be processed), and maybe swapped out by the kernel
             // since: an access swaps it back in without a userfault.
             inner.stats.redundant.fetch_add(1, Relaxed);
-            let _ = inner.uffd.wake(inner.page_addr(page), PAGE_SIZE);
+            inner.mapping.wake(inner.mapping.page_addr(page), PAGE_SIZE);
             return Ok(0);
         }
         lost_track(inner, folio, page);
@@ -403,7 +384,7 @@ fn from_engine(
         // after its madvise returned would be lost. Wait for the processing (events.rs),
         // which waits for the zap; the faulting thread retries meanwhile.
         inner.stats.redundant.fetch_add(1, Relaxed);
-        let _ = inner.uffd.wake(inner.page_addr(page), PAGE_SIZE);
+        inner.mapping.wake(inner.mapping.page_addr(page), PAGE_SIZE);
         return Ok(0);
     }
     let whole = pending.is_none()
@@ -546,9 +527,6 @@ pub(crate) fn load_whole(
     Ok(true)
 }
 
-/// The event gate held shared, for an install.
-pub(crate) type Gate<'a> = parking_lot::RwLockReadGuard<'a, ()>;
-
 /// The engine reads a folio's pages with the gate given up (`Gate::unlocked`): a read from
 /// disk can take milliseconds, and every handler that reads events waits for the gate
 /// alone, so held across reads it made every fault wait for the disk. The folio lock, held
@@ -591,7 +569,7 @@ fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
     let pages: Vec<String> = folio
         .offsets()
         .map(|p| {
-            let mapped = uffd::page_mapped(inner.page_addr(p)).unwrap_or(true);
+            let mapped = uffd::page_mapped(inner.mapping.page_addr(p)).unwrap_or(true);
             let (r, m) = (inner.is_resident(p) as u8, mapped as u8);
             format!(
                 "{p}:{:?}/r{r}/m{m}/{}",
@@ -617,7 +595,7 @@ fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
         "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it; \
          pagemap entry {}; folio {}; {:?}",
         if held { "holds" } else { "does not hold" },
-        pagemap(inner.page_addr(page)),
+        pagemap(inner.mapping.page_addr(page)),
         pages.join(" "),
         inner.stats.snapshot(),
     ));
@@ -737,12 +715,12 @@ fn install(
 ) -> Result<(), (usize, Stop)> {
     let mut done = 0usize;
     while done < data.len() {
-        let dst = inner.page_addr(first) + done;
+        let dst = inner.mapping.page_addr(first) + done;
         // Installed without waking: the faulting thread resumes only once the page's
         // bookkeeping is done and the folio unlocked (the caller wakes it), so what it does
         // next (another fault, a reclaim) never sees a present page counted as missing.
         let r = if zero_run && !write {
-            inner.uffd.zeropage(dst, data.len() - done, true)
+            inner.mapping.zeropage(dst, data.len() - done, true)
         } else {
             // A zero run comes from `ZEROS`, whatever the buffer holds (a first touch leaves
             // it as it was).
@@ -751,7 +729,7 @@ fn install(
             } else {
                 &data[done..]
             };
-            inner.uffd.copy(
+            inner.mapping.copy(
                 dst,
                 src,
                 CopyMode {
@@ -766,7 +744,7 @@ fn install(
                 // Present already: it keeps what it has (it may be a page whose discard has
                 // not landed yet); the faulting thread is woken to look again.
                 inner.stats.redundant.fetch_add(1, Relaxed);
-                let _ = inner.uffd.wake(dst + d, PAGE_SIZE);
+                inner.mapping.wake(dst + d, PAGE_SIZE);
                 done += d + PAGE_SIZE;
                 present.push(first + (done / PAGE_SIZE) as u32 - 1);
             }
@@ -785,7 +763,10 @@ fn install(
 /// (it is there: the ioctl finds it) and is not counted twice.
 fn poison(inner: &Inner, folio: &FolioLock, page: u32) -> Result<(), Stop> {
     let again = folio.state(page).kind == Kind::Poisoned;
-    match inner.uffd.poison(inner.page_addr(page), PAGE_SIZE, false) {
+    match inner
+        .mapping
+        .poison(inner.mapping.page_addr(page), PAGE_SIZE, false)
+    {
         Ok(_) => {}
         Err(e) if e.is_retry() => return Err(Stop::Again),
         Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),

@@ -16,6 +16,7 @@ mod events;
 mod fault;
 mod folio_queue;
 mod incompressible;
+mod mapping;
 mod readahead;
 mod reclaim;
 mod region;
