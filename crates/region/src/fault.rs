@@ -27,22 +27,14 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use uffd::{CopyMode, Event, Filled, StagedFolio, UffdError};
+use uffd::{Event, Filled, StagedFolio};
 use zswap::swap::{FolioLock, Kind};
 use zswap::zswap::LoadErrorKind;
 use zswap::PAGE_SIZE;
 
 use crate::events::pending_mask;
-use crate::mapping::{Gate, Stop};
+use crate::mapping::{Gate, Source, Stop};
 use crate::region::Inner;
-
-/// Zeros to install untouched memory from, as large as the largest folio. Allocated zeroed
-/// (fresh anonymous memory) and never written, so its pages are the kernel's shared zero page:
-/// a copy from it reads the same cache-hot 4 KiB over and over, nothing is zeroed first, and
-/// it adds nothing to the process's RSS. (A zeroed `static` array would sit in the binary's
-/// read-only data: 512 distinct file pages, resident once read.)
-static ZEROS: std::sync::LazyLock<Box<[u8]>> =
-    std::sync::LazyLock::new(|| vec![0u8; 2 << 20].into_boxed_slice());
 
 thread_local! {
     static FOLIO_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -179,39 +171,33 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     // Pages this fault found unreadable once: its own retries do not count as a second
     // failure (from_engine).
     let mut unread_here = Vec::new();
-    let installed = loop {
-        let mut gate = inner.mapping.gate();
-        let pending = pending_mask(inner, folio.start(), folio.end());
-        let r = match staged.as_mut() {
-            Some(s) if pending.is_none() => from_swapcache(inner, &folio, s),
-            _ => {
-                // A discard touches this folio: its staged copy must not come back (the
-                // engine holds every page of it anyway).
-                staged = None;
-                from_engine(
-                    inner,
-                    &folio,
-                    page,
-                    write,
-                    (&mut gate, pending.as_deref()),
-                    &mut unread_here,
-                )
-            }
-        };
-        match r {
-            Ok(n) => break n,
-            Err(Stop::Gone) => {
+    let installed = inner
+        .retry(|gate| {
+            let pending = pending_mask(inner, folio.start(), folio.end());
+            let r = match staged.as_mut() {
+                Some(s) if pending.is_none() => from_swapcache(inner, gate, &folio, s),
+                _ => {
+                    // A discard touches this folio: its staged copy must not come back (the
+                    // engine holds every page of it anyway).
+                    staged = None;
+                    from_engine(
+                        inner,
+                        &folio,
+                        page,
+                        write,
+                        (gate, pending.as_deref()),
+                        &mut unread_here,
+                    )
+                }
+            };
+            if let Err(Stop::Gone) = r {
                 if let Some(s) = staged.take() {
                     inner.swapcache.insert(start, s);
                 }
-                break 0;
             }
-            Err(Stop::Again) => {
-                drop(gate);
-                crate::events::read_pending_events(inner);
-            }
-        }
-    };
+            r
+        })
+        .unwrap_or(0);
     drop(staged);
     inner.stats.pages_in.fetch_add(installed, Relaxed);
     if installed > 0 && !first_touch && inner.incompressible.is_marked(start) {
@@ -275,28 +261,17 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
         if !still || inner.swapcache.contains(start) {
             return;
         }
-        let _gate = inner.mapping.gate();
+        let gate = inner.mapping.gate();
         if pending_mask(inner, folio.start(), folio.end()).is_some() {
             return;
         }
         // Queued before anything goes in, as a fault does (a stale entry is skipped).
         inner.queue_for_reclaim(start);
-        let addr = inner.mapping.page_addr(start);
-        let r = if write {
-            inner
-                .mapping
-                .copy(addr, &ZEROS[..folio_bytes], CopyMode::default())
-        } else {
-            inner.mapping.zeropage(addr, folio_bytes, false)
-        };
-        let (done, go_on) = match r {
-            Ok(Filled::All) => (folio_bytes, true),
-            // Present already (not ours to know of), or the mapping is changing: leave the
-            // rest to faults; what went in before the stop is settled.
-            Ok(Filled::PageExists { done }) | Err(UffdError::MappingChanging { done, .. }) => {
-                (done, false)
-            }
-            Err(_) => (0, false),
+        // Present already (not ours to know of), or the mapping is changing: leave the rest
+        // to faults; what went in before the stop is settled.
+        let (done, go_on) = match inner.mapping.map_zeros(&gate, start, folio_bytes, write) {
+            Ok(()) => (folio_bytes, true),
+            Err(done) => (done, false),
         };
         for p in start..start + (done / PAGE_SIZE) as u32 {
             inner.set_resident(p, true);
@@ -317,9 +292,13 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
 
 /// The folio is still staged: move it back. Its stored copy is dropped, since the program may
 /// now write the page.
-fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) -> Result<u64, Stop> {
-    let dst = inner.mapping.page_addr(folio.start());
-    match inner.mapping.move_back(staged, dst) {
+fn from_swapcache(
+    inner: &Inner,
+    gate: &Gate,
+    folio: &FolioLock,
+    staged: &mut StagedFolio,
+) -> Result<u64, Stop> {
+    match inner.mapping.move_back(gate, staged, folio.start()) {
         Ok(Filled::All) => {}
         Ok(Filled::PageExists { done }) => {
             // Nothing installs into a folio without its lock, which we hold: a present page
@@ -327,7 +306,7 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
             // would lose data. Stop (the process is stopped with us).
             panic!("page {done} bytes into a staged folio is already present");
         }
-        Err(UffdError::MappingChanging { done, .. }) => {
+        Err((done, Stop::Again)) => {
             // The pages moved before the stop are in the region, writable: settle them as
             // an install does. Left uncounted, with the engine's copies kept, they would stay
             // outside the limit, and a later install would count copies they have outgrown.
@@ -339,8 +318,7 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
             }
             return Err(Stop::Again);
         }
-        Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),
-        Err(e) => panic!("moving a staged folio back failed: {e}"),
+        Err((_, Stop::Gone)) => return Err(Stop::Gone),
     }
     for p in folio.offsets() {
         inner.set_resident(p, true);
@@ -465,20 +443,21 @@ fn from_engine(
                 st.kind == Kind::Empty || (st.kind == Kind::Zero && st.payload == 0)
             });
             let mut present = Vec::new();
-            let r = install(
-                inner,
-                first,
-                &buf[i * PAGE_SIZE..j * PAGE_SIZE],
-                write,
-                zero_run,
-                false,
-                &mut present,
-            );
+            // A zero run comes from zeros, whatever the buffer holds (a first touch leaves
+            // it as it was).
+            let src = match zero_run {
+                true => Source::Zeros {
+                    len: (j - i) * PAGE_SIZE,
+                    write,
+                },
+                false => Source::Data(&buf[i * PAGE_SIZE..j * PAGE_SIZE]),
+            };
+            let r = install(inner, gate, first, src, false, &mut present);
             installed_run(inner, folio, first, j - i, r, &present)?;
             i = j;
         }
         for &p in &poisoned {
-            poison(inner, folio, p)?;
+            poison(inner, gate, folio, p)?;
         }
         let counter = if first_touch {
             &inner.stats.faults_first_touch
@@ -518,7 +497,14 @@ pub(crate) fn load_whole(
         && (from_disk || crate::readahead::dropped_behind_soon(inner, folio.start()))
         && inner.clean.keep();
     let mut present = Vec::new();
-    let result = install(inner, folio.start(), buf, write, false, clean, &mut present);
+    let result = install(
+        inner,
+        gate,
+        folio.start(),
+        Source::Data(buf),
+        clean,
+        &mut present,
+    );
     if clean {
         installed_clean(inner, folio, result, &present)?;
     } else {
@@ -700,78 +686,31 @@ fn left_mapped(inner: &Inner, p: u32, present: &[u32]) -> bool {
     present.contains(&p) && inner.is_discarded(p)
 }
 
-/// Install `data` at page `first` of the region: one `UFFDIO_COPY` (or zero pages, for an
-/// all-zero run read by a read fault), skipping pages that turn out present (added to
-/// `present`); write-protected with `protect`. On a stop, says how many bytes went in before
-/// it.
+/// Install `src` at page `first` of the region (`Mapping::install`), counting the pages it
+/// found present as redundant.
 fn install(
     inner: &Inner,
+    gate: &Gate,
     first: u32,
-    data: &[u8],
-    write: bool,
-    zero_run: bool,
+    src: Source,
     protect: bool,
     present: &mut Vec<u32>,
 ) -> Result<(), (usize, Stop)> {
-    let mut done = 0usize;
-    while done < data.len() {
-        let dst = inner.mapping.page_addr(first) + done;
-        // Installed without waking: the faulting thread resumes only once the page's
-        // bookkeeping is done and the folio unlocked (the caller wakes it), so what it does
-        // next (another fault, a reclaim) never sees a present page counted as missing.
-        let r = if zero_run && !write {
-            inner.mapping.zeropage(dst, data.len() - done, true)
-        } else {
-            // A zero run comes from `ZEROS`, whatever the buffer holds (a first touch leaves
-            // it as it was).
-            let src = if zero_run {
-                &ZEROS[..data.len() - done]
-            } else {
-                &data[done..]
-            };
-            inner.mapping.copy(
-                dst,
-                src,
-                CopyMode {
-                    dont_wake: true,
-                    write_protect: protect,
-                },
-            )
-        };
-        match r {
-            Ok(Filled::All) => return Ok(()),
-            Ok(Filled::PageExists { done: d }) => {
-                // Present already: it keeps what it has (it may be a page whose discard has
-                // not landed yet); the faulting thread is woken to look again.
-                inner.stats.redundant.fetch_add(1, Relaxed);
-                inner.mapping.wake(dst + d, PAGE_SIZE);
-                done += d + PAGE_SIZE;
-                present.push(first + (done / PAGE_SIZE) as u32 - 1);
-            }
-            Err(UffdError::MappingChanging { done: d, .. }) => return Err((done + d, Stop::Again)),
-            Err(UffdError::RangeGone { .. }) | Err(UffdError::ProcessGone { .. }) => {
-                return Err((done, Stop::Gone))
-            }
-            Err(e) => panic!("installing pages failed: {e}"),
-        }
-    }
-    Ok(())
+    let before = present.len();
+    let r = inner.mapping.install(gate, first, src, protect, present);
+    inner
+        .stats
+        .redundant
+        .fetch_add((present.len() - before) as u64, Relaxed);
+    r
 }
 
 /// The page cannot be read back: the program gets SIGBUS on it, not zeros. A page poisoned
 /// already (a second fault on it was queued before its marker went in) gets the marker again
 /// (it is there: the ioctl finds it) and is not counted twice.
-fn poison(inner: &Inner, folio: &FolioLock, page: u32) -> Result<(), Stop> {
+fn poison(inner: &Inner, gate: &Gate, folio: &FolioLock, page: u32) -> Result<(), Stop> {
     let again = folio.state(page).kind == Kind::Poisoned;
-    match inner
-        .mapping
-        .poison(inner.mapping.page_addr(page), PAGE_SIZE, false)
-    {
-        Ok(_) => {}
-        Err(e) if e.is_retry() => return Err(Stop::Again),
-        Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),
-        Err(e) => panic!("poisoning a page that cannot be read back failed: {e}"),
-    }
+    inner.mapping.poison(gate, page)?;
     if !again {
         inner.group.mark_poisoned(folio, page);
         inner.stats.poisoned.fetch_add(1, Relaxed);

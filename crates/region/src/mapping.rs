@@ -3,7 +3,11 @@
 //! reads), and the event gate every such call on the range holds (events.rs says why).
 //!
 //! It knows addresses, not pages' states: where the range is now (an `mremap` moves it), and
-//! how a call on it can end. The bookkeeping of what went in stays with the callers.
+//! how a call on it can end (`Stop`): EAGAIN means events are pending, which the caller reads
+//! with the gate given up before it starts over (`Mapping::retry`); a range or process gone
+//! ends the operation; any other error is a bug, and stops the process. The calls that change
+//! the range take the shared gate's guard as the proof that it is held. The bookkeeping of
+//! what went in stays with the callers.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -26,6 +30,8 @@ pub(crate) enum Stop {
 
 /// The event gate held shared: what every call that changes the range holds (events.rs).
 pub(crate) type Gate<'a> = RwLockReadGuard<'a, ()>;
+
+const MOVE_BACK_FAILED: &str = "moving a staged folio back into the region failed";
 
 /// The region's range and its userfaultfd.
 pub(crate) struct Mapping {
@@ -76,54 +82,173 @@ impl Mapping {
         let _ = self.uffd.wake(addr, len);
     }
 
-    /// `UFFDIO_COPY` of `src` to `dst`.
-    pub fn copy(&self, dst: usize, src: &[u8], mode: CopyMode) -> Result<Filled, UffdError> {
-        self.uffd.copy(dst, src, mode)
-    }
-
-    /// `UFFDIO_ZEROPAGE` of `len` bytes at `start`.
-    pub fn zeropage(&self, start: usize, len: usize, dont_wake: bool) -> Result<Filled, UffdError> {
-        self.uffd.zeropage(start, len, dont_wake)
-    }
-
-    /// `UFFDIO_POISON` of `len` bytes at `start`.
-    pub fn poison(&self, start: usize, len: usize, dont_wake: bool) -> Result<Filled, UffdError> {
-        self.uffd.poison(start, len, dont_wake)
-    }
-
-    /// Lift the write protection of `len` bytes at `start`.
-    pub fn write_unprotect(
+    /// Run `op` under the gate (shared) until it is done, or the range is gone (None). On
+    /// `Stop::Again` the gate is given up before `read_events` reads the pending events
+    /// (`events::read_pending_events`, which takes the gate exclusively), and `op` starts
+    /// over under the gate taken anew. What the caller holds besides (its folio lock) stays
+    /// held throughout.
+    pub fn retry<T>(
         &self,
-        start: usize,
-        len: usize,
-        dont_wake: bool,
-    ) -> Result<(), UffdError> {
-        self.uffd.write_unprotect(start, len, dont_wake)
+        mut read_events: impl FnMut(),
+        mut op: impl FnMut(&mut Gate<'_>) -> Result<T, Stop>,
+    ) -> Option<T> {
+        loop {
+            let mut gate = self.gate();
+            match op(&mut gate) {
+                Ok(t) => return Some(t),
+                Err(Stop::Gone) => return None,
+                Err(Stop::Again) => {
+                    drop(gate);
+                    read_events();
+                }
+            }
+        }
     }
 
-    /// Move the staged folio back to `dst` (`StagedFolio::move_back`).
-    pub fn move_back(&self, staged: &mut StagedFolio, dst: usize) -> Result<Filled, UffdError> {
-        staged.move_back(&self.uffd, dst)
+    /// `gate` is this range's (the calls below take it as the proof that it is held).
+    fn held(&self, gate: &Gate) {
+        debug_assert!(
+            std::ptr::eq(RwLockReadGuard::rwlock(gate), &self.gate),
+            "another region's event gate"
+        );
     }
 
-    /// Move page `index` of the staged folio back to `dst` (`StagedFolio::move_back_page`).
+    /// Install `src` at page `first`: one `UFFDIO_COPY` (or zero pages, for zeros a read
+    /// fault asked for), skipping pages that turn out present (added to `present`, and their
+    /// faulting threads woken to look again); write-protected with `protect`. Installed
+    /// without waking: the caller wakes the faulting threads once the pages' bookkeeping is
+    /// done and the folio unlocked, so what they do next (another fault, a reclaim) never sees
+    /// a present page counted as missing. On a stop, says how many bytes went in before it.
+    pub fn install(
+        &self,
+        gate: &Gate,
+        first: u32,
+        src: Source,
+        protect: bool,
+        present: &mut Vec<u32>,
+    ) -> Result<(), (usize, Stop)> {
+        self.held(gate);
+        let len = src.len();
+        let mode = CopyMode {
+            dont_wake: true,
+            write_protect: protect,
+        };
+        let mut done = 0usize;
+        while done < len {
+            let dst = self.page_addr(first) + done;
+            let r = match src {
+                Source::Zeros { write: false, .. } => self.uffd.zeropage(dst, len - done, true),
+                Source::Zeros { write: true, .. } => {
+                    self.uffd.copy(dst, &ZEROS[..len - done], mode)
+                }
+                Source::Data(data) => self.uffd.copy(dst, &data[done..], mode),
+            };
+            match r {
+                Ok(Filled::All) => return Ok(()),
+                Ok(Filled::PageExists { done: d }) => {
+                    // Present already: it keeps what it has (it may be a page whose discard
+                    // has not landed yet); the faulting thread is woken to look again.
+                    self.wake(dst + d, PAGE_SIZE);
+                    done += d + PAGE_SIZE;
+                    present.push(first + (done / PAGE_SIZE) as u32 - 1);
+                }
+                Err(UffdError::MappingChanging { done: d, .. }) => {
+                    return Err((done + d, Stop::Again))
+                }
+                Err(UffdError::RangeGone { .. }) | Err(UffdError::ProcessGone { .. }) => {
+                    return Err((done, Stop::Gone))
+                }
+                Err(e) => panic!("installing pages failed: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Map `len` bytes of untouched memory at page `page`, waking whoever faulted there: for
+    /// a write, zero-filled pages, writable at once; for a read, the zero page. Err with the
+    /// bytes that went in when it stopped short: a page present already, the mapping changing
+    /// (the caller leaves the rest to faults), or any other error (nothing went in).
+    pub fn map_zeros(&self, gate: &Gate, page: u32, len: usize, write: bool) -> Result<(), usize> {
+        self.held(gate);
+        let addr = self.page_addr(page);
+        let r = match write {
+            true => self.uffd.copy(addr, &ZEROS[..len], CopyMode::default()),
+            false => self.uffd.zeropage(addr, len, false),
+        };
+        match r {
+            Ok(Filled::All) => Ok(()),
+            Ok(Filled::PageExists { done }) | Err(UffdError::MappingChanging { done, .. }) => {
+                Err(done)
+            }
+            Err(_) => Err(0),
+        }
+    }
+
+    /// Poison the page `page`: an access gets SIGBUS.
+    pub fn poison(&self, gate: &Gate, page: u32) -> Result<(), Stop> {
+        self.held(gate);
+        match self.uffd.poison(self.page_addr(page), PAGE_SIZE, false) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Stop::of(&e).unwrap_or_else(|| {
+                panic!("poisoning a page that cannot be read back failed: {e}")
+            })),
+        }
+    }
+
+    /// Lift the write protection of `len` bytes at `addr`, waking the writers.
+    pub fn write_unprotect(&self, gate: &Gate, addr: usize, len: usize) -> Result<(), Stop> {
+        self.held(gate);
+        self.uffd.write_unprotect(addr, len, false).map_err(|e| {
+            Stop::of(&e).unwrap_or_else(|| panic!("lifting write protection failed: {e}"))
+        })
+    }
+
+    /// Move the staged folio back to page `page` and on (`StagedFolio::move_back`), without
+    /// waking. On a stop, how far the move got (from the folio's start) where the kernel says
+    /// (`Stop::Again`; 0 for `Stop::Gone`): the same call goes on after it.
+    pub fn move_back(
+        &self,
+        gate: &Gate,
+        staged: &mut StagedFolio,
+        page: u32,
+    ) -> Result<Filled, (usize, Stop)> {
+        self.held(gate);
+        staged
+            .move_back(&self.uffd, self.page_addr(page))
+            .map_err(|e| match e {
+                UffdError::MappingChanging { done, .. } => (done, Stop::Again),
+                e => (
+                    0,
+                    Stop::of(&e).unwrap_or_else(|| panic!("{}: {e}", MOVE_BACK_FAILED)),
+                ),
+            })
+    }
+
+    /// Move page `index` of the staged folio back to page `page` of the range
+    /// (`StagedFolio::move_back_page`), without waking.
     pub fn move_back_page(
         &self,
+        gate: &Gate,
         staged: &mut StagedFolio,
-        dst: usize,
+        page: u32,
         index: usize,
-    ) -> Result<Filled, UffdError> {
-        staged.move_back_page(&self.uffd, dst, index)
+    ) -> Result<Filled, Stop> {
+        self.held(gate);
+        staged
+            .move_back_page(&self.uffd, self.page_addr(page), index)
+            .map_err(|e| Stop::of(&e).unwrap_or_else(|| panic!("{}: {e}", MOVE_BACK_FAILED)))
     }
 
-    /// Move `len` bytes at `addr` out of the range into a slot of `staging`.
+    /// Move `len` bytes at page `page` out of the range into a slot of `staging`.
     pub fn stage(
         &self,
+        gate: &Gate,
         staging: &Arc<Staging>,
-        addr: usize,
+        page: u32,
         len: usize,
     ) -> Result<StagedFolio, StageError> {
-        staging.stage(addr, len)
+        self.held(gate);
+        staging.stage(self.page_addr(page), len)
     }
 
     /// Wait up to `timeout` for events, or for `bell` to be rung.
@@ -168,5 +293,44 @@ impl Mapping {
     /// Whether only user-mode faults are served.
     pub fn user_mode_only(&self) -> bool {
         self.uffd.user_mode_only()
+    }
+}
+
+impl Stop {
+    /// What a userfaultfd error on the range means for the operation that got it: None for
+    /// an error nothing explains (the caller stops the process, saying what failed).
+    fn of(e: &UffdError) -> Option<Stop> {
+        match e {
+            UffdError::MappingChanging { .. } => Some(Stop::Again),
+            UffdError::RangeGone { .. } | UffdError::ProcessGone { .. } => Some(Stop::Gone),
+            _ => None,
+        }
+    }
+}
+
+/// Zeros to install untouched memory from, as large as the largest folio. Allocated zeroed
+/// (fresh anonymous memory) and never written, so its pages are the kernel's shared zero page:
+/// a copy from it reads the same cache-hot 4 KiB over and over, nothing is zeroed first, and
+/// it adds nothing to the process's RSS. (A zeroed `static` array would sit in the binary's
+/// read-only data: 512 distinct file pages, resident once read.)
+static ZEROS: std::sync::LazyLock<Box<[u8]>> =
+    std::sync::LazyLock::new(|| vec![0u8; 2 << 20].into_boxed_slice());
+
+/// Where an install's bytes come from.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    /// These bytes.
+    Data(&'a [u8]),
+    /// Zeros, this many bytes: copied from `ZEROS` for a write fault, the zero page for a
+    /// read fault.
+    Zeros { len: usize, write: bool },
+}
+
+impl Source<'_> {
+    fn len(&self) -> usize {
+        match *self {
+            Source::Data(data) => data.len(),
+            Source::Zeros { len, .. } => len,
+        }
     }
 }

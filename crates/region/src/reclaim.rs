@@ -21,13 +21,12 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use uffd::{StageError, UffdError};
+use uffd::StageError;
 use zswap::swap::FolioLock;
 use zswap::zswap::{StoreError, SwapOutResult};
 use zswap::PAGE_SIZE;
 
 use crate::events::pending_mask;
-use crate::events::read_pending_events;
 use crate::region::Inner;
 
 /// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
@@ -287,9 +286,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
             give_up(inner, &batch[0]);
             return Eviction::Failed;
         }
-        let staged = inner
-            .mapping
-            .stage(slots, inner.mapping.page_addr(first), n * PAGE_SIZE);
+        let staged = inner.mapping.stage(&gate, slots, first, n * PAGE_SIZE);
         drop(gate);
         staged
     };
@@ -454,8 +451,9 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
             return Eviction::Failed;
         }
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
-        let addr = inner.mapping.page_addr(folio.start());
-        let staged = inner.mapping.stage(&inner.staging, addr, bytes);
+        let staged = inner
+            .mapping
+            .stage(&gate, &inner.staging, folio.start(), bytes);
         drop(gate);
         match staged {
             Ok(s) => break s,
@@ -624,22 +622,24 @@ fn put_back(
             inner.group.invalidate_page(folio, p);
         }
     }
-    loop {
-        let gate = inner.mapping.gate();
+    inner.retry(|gate| {
         // Under the gate, each time: an `mremap` read meanwhile moved the region (events.rs).
         let addr = inner.mapping.page_addr(folio.start());
         let pending = pending_mask(inner, folio.start(), folio.end());
         let result = match (&pending, how) {
-            (None, PutBack::All) if whole => inner.mapping.move_back(staged, addr).map(all_moved),
+            (None, PutBack::All) if whole => inner
+                .mapping
+                .move_back(gate, staged, folio.start())
+                .map(all_moved)
+                .map_err(|(_, stop)| stop),
             _ => (|| {
                 for i in 0..folio.nr_pages() as usize {
                     if pending.as_ref().is_some_and(|m| m[i]) {
                         continue;
                     }
                     let s = slot_page + i;
-                    let moved = inner
-                        .mapping
-                        .move_back_page(staged, addr + i * PAGE_SIZE, s)?;
+                    let page = folio.start() + i as u32;
+                    let moved = inner.mapping.move_back_page(gate, staged, page, s)?;
                     // Found present only in the region, the page moved back on an earlier
                     // try of this loop (the kernel reports the present destination before
                     // the source hole), or, for `WhatMoved`, never moved.
@@ -655,26 +655,17 @@ fn put_back(
                 Ok(())
             })(),
         };
-        match result {
-            Ok(()) => {
-                if how == PutBack::All {
-                    for (i, p) in folio.offsets().enumerate() {
-                        let gone = pending.as_ref().is_some_and(|m| m[i]);
-                        inner.set_resident(p, !gone);
-                    }
-                }
-                // Threads that faulted on the folio while it was out wait for this.
-                inner
-                    .mapping
-                    .wake(addr, folio.nr_pages() as usize * PAGE_SIZE);
-                return;
+        result?;
+        if how == PutBack::All {
+            for (i, p) in folio.offsets().enumerate() {
+                let gone = pending.as_ref().is_some_and(|m| m[i]);
+                inner.set_resident(p, !gone);
             }
-            Err(e) if e.is_retry() => {
-                drop(gate);
-                read_pending_events(inner);
-            }
-            Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return,
-            Err(e) => panic!("moving a folio back into the region failed: {e}"),
         }
-    }
+        // Threads that faulted on the folio while it was out wait for this.
+        inner
+            .mapping
+            .wake(addr, folio.nr_pages() as usize * PAGE_SIZE);
+        Ok(())
+    });
 }

@@ -25,7 +25,7 @@ use crate::charge::{
 };
 use crate::config::{ConfigError, RegionConfig};
 use crate::folio_queue::FolioQueue;
-use crate::mapping::Mapping;
+use crate::mapping::{Gate, Mapping, Stop};
 use crate::stats::{RegionStats, RegionStatsSnapshot};
 use crate::swapcache::SwapCacheMap;
 
@@ -118,7 +118,7 @@ impl Usage {
 /// the gate or a folio lock (reclaim's read of a folio where it is goes through `/proc`, which
 /// fails on a missing page rather than waiting). A thread that must read events to go on (an
 /// operation that got EAGAIN) gives the gate up first and keeps its folio lock
-/// (`events::read_pending_events`); a handler reads events holding nothing. The staging area
+/// (`Mapping::retry`); a handler reads events holding nothing. The staging area
 /// raises no events: its slots are discarded under any lock.
 pub(crate) struct Inner {
     /// The range, its userfaultfd and the event gate: every userfaultfd call on the range.
@@ -191,6 +191,13 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// `Mapping::retry`, reading the pending events as the region does
+    /// (`events::read_pending_events`).
+    pub fn retry<T>(&self, op: impl FnMut(&mut Gate<'_>) -> Result<T, Stop>) -> Option<T> {
+        self.mapping
+            .retry(|| crate::events::read_pending_events(self), op)
+    }
+
     pub fn folio_bytes(&self) -> usize {
         self.folio_pages as usize * PAGE_SIZE
     }
