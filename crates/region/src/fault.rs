@@ -137,12 +137,10 @@ fn handle_event(inner: &Inner, ev: Event) -> bool {
 /// is not the region's (an mremap moved the region under a pending fault): the faulting
 /// thread is woken to retry.
 pub(crate) fn faulting_folio(inner: &Inner, addr: usize) -> Option<(u32, u32)> {
-    let base = inner.mapping.base();
-    if addr < base || addr >= base + inner.mapping.len() {
+    let Some(page) = inner.mapping.page_of(addr) else {
         inner.mapping.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
         return None;
-    }
-    let page = ((addr - base) / PAGE_SIZE) as u32;
+    };
     Some((page, page & !(inner.folio_pages - 1)))
 }
 
@@ -489,7 +487,7 @@ pub(crate) fn load_whole(
     let Ok(loaded) = loaded else {
         return Ok(false);
     };
-    forget_read_failures(inner, folio);
+    inner.forget_read_failures(folio);
     let from_disk = loaded.disk == nr as u32;
     // Only read so far, and all of it from disk, or part of a scan that drops it behind
     // soon: keep the engine's copy (clean.rs).
@@ -527,17 +525,6 @@ fn discard_read_meanwhile(
     match pending_mask(inner, folio.start(), folio.end()) {
         Some(m) if to_install.any(|p| m[(p - folio.start()) as usize]) => Err(Stop::Again),
         _ => Ok(()),
-    }
-}
-
-/// The folio's pages were read (or discarded): an earlier device read error on one of them
-/// no longer counts toward poisoning it.
-pub(crate) fn forget_read_failures(inner: &Inner, folio: &FolioLock) {
-    let mut failed = inner.read_failed.lock();
-    if !failed.is_empty() {
-        for p in folio.offsets() {
-            failed.remove(&p);
-        }
     }
 }
 

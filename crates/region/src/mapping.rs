@@ -71,6 +71,26 @@ impl Mapping {
         self.base() + page as usize * PAGE_SIZE
     }
 
+    /// The page of the region `addr` falls in now; None for an address outside it.
+    pub fn page_of(&self, addr: usize) -> Option<u32> {
+        let base = self.base();
+        (base..base + self.len)
+            .contains(&addr)
+            .then(|| ((addr - base) / PAGE_SIZE) as u32)
+    }
+
+    /// The region pages `[first, last)` that `[start, end)` covers now; None for none.
+    pub fn pages_in(&self, start: usize, end: usize) -> Option<(u32, u32)> {
+        let base = self.base();
+        let (start, end) = (start.max(base), end.min(base + self.len));
+        (start < end).then(|| {
+            (
+                ((start - base) / PAGE_SIZE) as u32,
+                (end - base).div_ceil(PAGE_SIZE) as u32,
+            )
+        })
+    }
+
     /// The event gate, held shared (every call that changes the range holds it).
     pub fn gate(&self) -> Gate<'_> {
         self.gate.read()
@@ -261,23 +281,17 @@ impl Mapping {
     }
 
     /// Read the pending events into `out` under the exclusive gate, and run `apply` on
-    /// them still under it: whatever they change (pending discards, a move of the range)
-    /// is in place before any install can act on it (events.rs).
+    /// them still under it: whatever they change (pending discards, a move of the range,
+    /// `Reading::moved`) is in place before any install can act on it (events.rs).
     pub fn read_events(
         &self,
         out: &mut Vec<Event>,
-        apply: impl FnOnce(&[Event]),
+        apply: impl FnOnce(&[Event], &Reading),
     ) -> Result<usize, UffdError> {
         let _gate = self.gate.write();
         let n = self.uffd.read_events(out)?;
-        apply(out);
+        apply(out, &Reading(self));
         Ok(n)
-    }
-
-    /// The range moved to `to` (called with the exclusive gate held, from `read_events`'s
-    /// `apply`).
-    pub fn moved_to(&self, to: usize) {
-        self.base.store(to, Relaxed);
     }
 
     /// Register the range for `mode` faults.
@@ -331,6 +345,37 @@ impl Source<'_> {
         match *self {
             Source::Data(data) => data.len(),
             Source::Zeros { len, .. } => len,
+        }
+    }
+}
+
+/// The range while events are read, under the exclusive gate (`Mapping::read_events`): the
+/// one place a move of it is applied.
+pub(crate) struct Reading<'a>(&'a Mapping);
+
+/// What an `mremap` did to the region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Moved {
+    /// The whole region moved: it is served at its new place from now on.
+    Whole,
+    /// Part of it moved, which is not supported: its pages are served where they were.
+    Part,
+    /// Another mapping moved.
+    Elsewhere,
+}
+
+impl Reading<'_> {
+    /// An `mremap` moved `len` bytes from `from` to `to`: if that is the whole region, its
+    /// base is `to` from now on.
+    pub fn moved(&self, from: usize, to: usize, len: usize) -> Moved {
+        let m = self.0;
+        if from == m.base() && len == m.len {
+            m.base.store(to, Relaxed);
+            Moved::Whole
+        } else if from < m.base() + m.len && from + len > m.base() {
+            Moved::Part
+        } else {
+            Moved::Elsewhere
         }
     }
 }

@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 use uffd::{RawRegion, RegisterMode, Staging, UffdBuilder};
-use zswap::swap::{BackingDevice, FileDevice};
+use zswap::swap::{BackingDevice, FileDevice, FolioLock};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
 use crate::charge::{
@@ -92,24 +92,28 @@ impl Usage {
 
 /// The state the region's threads share.
 ///
-/// Lock order (a lock is taken only while holding none that comes after it):
+/// Lock order (a lock is taken only while holding none that comes after it), as the code
+/// takes them:
 ///
 /// ```text
 /// folio lock (the engine's swap cache: one at a time, but reclaim's batch try-locks the
-///   │         neighbours of the folio it holds, never waiting; deferred, left_by_spare,
-///   │         recent_discards, kswapd_wake and the engine's own locks are taken under it)
-///   └─> event gate (mapping.rs: shared around every userfaultfd call that changes the range,
-///         │        exclusive to read events)
-///         ├─> pending                  (shared: the pending-discard check; exclusive: a
-///         │                             discard read is recorded)
-///         ├─> lru, swapcache's map, read_failed, readahead.streams, then inactive
-///         │   and readahead.queue      (shared gate: an install's bookkeeping)
-///         └─> the engine's own locks   (an install frees the engine's copies under it)
+///   │         neighbours of the folio it holds, never waiting)
+///   ├─> event gate (mapping.rs: shared around every userfaultfd call that changes the range,
+///   │     │        exclusive to read events, which a thread may do holding its folio lock)
+///   │     ├─> pending              (shared: the pending-discard check; exclusive: the
+///   │     │                         discards just read are recorded)
+///   │     ├─> lru, inactive, swapcache's map, read_failed, readahead.streams,
+///   │     │   readahead.queue      (an install's bookkeeping)
+///   │     └─> the engine's locks   (an install frees the engine's copies)
+///   └─> lru, swapcache's map, read_failed, deferred, recent_discards, the engine's locks
+///                                (outside the gate, or with it given up)
 /// ```
 ///
-/// lru, inactive, swapcache's map, read_failed, deferred, left_by_spare, recent_discards,
-/// the readahead locks, kswapd_wake, spares.lock and the latency histogram are leaves: each
-/// is held only for its own work. `discard` takes pending alone, then each folio lock.
+/// The region's other locks are leaves, each held only for its own work (lru,
+/// inactive, swapcache's map, read_failed, pending, deferred, left_by_spare, recent_discards,
+/// the readahead locks, kswapd_wake, spares.lock, the latency histogram): `discard` lets
+/// pending go before it takes each folio lock, reclaim lets lru go before it locks the folio
+/// it named.
 ///
 /// Events and madvise: an `madvise`, `munmap` or `mremap` of the registered range (the
 /// program's, or `Region::discard`) returns only once a handler has read its event, and the
@@ -243,6 +247,17 @@ impl Inner {
         {
             let _ = page;
             String::new()
+        }
+    }
+
+    /// The folio's pages were read (or discarded): an earlier device read error on one of them
+    /// no longer counts toward poisoning it (fault.rs).
+    pub fn forget_read_failures(&self, folio: &FolioLock) {
+        let mut failed = self.read_failed.lock();
+        if !failed.is_empty() {
+            for p in folio.offsets() {
+                failed.remove(&p);
+            }
         }
     }
 
