@@ -379,3 +379,79 @@ impl Reading<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mapping of `pages` pages said to be at `base` (nothing is registered: these tests
+    /// make no call on the range).
+    fn mapping(base: usize, pages: usize) -> Mapping {
+        let uffd = uffd::UffdBuilder::new()
+            .user_mode_only(true)
+            .non_blocking(true)
+            .create()
+            .expect("a userfaultfd");
+        Mapping::new(uffd, base, pages * PAGE_SIZE)
+    }
+
+    const BASE: usize = 0x7f00_0000_0000;
+
+    #[test]
+    fn addresses_fall_in_the_pages_of_the_range_where_it_is_now() {
+        let m = mapping(BASE, 4);
+        assert_eq!(m.page_of(BASE - 1), None);
+        assert_eq!(m.page_of(BASE), Some(0));
+        assert_eq!(m.page_of(BASE + 4 * PAGE_SIZE - 1), Some(3));
+        assert_eq!(m.page_of(BASE + 4 * PAGE_SIZE), None);
+        // A range is clamped to the region, and a partly covered page counts.
+        assert_eq!(m.pages_in(0, usize::MAX), Some((0, 4)));
+        assert_eq!(
+            m.pages_in(BASE + PAGE_SIZE + 1, BASE + 2 * PAGE_SIZE + 1),
+            Some((1, 3))
+        );
+        assert_eq!(m.pages_in(BASE - PAGE_SIZE, BASE), None);
+        assert_eq!(m.pages_in(BASE + 4 * PAGE_SIZE, usize::MAX), None);
+    }
+
+    #[test]
+    fn only_a_move_of_the_whole_range_moves_it() {
+        let m = mapping(BASE, 4);
+        let len = 4 * PAGE_SIZE;
+        let to = BASE + (1 << 30);
+        let reading = Reading(&m);
+        assert_eq!(reading.moved(BASE + PAGE_SIZE, to, PAGE_SIZE), Moved::Part);
+        assert_eq!(reading.moved(BASE, to, 2 * len), Moved::Part);
+        assert_eq!(reading.moved(BASE + len, to, len), Moved::Elsewhere);
+        assert_eq!(m.base(), BASE, "nothing moved yet");
+        assert_eq!(reading.moved(BASE, to, len), Moved::Whole);
+        assert_eq!((m.base(), m.page_addr(1)), (to, to + PAGE_SIZE));
+        assert_eq!(m.page_of(BASE), None);
+    }
+
+    /// `Stop::Again` gives the gate up before the events are read (reading takes it
+    /// exclusively), and the operation starts over under it; `Stop::Gone` ends it.
+    #[test]
+    fn retry_reads_events_with_the_gate_given_up_and_starts_over() {
+        let m = mapping(BASE, 1);
+        let (mut tries, mut reads) = (0, 0);
+        let done = m.retry(
+            || {
+                assert!(m.gate.try_write().is_some(), "the gate is given up");
+                reads += 1;
+            },
+            |gate| {
+                m.held(gate);
+                assert!(m.gate.try_write().is_none(), "the gate is held");
+                tries += 1;
+                match tries {
+                    1 | 2 => Err(Stop::Again),
+                    _ => Ok(tries),
+                }
+            },
+        );
+        assert_eq!((done, tries, reads), (Some(3), 3, 2));
+        let gone: Option<()> = m.retry(|| panic!("no events to read"), |_| Err(Stop::Gone));
+        assert_eq!(gone, None);
+    }
+}
