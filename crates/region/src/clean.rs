@@ -22,11 +22,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use uffd::UffdError;
 use zswap::swap::{FolioLock, Kind};
 use zswap::PAGE_SIZE;
 
-use crate::fault::read_pending_events;
+use crate::mapping::Stop;
 use crate::region::Inner;
 
 /// Whether folios read from disk are kept clean, from how often they were written.
@@ -112,22 +111,19 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
         inner.clean.dirtied();
     }
     let len = folio.nr_pages() as usize * PAGE_SIZE;
-    let folio_addr = loop {
-        let gate = inner.event_gate.read();
+    // Lifts the protection of whatever is present and wakes the writers; a page moved out
+    // meanwhile faults again as missing. A gone range ends it too: the writers are woken where
+    // it was.
+    let unprotected = inner.retry(|gate| {
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
-        let folio_addr = inner.page_addr(start);
-        // Lifts the protection of whatever is present and wakes the writers; a page moved out
-        // meanwhile faults again as missing.
-        match inner.uffd.write_unprotect(folio_addr, len, false) {
-            Ok(()) => break folio_addr,
-            Err(e) if e.is_retry() => {
-                drop(gate);
-                read_pending_events(inner);
-            }
-            Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => break folio_addr,
-            Err(e) => panic!("lifting write protection failed: {e}"),
+        let folio_addr = inner.mapping.page_addr(start);
+        match inner.mapping.write_unprotect(gate, folio_addr, len) {
+            Ok(()) | Err(Stop::Gone) => Ok(folio_addr),
+            Err(Stop::Again) => Err(Stop::Again),
         }
-    };
-    let _ = inner.uffd.wake(folio_addr, len);
+    });
+    if let Some(folio_addr) = unprotected {
+        inner.mapping.wake(folio_addr, len);
+    }
     true
 }

@@ -43,8 +43,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use uffd::{Event, UffdError};
-use zswap::PAGE_SIZE;
 
+use crate::mapping::{Moved, Reading};
 use crate::region::Inner;
 
 /// How long after its processing a discard's zap is still looked for: the discarding thread
@@ -120,39 +120,41 @@ pub(crate) struct PendingDiscard {
 /// caller comes here). A discard's pages are taken with the base of the moment it is read,
 /// and processed as those pages, whatever moves come between.
 pub(crate) fn read_events(inner: &Inner, out: &mut Vec<Event>) -> Result<usize, UffdError> {
-    let _gate = inner.event_gate.write();
-    let n = inner.uffd.read_events(out)?;
-    let mut pending = inner.pending.lock();
-    for ev in out.iter() {
-        match *ev {
-            Event::Remove { start, end } | Event::Unmap { start, end } => {
-                if let Some((first, last)) = page_range(inner, start, end) {
-                    pending.push(PendingDiscard {
-                        start,
-                        end,
-                        first,
-                        last,
-                        claimed: false,
-                    });
+    inner.mapping.read_events(out, |events, reading| {
+        let mut pending = inner.pending.lock();
+        for ev in events {
+            match *ev {
+                Event::Remove { start, end } | Event::Unmap { start, end } => {
+                    if let Some((first, last)) = inner.mapping.pages_in(start, end) {
+                        pending.push(PendingDiscard {
+                            start,
+                            end,
+                            first,
+                            last,
+                            claimed: false,
+                        });
+                    }
                 }
+                Event::Remap { from, to, len } => remap(inner, reading, from, to, len),
+                _ => {}
             }
-            Event::Remap { from, to, len } => remap(inner, from, to, len),
-            _ => {}
         }
-    }
-    Ok(n)
+    })
 }
 
-/// The region pages `[first, last)` that `[start, end)` covers.
-fn page_range(inner: &Inner, start: usize, end: usize) -> Option<(u32, u32)> {
-    let base = inner.base();
-    let (start, end) = (start.max(base), end.min(base + inner.len));
-    (start < end).then(|| {
-        (
-            ((start - base) / PAGE_SIZE) as u32,
-            (end - base).div_ceil(PAGE_SIZE) as u32,
-        )
-    })
+/// Events are pending and we hold no gate: read them for the handler loop to process. The
+/// discards among them are recorded as pending at once.
+pub(crate) fn read_pending_events(inner: &Inner) {
+    let mut evs = Vec::new();
+    let _ = read_events(inner, &mut evs);
+    if evs.is_empty() {
+        std::thread::yield_now();
+        return;
+    }
+    inner.deferred.lock().extend(evs);
+    // Read by reclaim, a fault starting over or readahead: a handler serves them, now
+    // rather than after its poll times out.
+    inner.deferred_bell.ring();
 }
 
 /// For the pages `[first, last)`: which have a discard pending (None if none does). Call with
@@ -193,7 +195,7 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
         let folio = crate::spare::lock_folio(inner, fstart);
         // Never moved back: that could land after the kernel's zap. The engine has it all.
         drop(inner.swapcache.take(fstart));
-        crate::fault::forget_read_failures(inner, &folio);
+        inner.forget_read_failures(&folio);
         // Whatever the program puts here next is new data: judged on its own next store.
         inner.incompressible.forget(fstart);
         for p in folio.offsets().filter(|p| (first..last).contains(p)) {
@@ -240,7 +242,7 @@ const ZAP_WAIT: Duration = Duration::from_millis(20);
 /// its data, uncounted even when an install around it finds it present (fault.rs,
 /// `left_mapped`), until it is unmapped and faults again.
 fn zapped(inner: &Inner, p: u32, deadline: Instant) -> bool {
-    let addr = inner.page_addr(p);
+    let addr = inner.mapping.page_addr(p);
     loop {
         if !uffd::page_mapped(addr).unwrap_or(false) {
             return true;
@@ -268,16 +270,19 @@ pub(crate) fn zapped_late(inner: &Inner, folio: &zswap::swap::FolioLock, p: u32)
 }
 
 /// Apply a move of the region (under the exclusive gate, as it is read).
-fn remap(inner: &Inner, from: usize, to: usize, len: usize) {
-    if from == inner.base() && len == inner.len {
-        inner.base.store(to, Relaxed);
-        inner.stats.remaps.fetch_add(1, Relaxed);
-    } else if from < inner.base() + inner.len && from + len > inner.base() {
-        // Part of the region moved: its pages would no longer be where we serve them.
-        log::warn!(
-            "mremap of part of a managed region ({len} bytes at {from:#x}) \
-             is not supported; pages there will be served as they were"
-        );
+fn remap(inner: &Inner, reading: &Reading, from: usize, to: usize, len: usize) {
+    match reading.moved(from, to, len) {
+        Moved::Whole => {
+            inner.stats.remaps.fetch_add(1, Relaxed);
+        }
+        Moved::Part => {
+            // Part of the region moved: its pages would no longer be where we serve them.
+            log::warn!(
+                "mremap of part of a managed region ({len} bytes at {from:#x}) \
+                 is not supported; pages there will be served as they were"
+            );
+        }
+        Moved::Elsewhere => {}
     }
 }
 
@@ -285,13 +290,19 @@ fn remap(inner: &Inner, from: usize, to: usize, len: usize) {
 mod tests {
     use super::*;
     use crate::{Region, RegionConfig};
+    use zswap::PAGE_SIZE;
 
     /// The kernel's zap of page 0 coming late, behind our back: moved out of the mapping
     /// (and thrown away) while we count it resident, as only a zap does.
     fn zap_late(r: &Region) {
         let inner = r.inner();
         let folio = inner.group.lock_folio(0, 0);
-        drop(inner.staging.stage(inner.page_addr(0), PAGE_SIZE).unwrap());
+        drop(
+            inner
+                .staging
+                .stage(inner.mapping.page_addr(0), PAGE_SIZE)
+                .unwrap(),
+        );
         drop(folio);
     }
 

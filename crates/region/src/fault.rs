@@ -27,21 +27,14 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use uffd::{CopyMode, Event, Filled, StagedFolio, UffdError};
+use uffd::{Event, Filled, StagedFolio};
 use zswap::swap::{FolioLock, Kind};
 use zswap::zswap::LoadErrorKind;
 use zswap::PAGE_SIZE;
 
 use crate::events::pending_mask;
+use crate::mapping::{Gate, Source, Stop};
 use crate::region::Inner;
-
-/// Zeros to install untouched memory from, as large as the largest folio. Allocated zeroed
-/// (fresh anonymous memory) and never written, so its pages are the kernel's shared zero page:
-/// a copy from it reads the same cache-hot 4 KiB over and over, nothing is zeroed first, and
-/// it adds nothing to the process's RSS. (A zeroed `static` array would sit in the binary's
-/// read-only data: 512 distinct file pages, resident once read.)
-static ZEROS: std::sync::LazyLock<Box<[u8]>> =
-    std::sync::LazyLock::new(|| vec![0u8; 2 << 20].into_boxed_slice());
 
 thread_local! {
     static FOLIO_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -57,14 +50,6 @@ fn folio_buf(buf: &mut Vec<u8>, nr_pages: usize) -> &mut [u8] {
 /// Run `f` on this thread's folio buffer, sized to `nr_pages` pages (`folio_buf`).
 pub(crate) fn with_folio_buf<R>(nr_pages: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     FOLIO_BUF.with(|buf| f(folio_buf(&mut buf.borrow_mut(), nr_pages)))
-}
-
-/// Why an install into the region stopped.
-pub(crate) enum Stop {
-    /// Events are pending (EAGAIN): read them, then start over.
-    Again,
-    /// The range is gone (unmapped, or moved away): leave everything as it is.
-    Gone,
 }
 
 /// Read events until the region stops; serve each.
@@ -88,7 +73,7 @@ pub(crate) fn serve_events(
 ) -> usize {
     let mut served = serve_deferred(inner);
     match inner
-        .uffd
+        .mapping
         .wait_readable_or_rung(&inner.deferred_bell, Some(timeout))
     {
         Ok(true) => {}
@@ -148,31 +133,14 @@ fn handle_event(inner: &Inner, ev: Event) -> bool {
     served
 }
 
-/// Events are pending and we hold no gate: read them for the handler loop to process. The
-/// discards among them are recorded as pending at once.
-pub(crate) fn read_pending_events(inner: &Inner) {
-    let mut evs = Vec::new();
-    let _ = crate::events::read_events(inner, &mut evs);
-    if evs.is_empty() {
-        std::thread::yield_now();
-        return;
-    }
-    inner.deferred.lock().extend(evs);
-    // Read by reclaim, a fault starting over or readahead: a handler serves them, now
-    // rather than after its poll times out.
-    inner.deferred_bell.ring();
-}
-
 /// The page a faulting `addr` falls in and the start of its folio. None for an address that
 /// is not the region's (an mremap moved the region under a pending fault): the faulting
 /// thread is woken to retry.
 pub(crate) fn faulting_folio(inner: &Inner, addr: usize) -> Option<(u32, u32)> {
-    let base = inner.base();
-    if addr < base || addr >= base + inner.len {
-        let _ = inner.uffd.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
+    let Some(page) = inner.mapping.page_of(addr) else {
+        inner.mapping.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
         return None;
-    }
-    let page = ((addr - base) / PAGE_SIZE) as u32;
+    };
     Some((page, page & !(inner.folio_pages - 1)))
 }
 
@@ -180,7 +148,7 @@ pub(crate) fn faulting_folio(inner: &Inner, addr: usize) -> Option<(u32, u32)> {
 /// (spare.rs), and the fault is to be deferred.
 pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     let t0 = Instant::now();
-    let base_at_fault = inner.base();
+    let base_at_fault = inner.mapping.base();
     let Some((page, start)) = faulting_folio(inner, addr) else {
         return true;
     };
@@ -201,39 +169,33 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     // Pages this fault found unreadable once: its own retries do not count as a second
     // failure (from_engine).
     let mut unread_here = Vec::new();
-    let installed = loop {
-        let mut gate = inner.event_gate.read();
-        let pending = pending_mask(inner, folio.start(), folio.end());
-        let r = match staged.as_mut() {
-            Some(s) if pending.is_none() => from_swapcache(inner, &folio, s),
-            _ => {
-                // A discard touches this folio: its staged copy must not come back (the
-                // engine holds every page of it anyway).
-                staged = None;
-                from_engine(
-                    inner,
-                    &folio,
-                    page,
-                    write,
-                    (&mut gate, pending.as_deref()),
-                    &mut unread_here,
-                )
-            }
-        };
-        match r {
-            Ok(n) => break n,
-            Err(Stop::Gone) => {
+    let installed = inner
+        .retry(|gate| {
+            let pending = pending_mask(inner, folio.start(), folio.end());
+            let r = match staged.as_mut() {
+                Some(s) if pending.is_none() => from_swapcache(inner, gate, &folio, s),
+                _ => {
+                    // A discard touches this folio: its staged copy must not come back (the
+                    // engine holds every page of it anyway).
+                    staged = None;
+                    from_engine(
+                        inner,
+                        &folio,
+                        page,
+                        write,
+                        (gate, pending.as_deref()),
+                        &mut unread_here,
+                    )
+                }
+            };
+            if let Err(Stop::Gone) = r {
                 if let Some(s) = staged.take() {
                     inner.swapcache.insert(start, s);
                 }
-                break 0;
             }
-            Err(Stop::Again) => {
-                drop(gate);
-                read_pending_events(inner);
-            }
-        }
-    };
+            r
+        })
+        .unwrap_or(0);
     drop(staged);
     inner.stats.pages_in.fetch_add(installed, Relaxed);
     if installed > 0 && !first_touch && inner.incompressible.is_marked(start) {
@@ -245,11 +207,13 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     // The faulting threads are woken only now, with the folio lock and the event gate given
     // up: the scheduler often runs a woken thread on the waker's CPU at once, and a handler
     // preempted while holding them would stall every other fault and the event reader.
-    let _ = inner.uffd.wake(inner.page_addr(start), inner.folio_bytes());
-    if inner.base() != base_at_fault {
+    inner
+        .mapping
+        .wake(inner.mapping.page_addr(start), inner.folio_bytes());
+    if inner.mapping.base() != base_at_fault {
         // The region moved (mremap) since this thread faulted at its old place: it waits on
         // that address, and only a wake there releases it (to fault again where it is now).
-        let _ = inner.uffd.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
+        inner.mapping.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
     }
     if first_touch && installed > 0 {
         fault_around(inner, start + inner.folio_pages, write);
@@ -278,7 +242,7 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
     if window == 0 || inner.usage().total() + (FAULT_AROUND_BYTES as u64) > room {
         return;
     }
-    let nr_pages = (inner.len / PAGE_SIZE) as u32;
+    let nr_pages = (inner.mapping.len() / PAGE_SIZE) as u32;
     let untouched = |p: u32| !inner.is_resident(p) && inner.group.peek(p).kind == Kind::Empty;
     for k in 0..window {
         let start = from + k * inner.folio_pages;
@@ -295,28 +259,17 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
         if !still || inner.swapcache.contains(start) {
             return;
         }
-        let _gate = inner.event_gate.read();
+        let gate = inner.mapping.gate();
         if pending_mask(inner, folio.start(), folio.end()).is_some() {
             return;
         }
         // Queued before anything goes in, as a fault does (a stale entry is skipped).
         inner.queue_for_reclaim(start);
-        let addr = inner.page_addr(start);
-        let r = if write {
-            inner
-                .uffd
-                .copy(addr, &ZEROS[..folio_bytes], CopyMode::default())
-        } else {
-            inner.uffd.zeropage(addr, folio_bytes, false)
-        };
-        let (done, go_on) = match r {
-            Ok(Filled::All) => (folio_bytes, true),
-            // Present already (not ours to know of), or the mapping is changing: leave the
-            // rest to faults; what went in before the stop is settled.
-            Ok(Filled::PageExists { done }) | Err(UffdError::MappingChanging { done, .. }) => {
-                (done, false)
-            }
-            Err(_) => (0, false),
+        // Present already (not ours to know of), or the mapping is changing: leave the rest
+        // to faults; what went in before the stop is settled.
+        let (done, go_on) = match inner.mapping.map_zeros(&gate, start, folio_bytes, write) {
+            Ok(()) => (folio_bytes, true),
+            Err(done) => (done, false),
         };
         for p in start..start + (done / PAGE_SIZE) as u32 {
             inner.set_resident(p, true);
@@ -337,9 +290,13 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
 
 /// The folio is still staged: move it back. Its stored copy is dropped, since the program may
 /// now write the page.
-fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) -> Result<u64, Stop> {
-    let dst = inner.page_addr(folio.start());
-    match staged.move_back(&inner.uffd, dst) {
+fn from_swapcache(
+    inner: &Inner,
+    gate: &Gate,
+    folio: &FolioLock,
+    staged: &mut StagedFolio,
+) -> Result<u64, Stop> {
+    match inner.mapping.move_back(gate, staged, folio.start()) {
         Ok(Filled::All) => {}
         Ok(Filled::PageExists { done }) => {
             // Nothing installs into a folio without its lock, which we hold: a present page
@@ -347,7 +304,7 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
             // would lose data. Stop (the process is stopped with us).
             panic!("page {done} bytes into a staged folio is already present");
         }
-        Err(UffdError::MappingChanging { done, .. }) => {
+        Err((done, Stop::Again)) => {
             // The pages moved before the stop are in the region, writable: settle them as
             // an install does. Left uncounted, with the engine's copies kept, they would stay
             // outside the limit, and a later install would count copies they have outgrown.
@@ -359,8 +316,7 @@ fn from_swapcache(inner: &Inner, folio: &FolioLock, staged: &mut StagedFolio) ->
             }
             return Err(Stop::Again);
         }
-        Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),
-        Err(e) => panic!("moving a staged folio back failed: {e}"),
+        Err((_, Stop::Gone)) => return Err(Stop::Gone),
     }
     for p in folio.offsets() {
         inner.set_resident(p, true);
@@ -385,12 +341,13 @@ fn from_engine(
     let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
     let mut missing: Vec<u32> = folio.offsets().filter(|&p| !inner.is_resident(p)).collect();
     if missing.is_empty() {
-        if is_pending(page) || uffd::page_in_mapping(inner.page_addr(page)).unwrap_or(true) {
+        if is_pending(page) || uffd::page_in_mapping(inner.mapping.page_addr(page)).unwrap_or(true)
+        {
             // Installed meanwhile by someone who held the folio before us (or discarded, and
             // the discard is about to be processed), and maybe swapped out by the kernel
             // since: an access swaps it back in without a userfault.
             inner.stats.redundant.fetch_add(1, Relaxed);
-            let _ = inner.uffd.wake(inner.page_addr(page), PAGE_SIZE);
+            inner.mapping.wake(inner.mapping.page_addr(page), PAGE_SIZE);
             return Ok(0);
         }
         lost_track(inner, folio, page);
@@ -403,7 +360,7 @@ fn from_engine(
         // after its madvise returned would be lost. Wait for the processing (events.rs),
         // which waits for the zap; the faulting thread retries meanwhile.
         inner.stats.redundant.fetch_add(1, Relaxed);
-        let _ = inner.uffd.wake(inner.page_addr(page), PAGE_SIZE);
+        inner.mapping.wake(inner.mapping.page_addr(page), PAGE_SIZE);
         return Ok(0);
     }
     let whole = pending.is_none()
@@ -484,20 +441,21 @@ fn from_engine(
                 st.kind == Kind::Empty || (st.kind == Kind::Zero && st.payload == 0)
             });
             let mut present = Vec::new();
-            let r = install(
-                inner,
-                first,
-                &buf[i * PAGE_SIZE..j * PAGE_SIZE],
-                write,
-                zero_run,
-                false,
-                &mut present,
-            );
+            // A zero run comes from zeros, whatever the buffer holds (a first touch leaves
+            // it as it was).
+            let src = match zero_run {
+                true => Source::Zeros {
+                    len: (j - i) * PAGE_SIZE,
+                    write,
+                },
+                false => Source::Data(&buf[i * PAGE_SIZE..j * PAGE_SIZE]),
+            };
+            let r = install(inner, gate, first, src, false, &mut present);
             installed_run(inner, folio, first, j - i, r, &present)?;
             i = j;
         }
         for &p in &poisoned {
-            poison(inner, folio, p)?;
+            poison(inner, gate, folio, p)?;
         }
         let counter = if first_touch {
             &inner.stats.faults_first_touch
@@ -529,7 +487,7 @@ pub(crate) fn load_whole(
     let Ok(loaded) = loaded else {
         return Ok(false);
     };
-    forget_read_failures(inner, folio);
+    inner.forget_read_failures(folio);
     let from_disk = loaded.disk == nr as u32;
     // Only read so far, and all of it from disk, or part of a scan that drops it behind
     // soon: keep the engine's copy (clean.rs).
@@ -537,7 +495,14 @@ pub(crate) fn load_whole(
         && (from_disk || crate::readahead::dropped_behind_soon(inner, folio.start()))
         && inner.clean.keep();
     let mut present = Vec::new();
-    let result = install(inner, folio.start(), buf, write, false, clean, &mut present);
+    let result = install(
+        inner,
+        gate,
+        folio.start(),
+        Source::Data(buf),
+        clean,
+        &mut present,
+    );
     if clean {
         installed_clean(inner, folio, result, &present)?;
     } else {
@@ -545,9 +510,6 @@ pub(crate) fn load_whole(
     }
     Ok(true)
 }
-
-/// The event gate held shared, for an install.
-pub(crate) type Gate<'a> = parking_lot::RwLockReadGuard<'a, ()>;
 
 /// The engine reads a folio's pages with the gate given up (`Gate::unlocked`): a read from
 /// disk can take milliseconds, and every handler that reads events waits for the gate
@@ -566,17 +528,6 @@ fn discard_read_meanwhile(
     }
 }
 
-/// The folio's pages were read (or discarded): an earlier device read error on one of them
-/// no longer counts toward poisoning it.
-pub(crate) fn forget_read_failures(inner: &Inner, folio: &FolioLock) {
-    let mut failed = inner.read_failed.lock();
-    if !failed.is_empty() {
-        for p in folio.offsets() {
-            failed.remove(&p);
-        }
-    }
-}
-
 /// The page faulted as missing, is not mapped, and yet is marked resident: our bookkeeping
 /// lost track of it, and without this the faulting thread would be woken to fault again
 /// forever. If the engine holds the page, it is served from there; if nothing does, its data
@@ -591,7 +542,7 @@ fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
     let pages: Vec<String> = folio
         .offsets()
         .map(|p| {
-            let mapped = uffd::page_mapped(inner.page_addr(p)).unwrap_or(true);
+            let mapped = uffd::page_mapped(inner.mapping.page_addr(p)).unwrap_or(true);
             let (r, m) = (inner.is_resident(p) as u8, mapped as u8);
             format!(
                 "{p}:{:?}/r{r}/m{m}/{}",
@@ -617,7 +568,7 @@ fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
         "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it; \
          pagemap entry {}; folio {}; {:?}",
         if held { "holds" } else { "does not hold" },
-        pagemap(inner.page_addr(page)),
+        pagemap(inner.mapping.page_addr(page)),
         pages.join(" "),
         inner.stats.snapshot(),
     ));
@@ -722,75 +673,31 @@ fn left_mapped(inner: &Inner, p: u32, present: &[u32]) -> bool {
     present.contains(&p) && inner.is_discarded(p)
 }
 
-/// Install `data` at page `first` of the region: one `UFFDIO_COPY` (or zero pages, for an
-/// all-zero run read by a read fault), skipping pages that turn out present (added to
-/// `present`); write-protected with `protect`. On a stop, says how many bytes went in before
-/// it.
+/// Install `src` at page `first` of the region (`Mapping::install`), counting the pages it
+/// found present as redundant.
 fn install(
     inner: &Inner,
+    gate: &Gate,
     first: u32,
-    data: &[u8],
-    write: bool,
-    zero_run: bool,
+    src: Source,
     protect: bool,
     present: &mut Vec<u32>,
 ) -> Result<(), (usize, Stop)> {
-    let mut done = 0usize;
-    while done < data.len() {
-        let dst = inner.page_addr(first) + done;
-        // Installed without waking: the faulting thread resumes only once the page's
-        // bookkeeping is done and the folio unlocked (the caller wakes it), so what it does
-        // next (another fault, a reclaim) never sees a present page counted as missing.
-        let r = if zero_run && !write {
-            inner.uffd.zeropage(dst, data.len() - done, true)
-        } else {
-            // A zero run comes from `ZEROS`, whatever the buffer holds (a first touch leaves
-            // it as it was).
-            let src = if zero_run {
-                &ZEROS[..data.len() - done]
-            } else {
-                &data[done..]
-            };
-            inner.uffd.copy(
-                dst,
-                src,
-                CopyMode {
-                    dont_wake: true,
-                    write_protect: protect,
-                },
-            )
-        };
-        match r {
-            Ok(Filled::All) => return Ok(()),
-            Ok(Filled::PageExists { done: d }) => {
-                // Present already: it keeps what it has (it may be a page whose discard has
-                // not landed yet); the faulting thread is woken to look again.
-                inner.stats.redundant.fetch_add(1, Relaxed);
-                let _ = inner.uffd.wake(dst + d, PAGE_SIZE);
-                done += d + PAGE_SIZE;
-                present.push(first + (done / PAGE_SIZE) as u32 - 1);
-            }
-            Err(UffdError::MappingChanging { done: d, .. }) => return Err((done + d, Stop::Again)),
-            Err(UffdError::RangeGone { .. }) | Err(UffdError::ProcessGone { .. }) => {
-                return Err((done, Stop::Gone))
-            }
-            Err(e) => panic!("installing pages failed: {e}"),
-        }
-    }
-    Ok(())
+    let before = present.len();
+    let r = inner.mapping.install(gate, first, src, protect, present);
+    inner
+        .stats
+        .redundant
+        .fetch_add((present.len() - before) as u64, Relaxed);
+    r
 }
 
 /// The page cannot be read back: the program gets SIGBUS on it, not zeros. A page poisoned
 /// already (a second fault on it was queued before its marker went in) gets the marker again
 /// (it is there: the ioctl finds it) and is not counted twice.
-fn poison(inner: &Inner, folio: &FolioLock, page: u32) -> Result<(), Stop> {
+fn poison(inner: &Inner, gate: &Gate, folio: &FolioLock, page: u32) -> Result<(), Stop> {
     let again = folio.state(page).kind == Kind::Poisoned;
-    match inner.uffd.poison(inner.page_addr(page), PAGE_SIZE, false) {
-        Ok(_) => {}
-        Err(e) if e.is_retry() => return Err(Stop::Again),
-        Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return Err(Stop::Gone),
-        Err(e) => panic!("poisoning a page that cannot be read back failed: {e}"),
-    }
+    inner.mapping.poison(gate, page)?;
     if !again {
         inner.group.mark_poisoned(folio, page);
         inner.stats.poisoned.fetch_add(1, Relaxed);

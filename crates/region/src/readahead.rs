@@ -83,7 +83,7 @@ pub(crate) fn after_swapin(inner: &Inner, start: u32) {
     if inner.drop_behind {
         crate::reclaim::drop_behind(inner, (previous..start).step_by(fp as usize));
     }
-    let nr_pages = (inner.len / PAGE_SIZE) as u32;
+    let nr_pages = (inner.mapping.len() / PAGE_SIZE) as u32;
     let mut queue = inner.readahead.queue.lock();
     for k in 1..=window {
         let next = start + k * fp;
@@ -130,7 +130,7 @@ fn read_ahead(inner: &Inner, start: u32) {
     if !out_on_disk || inner.swapcache.contains(start) {
         return;
     }
-    let mut gate = inner.event_gate.read();
+    let mut gate = inner.mapping.gate();
     if pending_mask(inner, folio.start(), folio.end()).is_some() {
         return; // a discard is on its way: leave the folio to it
     }
@@ -146,5 +146,7 @@ fn read_ahead(inner: &Inner, start: u32) {
     }
     // Threads that faulted on the folio before it went in resume now, rather than when a
     // handler reads their fault and finds the folio present.
-    let _ = inner.uffd.wake(inner.page_addr(start), inner.folio_bytes());
+    inner
+        .mapping
+        .wake(inner.mapping.page_addr(start), inner.folio_bytes());
 }

@@ -21,13 +21,12 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use uffd::{StageError, UffdError};
+use uffd::StageError;
 use zswap::swap::FolioLock;
 use zswap::zswap::{StoreError, SwapOutResult};
 use zswap::PAGE_SIZE;
 
 use crate::events::pending_mask;
-use crate::fault::read_pending_events;
 use crate::region::Inner;
 
 /// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
@@ -260,7 +259,7 @@ fn with_neighbours<'a>(
         return Err(head);
     }
     let half_age = head_age / 2;
-    let nr_pages = (inner.len / PAGE_SIZE) as u32;
+    let nr_pages = (inner.mapping.len() / PAGE_SIZE) as u32;
     let mut batch = vec![head];
     while batch.len() < BATCH_PAGES {
         let next = batch[batch.len() - 1].start() + 1;
@@ -301,13 +300,13 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     let slots = inner.batch_staging.as_ref().expect("batching is on");
     let staged = {
         // As in `evict`: held from the pending check through the move.
-        let gate = inner.event_gate.read();
+        let gate = inner.mapping.gate();
         if pending_mask(inner, first, first + n as u32).is_some() {
             drop(gate);
             give_up(inner, &batch[0]);
             return Eviction::Failed;
         }
-        let staged = slots.stage(inner.page_addr(first), n * PAGE_SIZE);
+        let staged = inner.mapping.stage(&gate, slots, first, n * PAGE_SIZE);
         drop(gate);
         staged
     };
@@ -325,7 +324,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
                 put_back(inner, folio, &mut partial, i, PutBack::WhatMoved);
                 let p = folio.start();
                 if inner.is_resident(p)
-                    && !uffd::page_in_mapping(inner.page_addr(p)).unwrap_or(true)
+                    && !uffd::page_in_mapping(inner.mapping.page_addr(p)).unwrap_or(true)
                 {
                     crate::events::zapped_late(inner, folio, p);
                 }
@@ -445,7 +444,8 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         // a guess, so a race is harmless: a discard or `mremap` meanwhile makes the read fail
         // (the store decides) or read what is going away (a folio kept that had gone anyway,
         // whose mark the discard, waiting for our folio lock, clears).
-        if compresses_in_place(inner, inner.page_addr(folio.start()), bytes) == Some(false) {
+        if compresses_in_place(inner, inner.mapping.page_addr(folio.start()), bytes) == Some(false)
+        {
             if inner.incompressible.keep_found() {
                 inner.incompressible.set(folio.start(), true);
                 inner.incompressible.kept();
@@ -461,7 +461,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         // Held from the pending check through the move: a discard read after the check waits
         // for the move, and then finds the pages out of the mapping (a fault on them waits
         // for its processing, events.rs).
-        let gate = inner.event_gate.read();
+        let gate = inner.mapping.gate();
         if pending_mask(inner, folio.start(), folio.end()).is_some() {
             // A discard of these pages is read but not processed. `MADV_FREE` leaves them
             // mapped, so the program may have written them since its `madvise` returned;
@@ -471,8 +471,9 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
             return Eviction::Failed;
         }
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
-        let addr = inner.page_addr(folio.start());
-        let staged = inner.staging.stage(addr, bytes);
+        let staged = inner
+            .mapping
+            .stage(&gate, &inner.staging, folio.start(), bytes);
         drop(gate);
         match staged {
             Ok(s) => break s,
@@ -493,7 +494,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
                 // move: it reads zero now (events.rs).
                 for p in folio.offsets() {
                     if inner.is_resident(p)
-                        && !uffd::page_in_mapping(inner.page_addr(p)).unwrap_or(true)
+                        && !uffd::page_in_mapping(inner.mapping.page_addr(p)).unwrap_or(true)
                     {
                         crate::events::zapped_late(inner, folio, p);
                     }
@@ -641,20 +642,24 @@ fn put_back(
             inner.group.invalidate_page(folio, p);
         }
     }
-    loop {
-        let gate = inner.event_gate.read();
+    inner.retry(|gate| {
         // Under the gate, each time: an `mremap` read meanwhile moved the region (events.rs).
-        let addr = inner.page_addr(folio.start());
+        let addr = inner.mapping.page_addr(folio.start());
         let pending = pending_mask(inner, folio.start(), folio.end());
         let result = match (&pending, how) {
-            (None, PutBack::All) if whole => staged.move_back(&inner.uffd, addr).map(all_moved),
+            (None, PutBack::All) if whole => inner
+                .mapping
+                .move_back(gate, staged, folio.start())
+                .map(all_moved)
+                .map_err(|(_, stop)| stop),
             _ => (|| {
                 for i in 0..folio.nr_pages() as usize {
                     if pending.as_ref().is_some_and(|m| m[i]) {
                         continue;
                     }
                     let s = slot_page + i;
-                    let moved = staged.move_back_page(&inner.uffd, addr + i * PAGE_SIZE, s)?;
+                    let page = folio.start() + i as u32;
+                    let moved = inner.mapping.move_back_page(gate, staged, page, s)?;
                     // Found present only in the region, the page moved back on an earlier
                     // try of this loop (the kernel reports the present destination before
                     // the source hole), or, for `WhatMoved`, never moved.
@@ -670,24 +675,17 @@ fn put_back(
                 Ok(())
             })(),
         };
-        match result {
-            Ok(()) => {
-                if how == PutBack::All {
-                    for (i, p) in folio.offsets().enumerate() {
-                        let gone = pending.as_ref().is_some_and(|m| m[i]);
-                        inner.set_resident(p, !gone);
-                    }
-                }
-                // Threads that faulted on the folio while it was out wait for this.
-                let _ = inner.uffd.wake(addr, folio.nr_pages() as usize * PAGE_SIZE);
-                return;
+        result?;
+        if how == PutBack::All {
+            for (i, p) in folio.offsets().enumerate() {
+                let gone = pending.as_ref().is_some_and(|m| m[i]);
+                inner.set_resident(p, !gone);
             }
-            Err(e) if e.is_retry() => {
-                drop(gate);
-                read_pending_events(inner);
-            }
-            Err(UffdError::RangeGone { .. } | UffdError::ProcessGone { .. }) => return,
-            Err(e) => panic!("moving a folio back into the region failed: {e}"),
         }
-    }
+        // Threads that faulted on the folio while it was out wait for this.
+        inner
+            .mapping
+            .wake(addr, folio.nr_pages() as usize * PAGE_SIZE);
+        Ok(())
+    });
 }

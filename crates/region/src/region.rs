@@ -11,13 +11,13 @@
 //! Memory accounting, like memory.high with the pool charged: resident + swap cache + pool
 //! bytes. Reclaim keeps it under the limit; a fault that would pass it reclaims first.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
-use uffd::{RawRegion, RegisterMode, Staging, Uffd, UffdBuilder};
-use zswap::swap::{BackingDevice, FileDevice};
+use uffd::{RawRegion, RegisterMode, Staging, UffdBuilder};
+use zswap::swap::{BackingDevice, FileDevice, FolioLock};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
 use crate::charge::{
@@ -25,6 +25,7 @@ use crate::charge::{
 };
 use crate::config::{ConfigError, RegionConfig};
 use crate::folio_queue::FolioQueue;
+use crate::mapping::{Gate, Mapping, Stop};
 use crate::stats::{RegionStats, RegionStatsSnapshot};
 use crate::swapcache::SwapCacheMap;
 
@@ -89,11 +90,43 @@ impl Usage {
     }
 }
 
+/// The state the region's threads share.
+///
+/// Lock order (a lock is taken only while holding none that comes after it), as the code
+/// takes them:
+///
+/// ```text
+/// folio lock (the engine's swap cache: one at a time, but reclaim's batch try-locks the
+///   │         neighbours of the folio it holds, never waiting)
+///   ├─> event gate (mapping.rs: shared around every userfaultfd call that changes the range,
+///   │     │        exclusive to read events, which a thread may do holding its folio lock)
+///   │     ├─> pending              (shared: the pending-discard check; exclusive: the
+///   │     │                         discards just read are recorded)
+///   │     ├─> lru, inactive, swapcache's map, read_failed, readahead.streams,
+///   │     │   readahead.queue      (an install's bookkeeping)
+///   │     └─> the engine's locks   (an install frees the engine's copies)
+///   └─> lru, swapcache's map, read_failed, deferred, recent_discards, the engine's locks
+///                                (outside the gate, or with it given up)
+/// ```
+///
+/// The region's other locks are leaves, each held only for its own work (lru,
+/// inactive, swapcache's map, read_failed, pending, deferred, left_by_spare, recent_discards,
+/// the readahead locks, kswapd_wake, spares.lock, the latency histogram): `discard` lets
+/// pending go before it takes each folio lock, reclaim lets lru go before it locks the folio
+/// it named.
+///
+/// Events and madvise: an `madvise`, `munmap` or `mremap` of the registered range (the
+/// program's, or `Region::discard`) returns only once a handler has read its event, and the
+/// read takes the gate exclusively: so no thread makes such a call, or touches the range
+/// (its fault waits for a handler, who may wait for the gate or a folio lock), while holding
+/// the gate or a folio lock (reclaim's read of a folio where it is goes through `/proc`, which
+/// fails on a missing page rather than waiting). A thread that must read events to go on (an
+/// operation that got EAGAIN) gives the gate up first and keeps its folio lock
+/// (`Mapping::retry`); a handler reads events holding nothing. The staging area
+/// raises no events: its slots are discarded under any lock.
 pub(crate) struct Inner {
-    /// Where the region is mapped now (an mremap moves it).
-    pub base: AtomicUsize,
-    pub len: usize,
-    pub uffd: Uffd,
+    /// The range, its userfaultfd and the event gate: every userfaultfd call on the range.
+    pub mapping: Mapping,
     pub staging: Arc<Staging>,
     pub batch_staging: Option<Arc<Staging>>,
     /// Per folio, when it was last queued for reclaim (`lru_seq` then).
@@ -146,9 +179,6 @@ pub(crate) struct Inner {
     pub left_by_spare: Mutex<Vec<uffd::Event>>,
     /// Rung when events are deferred, so a handler asleep on the userfaultfd takes them.
     pub deferred_bell: uffd::Doorbell,
-    /// Held exclusively to read events, shared by every install into the region: see
-    /// events.rs for why.
-    pub event_gate: parking_lot::RwLock<()>,
     /// Discarded page ranges read but not yet processed.
     pub pending: Mutex<Vec<crate::events::PendingDiscard>>,
     /// Discarded page ranges processed lately, whose zap may still come (events.rs).
@@ -165,13 +195,11 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub fn base(&self) -> usize {
-        self.base.load(Relaxed)
-    }
-
-    /// Where page `page` of the region is mapped now (after any `mremap`, events.rs).
-    pub fn page_addr(&self, page: u32) -> usize {
-        self.base() + page as usize * PAGE_SIZE
+    /// `Mapping::retry`, reading the pending events as the region does
+    /// (`events::read_pending_events`).
+    pub fn retry<T>(&self, op: impl FnMut(&mut Gate<'_>) -> Result<T, Stop>) -> Option<T> {
+        self.mapping
+            .retry(|| crate::events::read_pending_events(self), op)
     }
 
     pub fn folio_bytes(&self) -> usize {
@@ -219,6 +247,17 @@ impl Inner {
         {
             let _ = page;
             String::new()
+        }
+    }
+
+    /// The folio's pages were read (or discarded): an earlier device read error on one of them
+    /// no longer counts toward poisoning it (fault.rs).
+    pub fn forget_read_failures(&self, folio: &FolioLock) {
+        let mut failed = self.read_failed.lock();
+        if !failed.is_empty() {
+            for p in folio.offsets() {
+                failed.remove(&p);
+            }
         }
     }
 
@@ -325,8 +364,8 @@ pub struct Region {
 impl std::fmt::Debug for Region {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Region")
-            .field("addr", &self.inner.base())
-            .field("len", &self.inner.len)
+            .field("addr", &self.inner.mapping.base())
+            .field("len", &self.inner.mapping.len())
             .field("limit", &self.inner.limit)
             .finish()
     }
@@ -467,9 +506,7 @@ impl Region {
             crate::incompressible::IncompressibleFolios::new(nr_pages, folio_pages);
         let nr_folios = nr_pages.div_ceil(folio_pages) as usize;
         let inner = Arc::new(Inner {
-            base: AtomicUsize::new(mem.addr()),
-            len,
-            uffd,
+            mapping: Mapping::new(uffd, mem.addr(), len),
             staging,
             batch_staging,
             queued_at: (0..nr_pages.div_ceil(folio_pages))
@@ -507,7 +544,6 @@ impl Region {
             deferred: Mutex::new(Vec::new()),
             left_by_spare: Mutex::new(Vec::new()),
             deferred_bell: uffd::Doorbell::new().map_err(RegionError::Uffd)?,
-            event_gate: parking_lot::RwLock::new(()),
             pending: Mutex::new(Vec::new()),
             recent_discards: Default::default(),
             clean: crate::clean::CleanTracking::new(wp && config.keep_clean),
@@ -525,7 +561,7 @@ impl Region {
             false => RegisterMode::MISSING,
         };
         fail::fail_point!("region::new::register", |_| Err(injected("register")));
-        inner.uffd.register(&mem, 0, len, mode)?;
+        inner.mapping.register(&mem, mode)?;
         let mut region = Region {
             inner,
             threads: Vec::new(),
@@ -569,7 +605,7 @@ impl Region {
     /// The region's memory. Reading and writing it through this pointer is the caller's
     /// business (it is ordinary memory to the program).
     pub fn as_ptr(&self) -> *mut u8 {
-        self.inner.base() as *mut u8
+        self.inner.mapping.base() as *mut u8
     }
 
     /// The region's memory as a byte slice.
@@ -590,12 +626,12 @@ impl Region {
 
     /// The region's size in bytes: the size it was made with, rounded up to whole folios.
     pub fn len(&self) -> usize {
-        self.inner.len
+        self.inner.mapping.len()
     }
 
     /// Always false: a region has at least one folio.
     pub fn is_empty(&self) -> bool {
-        self.inner.len == 0
+        self.inner.mapping.len() == 0
     }
 
     /// The memory limit in bytes.
@@ -626,7 +662,7 @@ impl Region {
     /// Whether kernel-mode faults (the kernel touching the region for a system call) are
     /// served. When not, such a system call fails with EFAULT on an evicted page.
     pub fn kernel_faults_served(&self) -> bool {
-        !self.inner.uffd.user_mode_only()
+        !self.inner.mapping.user_mode_only()
     }
 
     /// A copy of the region's own statistics (the engine's are in `zswap().stats()`).
@@ -677,7 +713,7 @@ impl Region {
     /// served since). For tests of that path: a test cannot time a real stale event.
     #[cfg(feature = "test-hooks")]
     pub fn fault_again(&self, offset: usize) {
-        crate::fault::serve_fault(&self.inner, self.inner.base() + offset, false);
+        crate::fault::serve_fault(&self.inner, self.inner.mapping.base() + offset, false);
     }
 }
 
@@ -730,10 +766,7 @@ impl Drop for Region {
         }
         // Nothing serves the range any more: unregister it before the mapping goes (an
         // unmap of a registered range would wait for an event reader).
-        let _ = self
-            .inner
-            .uffd
-            .unregister(self.inner.base(), self.inner.len);
+        let _ = self.inner.mapping.unregister();
         self.inner.swapcache.clear();
     }
 }

@@ -147,7 +147,10 @@ mod tests {
             let folio = inner.group.lock_folio(p, 0);
             map.insert(
                 p,
-                inner.staging.stage(inner.page_addr(p), PAGE_SIZE).unwrap(),
+                inner
+                    .staging
+                    .stage(inner.mapping.page_addr(p), PAGE_SIZE)
+                    .unwrap(),
             );
             drop(map.take(p));
             drop(folio);
