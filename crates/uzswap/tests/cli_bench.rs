@@ -4,22 +4,10 @@
 
 use std::ffi::OsStr;
 use std::fmt::Debug;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn uzswap(args: &[impl AsRef<OsStr>]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_uzswap"))
-        .args(args)
-        .output()
-        .expect("run uzswap")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+mod common;
+use common::{stderr, stdout, uzswap};
 
 /// A refused input: status 2, one `uzswap: ` line on stderr holding every needle, nothing on
 /// stdout, and no run begun (a run says "run 1/...").
@@ -179,26 +167,46 @@ fn a_limit_above_the_machines_memory_is_refused() {
     );
 }
 
-/// A failure inside the uzswap worker (its corpus is missing) is told once, by the parent,
-/// with the system it ran.
+const MIX: [&str; 10] = [
+    "bench",
+    "mix",
+    "--size",
+    "48M",
+    "--memory-high",
+    "40M",
+    "--seconds",
+    "1",
+    "--runs",
+    "1",
+];
+
+/// A `--corpus` directory that cannot be read is refused before any run.
+#[test]
+fn a_bad_corpus_directory_is_refused_before_any_run() {
+    let args: Vec<&str> = MIX
+        .iter()
+        .copied()
+        .chain(["--corpus", "/nonexistent/corpus"])
+        .collect();
+    assert_refused(&args, &["uzswap: corpus directory /nonexistent/corpus"]);
+}
+
+/// A failure inside the uzswap worker (its swap file cannot be made) is told once, by the
+/// parent, with the system it ran.
 #[test]
 fn a_worker_failure_is_one_line() {
-    assert_refused(
-        &[
-            "bench",
-            "mix",
-            "--size",
-            "48M",
-            "--memory-high",
-            "40M",
-            "--seconds",
-            "1",
-            "--runs",
-            "1",
-            "--corpus",
-            "/nonexistent/corpus",
-        ],
-        &["uzswap: uzswap:lz4: corpus directory /nonexistent/corpus"],
+    let o = Command::new(env!("CARGO_BIN_EXE_uzswap"))
+        .args(MIX)
+        .env("TMPDIR", "/nonexistent")
+        .output()
+        .expect("run uzswap");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(
+        err.starts_with("uzswap: uzswap:lz4: creating the uzswap region: swap file: ")
+            && err.contains("/nonexistent"),
+        "{err:?}"
     );
 }
 

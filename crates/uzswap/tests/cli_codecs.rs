@@ -1,7 +1,10 @@
 //! The `uzswap bench codecs` command as a user runs it: the built binary, real page files.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::{stderr, uzswap};
 
 fn corpus_file() -> PathBuf {
     let p = PathBuf::from(concat!(
@@ -10,17 +13,6 @@ fn corpus_file() -> PathBuf {
     ));
     assert!(p.exists(), "corpus missing: {}", p.display());
     p
-}
-
-fn uzswap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_uzswap"))
-        .args(args)
-        .output()
-        .expect("run uzswap")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// A failed run: status 2 and exactly one line on stderr, starting with `uzswap: `.

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{stderr, uzswap};
+
 const PAGE: usize = 4096;
 const BLOCK: usize = 16 * PAGE;
 /// What the script puts in memory, many times over.
@@ -14,17 +17,6 @@ const SCRIPT: &str = "import os, signal\n\
     d = {i: 'uzswap-capture-test-%08d' % i for i in range(100000)}\n\
     l = [[i, float(i), str(i)] for i in range(50000)]\n\
     os.kill(os.getpid(), signal.SIGSTOP)\n";
-
-fn uzswap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_uzswap"))
-        .args(args)
-        .output()
-        .expect("run uzswap")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn have_python() -> bool {
     let ok = Command::new("python3")
