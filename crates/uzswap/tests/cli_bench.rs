@@ -216,7 +216,7 @@ fn a_worker_failure_is_one_line() {
 fn a_closed_stdout_ends_the_command_quietly() {
     let pages = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus/rustc-syn.pages"
+        "/../../corpus/python-objects.pages"
     );
     let mut child = Command::new(env!("CARGO_BIN_EXE_uzswap"))
         .args([
@@ -311,7 +311,7 @@ fn the_sweep_names_its_cells() {
         "--system",
         "uzswap",
         "--corpus",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../corpus"),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
