@@ -1,10 +1,9 @@
 //! The `uzswap bench codecs` command as a user runs it: the built binary, real page files.
 
 use std::path::PathBuf;
-use std::process::Output;
 
 mod common;
-use common::{stderr, uzswap};
+use common::{assert_one_line_error, stderr, uzswap};
 
 fn corpus_file() -> PathBuf {
     let p = PathBuf::from(concat!(
@@ -13,20 +12,6 @@ fn corpus_file() -> PathBuf {
     ));
     assert!(p.exists(), "corpus missing: {}", p.display());
     p
-}
-
-/// A failed run: status 2 and exactly one line on stderr, starting with `uzswap: `.
-fn assert_one_line_error(o: &Output, needle: &str) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    assert_eq!(err.lines().count(), 1, "stderr: {err:?}");
-    assert!(err.starts_with("uzswap: "), "{err:?}");
-    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
-    assert!(
-        o.stdout.is_empty(),
-        "stdout: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
 }
 
 #[test]

@@ -2,11 +2,11 @@
 //! skipped with a message where there is none).
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{stderr, uzswap};
+use common::{assert_one_line_error, stderr, uzswap};
 
 const PAGE: usize = 4096;
 const BLOCK: usize = 16 * PAGE;
@@ -52,15 +52,6 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
-}
-
-/// A failed run: status 2 and exactly one line on stderr, starting with `uzswap: `.
-fn assert_one_line_error(o: &Output, needle: &str) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    assert_eq!(err.lines().count(), 1, "stderr: {err:?}");
-    assert!(err.starts_with("uzswap: "), "{err:?}");
-    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
 }
 
 fn zero_pages(data: &[u8]) -> usize {

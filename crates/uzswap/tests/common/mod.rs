@@ -21,3 +21,18 @@ pub fn stderr(o: &Output) -> String {
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// A failed run: status 2, exactly one line on stderr, starting with `uzswap: ` and holding
+/// `needle`, and nothing on stdout.
+pub fn assert_one_line_error(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "stderr: {err:?}");
+    assert!(err.starts_with("uzswap: "), "{err:?}");
+    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+    assert!(
+        o.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
