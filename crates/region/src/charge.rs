@@ -12,7 +12,7 @@ pub(crate) const READAHEAD_THREADS: usize = 4;
 /// Whether reclaim evicts neighbouring folios together (4 KiB folios only: a larger folio is
 /// one move already).
 pub(crate) fn batching(config: &RegionConfig) -> bool {
-    config.batch_eviction && config.folio_size == PAGE_SIZE
+    config.policies.batch_eviction && config.folio_size == PAGE_SIZE
 }
 
 /// Freed staging slots discarded at once, one TLB flush for all: up to 512 KiB of them (1/64
@@ -20,6 +20,10 @@ pub(crate) fn batching(config: &RegionConfig) -> bool {
 pub(crate) fn discard_batch_slots(config: &RegionConfig) -> u64 {
     ((config.memory_limit / 64).min(512 << 10) / config.folio_size as u64).max(1)
 }
+
+/// Pages a batch eviction of 4 KiB folios moves at once, at most (reclaim.rs,
+/// `with_neighbours`).
+pub(crate) const BATCH_PAGES: usize = 16;
 
 /// Freed batch-eviction slots (64 KiB each) discarded at once.
 pub(crate) const BATCH_DISCARD_SLOTS: usize = 4;
@@ -51,7 +55,7 @@ impl FixedCharge {
         let evicting = handlers + config.kswapd_threads + READAHEAD_THREADS + 1;
         // Each evicting thread has a folio in flight in staging, or a batch of them.
         let in_flight = match batching(config) {
-            true => (crate::reclaim::BATCH_PAGES * PAGE_SIZE) as u64,
+            true => (BATCH_PAGES * PAGE_SIZE) as u64,
             false => fs,
         };
         // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O
@@ -61,9 +65,7 @@ impl FixedCharge {
         let io_buffers = threads as u64 * (fs + zswap::swap::file::BOUNCE_BYTES as u64);
         let dirty_reserve = (discard_batch_slots(config) - 1) * fs
             + match batching(config) {
-                true => {
-                    ((BATCH_DISCARD_SLOTS - 1) * crate::reclaim::BATCH_PAGES * PAGE_SIZE) as u64
-                }
+                true => ((BATCH_DISCARD_SLOTS - 1) * BATCH_PAGES * PAGE_SIZE) as u64,
                 false => 0,
             };
         let folio_pages = (fs / PAGE_SIZE as u64) as u32;
@@ -81,7 +83,7 @@ impl FixedCharge {
                 + evicting as u64 * in_flight
                 + dirty_reserve
                 + io_buffers
-                + crate::reclaim::INACTIVE_MAX as u64 * 4,
+                + crate::lru::INACTIVE_MAX as u64 * 4,
         }
     }
 }

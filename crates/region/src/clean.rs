@@ -19,14 +19,13 @@
 //! most clean folios are written soon after they come in (read-modify-write, as in a random
 //! update workload), the extra fault costs more than it saves: then folios stop being kept
 //! clean, except one in 16 that keeps measuring.
+//!
+//! This part decides and counts; the fault installs (swapin.rs) and serves the write-protect
+//! fault (fault.rs), and reclaim evicts without a store.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use zswap::swap::{FolioLock, Kind};
-use zswap::PAGE_SIZE;
-
-use crate::mapping::Stop;
-use crate::region::Inner;
 
 /// Whether folios read from disk are kept clean, from how often they were written.
 #[derive(Debug)]
@@ -70,7 +69,8 @@ impl CleanTracking {
         }
     }
 
-    fn dirtied(&self) {
+    /// A folio installed clean was written.
+    pub fn dirtied(&self) {
         self.dirtied.fetch_add(1, Relaxed);
     }
 }
@@ -85,45 +85,4 @@ pub(crate) fn held(kind: Kind) -> bool {
 /// a copy of it: it has not been written since it came in.
 pub(crate) fn is_clean(folio: &FolioLock) -> bool {
     folio.offsets().all(|p| held(folio.state(p).kind))
-}
-
-/// A write hit a write-protected page of the region at `addr`. False if left undone, as
-/// `serve_fault`.
-pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
-    let Some((_, start)) = crate::fault::faulting_folio(inner, addr) else {
-        return true;
-    };
-    if crate::spare::leaves(inner, start) {
-        return false;
-    }
-    let folio = crate::spare::lock_folio(inner, start);
-    inner.stats.wp_faults.fetch_add(1, Relaxed);
-    // The folio's pages are one unit: the engine's copies of all of them go, so reclaim
-    // stores the folio whole next time.
-    let mut dropped = false;
-    for p in folio.offsets() {
-        if inner.is_resident(p) && held(folio.state(p).kind) {
-            inner.group.invalidate_page(&folio, p);
-            dropped = true;
-        }
-    }
-    if dropped {
-        inner.clean.dirtied();
-    }
-    let len = folio.nr_pages() as usize * PAGE_SIZE;
-    // Lifts the protection of whatever is present and wakes the writers; a page moved out
-    // meanwhile faults again as missing. A gone range ends it too: the writers are woken where
-    // it was.
-    let unprotected = inner.retry(|gate| {
-        // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
-        let folio_addr = inner.mapping.page_addr(start);
-        match inner.mapping.write_unprotect(gate, folio_addr, len) {
-            Ok(()) | Err(Stop::Gone) => Ok(folio_addr),
-            Err(Stop::Again) => Err(Stop::Again),
-        }
-    });
-    if let Some(folio_addr) = unprotected {
-        inner.mapping.wake(folio_addr, len);
-    }
-    true
 }

@@ -1,5 +1,27 @@
 //! How a region is set up: its memory limit, folio size, compressor, writeback or
-//! writethrough, pool limit and swap file directory.
+//! writethrough, pool limit, swap file, threads and policies, validated in one place
+//! (`RegionConfig::validate`) before anything is made.
+//!
+//! What is fixed rather than configured, and why (each is documented where it is defined):
+//!
+//! | constant | value | why fixed |
+//! |---|---|---|
+//! | `READAHEAD_THREADS` (charge.rs) | 4 | enough disk reads in flight to hide a scan's latency on this class of disk; each is charged up front |
+//! | `BATCH_PAGES`, `BATCH_DISCARD_SLOTS` (charge.rs) | 16, 4 | a 64 KiB batch move is one TLB flush; larger batches take folios still in use |
+//! | `SPARE_HANDLERS` (spare.rs) | 1 | one poller while every handler waits on the disk; each poller costs every fault a wake-up |
+//! | `FAULT_AROUND_BYTES` (fault.rs) | 256 KiB | the kernel's fault-around order of magnitude; only first touches, only with room under the limit |
+//! | `KSWAPD_PERIOD`, `RECLAIM_PATIENCE` (reclaim.rs) | 20 ms, 200 ms | kswapd's idle housekeeping; how long `reclaim_to` waits for another reclaimer |
+//! | `KEPT_PER_CALL`, `KEPT_PER_CALL_KSWAPD` (reclaim.rs) | 16, 1,024 | bound the incompressible folios skipped before one is stored, so reclaim never fails for want of compressible ones |
+//! | `POOL_WRITEBACK_BATCH` (reclaim.rs) | 32 | pages written back at once when the pool alone holds the region over its limit |
+//! | `INACTIVE_MAX` (lru.rs) | 256 | drop-behind queue length, charged as metadata |
+//! | `WINDOW_BYTES`, `WINDOW_MAX_FOLIOS`, `STREAMS` (readahead.rs) | 512 KiB, 16, 8 | the kernel's swap readahead scale; streams as threads that scan at once |
+//! | `EPOCH`, `MIN_EVIDENCE`, `PROBE_EVERY`, `FOLIOS_PER_PROBE` (incompressible.rs) | 4 s, 32, 8, 256 | the refault detector's time scale and the evidence it needs |
+//! | `DECAY_AFTER` (clean.rs) | 4,096 | how fast the clean-folio decision follows a workload's phase |
+//! | `ZAP_WAIT`, `LATE_ZAP_WINDOW`, `RECENT_MAX` (events.rs, discards.rs) | 20 ms, 10 s, 1,024 | how long the kernel's zap of a discard is waited for and looked for: correctness margins, not tunables |
+//! | `SLACK` (folio_queue.rs) | 64 | queue compaction slack |
+//!
+//! They are internal margins and time scales: none changes what a program reads, and none has
+//! a value a user could choose better from outside than a measurement on the machine.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,59 +66,48 @@ fn invalid(field: &'static str, reason: String) -> ConfigError {
 /// ```
 #[derive(Debug, Clone)]
 pub struct RegionConfig {
-    /// Bytes the region may hold in memory: resident pages + swap cache + pool (like
-    /// memory.high, with the pool charged as cgroup v2 does).
+    /// Bytes the region may hold in memory: resident pages, staged folios, the pool and
+    /// uzswap's metadata (like memory.high, with the pool charged as cgroup v2 does). No
+    /// default: `RegionConfig::new` takes it.
     pub memory_limit: u64,
-    /// The unit of reclaim and swap-in: a power of two from 4 KiB to 2 MiB.
+    /// The unit of reclaim and swap-in, in bytes: a power of two from 4 KiB to 2 MiB.
     /// Default: 64 KiB.
     pub folio_size: usize,
     /// The codec the pool uses (the `compressor` tunable). Default: `lz4` at its default level.
     pub compressor: CompressorSpec,
-    /// memory.zswap.writeback: whether pages may go to the swap file.
+    /// memory.zswap.writeback: whether the pool may write its coldest pages to the swap file.
     /// Default: on.
     pub writeback: bool,
-    /// Write every stored page to the swap file at store time too.
-    /// Default: off.
+    /// Write every stored page to the swap file at store time too (the pool's copy is then
+    /// dropped without a write when the pool is full). Default: off.
     pub writethrough: bool,
-    /// Pool limit, percent of `memory_limit`.
+    /// Pool limit, in percent of `memory_limit`, 0 to 100.
     /// Default: 20, as the kernel's `max_pool_percent`.
     pub max_pool_percent: u32,
-    /// Directory of the (unnamed) swap file; the system temp directory if None.
+    /// Directory of the (unnamed) swap file. Default: None, the system temp directory.
     pub swap_dir: Option<PathBuf>,
-    /// Capacity of the swap file; the region's size if None.
-    /// In bytes; also the capacity taken for `device` when there is one.
+    /// Capacity of the swap file (or of `device`), in bytes, at most 16 TiB.
+    /// Default: None, the region's size.
     pub swap_size: Option<u64>,
-    /// Threads serving faults.
-    /// Default: 2.
+    /// Threads serving faults, 1 to 64 (a spare serves besides them while they all wait on
+    /// the disk). Default: 2.
     pub fault_threads: usize,
-    /// Background reclaim threads. More than one, because an eviction that goes to the swap
-    /// file waits for the disk (direct I/O): measured on `bench usemem` 2x512M, 4 threads
-    /// wrote 690-780 MB/s where 1 wrote 600-660.
-    /// Default: 4.
+    /// Background reclaim threads, 1 to 64. More than one, because an eviction that goes to
+    /// the swap file waits for the disk (direct I/O): on `bench usemem` 2x512M, 4 threads
+    /// wrote 690-780 MB/s where 1 wrote 600-660. Default: 4.
     pub kswapd_threads: usize,
-    /// Force user-mode-only userfaultfd (as an unprivileged process gets).
-    /// Default: off.
+    /// Force user-mode-only userfaultfd (as an unprivileged process gets): a system call that
+    /// touches an evicted page fails with EFAULT. Default: off.
     pub user_mode_only: bool,
     /// A backing device to use instead of a swap file (tests inject faults with it).
+    /// Default: None, a swap file in `swap_dir`.
     pub device: Option<Arc<dyn BackingDevice>>,
-    /// Keep folios read back from the swap file clean (write-protected, with their disk copy)
-    /// so that reclaiming them unwritten costs no store (clean.rs). On by default.
-    pub keep_clean: bool,
-    /// Reclaim the folios a sequential scan has passed before the oldest ones (drop-behind,
-    /// readahead.rs), so a scan larger than the limit keeps hitting what it has not reached.
-    /// On by default.
-    pub drop_behind: bool,
     /// Give freed swap storage back to the file system, a whole cluster at a time (the
-    /// kernel's `swapon --discard`). Off by default, as in the kernel: punching holes made
+    /// kernel's `swapon --discard`). Default: off, as in the kernel: punching holes made
     /// every later write into them allocate blocks again.
     pub swap_discard: bool,
-    /// Leave folios whose last store found them incompressible resident while compressible
-    /// ones can go (incompressible.rs): with the pool charged to the limit, evicting them
-    /// frees nothing. On by default.
-    pub keep_incompressible: bool,
-    /// With 4 KiB folios, evict a cold folio's cold neighbours with it, up to 64 KiB with one
-    /// move and one TLB flush (reclaim.rs, `with_neighbours`). On by default.
-    pub batch_eviction: bool,
+    /// The reclaim and swap-in policies, each on by default.
+    pub policies: Policies,
 }
 
 impl RegionConfig {
@@ -115,11 +126,8 @@ impl RegionConfig {
             kswapd_threads: 4,
             user_mode_only: false,
             device: None,
-            keep_clean: true,
-            drop_behind: true,
             swap_discard: false,
-            keep_incompressible: true,
-            batch_eviction: true,
+            policies: Policies::default(),
         }
     }
 
@@ -202,15 +210,15 @@ impl RegionConfig {
         self
     }
 
-    /// Set `keep_clean`.
+    /// Set `policies.keep_clean`.
     pub fn keep_clean(mut self, on: bool) -> Self {
-        self.keep_clean = on;
+        self.policies.keep_clean = on;
         self
     }
 
-    /// Set `drop_behind`.
+    /// Set `policies.drop_behind`.
     pub fn drop_behind(mut self, on: bool) -> Self {
-        self.drop_behind = on;
+        self.policies.drop_behind = on;
         self
     }
 
@@ -220,15 +228,15 @@ impl RegionConfig {
         self
     }
 
-    /// Set `keep_incompressible`.
+    /// Set `policies.keep_incompressible`.
     pub fn keep_incompressible(mut self, on: bool) -> Self {
-        self.keep_incompressible = on;
+        self.policies.keep_incompressible = on;
         self
     }
 
-    /// Set `batch_eviction`.
+    /// Set `policies.batch_eviction`.
     pub fn batch_eviction(mut self, on: bool) -> Self {
-        self.batch_eviction = on;
+        self.policies.batch_eviction = on;
         self
     }
 
@@ -257,6 +265,11 @@ impl RegionConfig {
         self.max_pool_percent = percent;
         self
     }
+    /// Set `swap_size`, in bytes.
+    pub fn swap_size(mut self, bytes: u64) -> Self {
+        self.swap_size = Some(bytes);
+        self
+    }
     /// Set `swap_dir`.
     pub fn swap_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.swap_dir = Some(dir.into());
@@ -276,5 +289,38 @@ impl RegionConfig {
     pub fn device(mut self, device: Arc<dyn BackingDevice>) -> Self {
         self.device = Some(device);
         self
+    }
+}
+
+/// The region's reclaim and swap-in policies. Each decides something the kernel decides
+/// otherwise or not at all; each can be turned off to measure what it brings, or where a
+/// workload does worse with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policies {
+    /// Keep folios read back whole from the swap file clean (write-protected, with their
+    /// disk copy), so that reclaiming them unwritten costs no store (clean.rs). Needs
+    /// write-protect faults (Linux 5.7); without them it is off. Default: on.
+    pub keep_clean: bool,
+    /// Reclaim the folios a sequential scan has passed before the oldest ones (drop-behind,
+    /// readahead.rs), so a scan larger than the limit keeps hitting what it has not reached.
+    /// Default: on.
+    pub drop_behind: bool,
+    /// Leave folios whose last store found them incompressible resident while compressible
+    /// ones can go, while such folios keep coming back (incompressible.rs): with the pool
+    /// charged to the limit, evicting them frees nothing. Default: on.
+    pub keep_incompressible: bool,
+    /// With 4 KiB folios, evict a cold folio's cold neighbours with it, up to 64 KiB with one
+    /// move and one TLB flush (reclaim.rs, `with_neighbours`). Default: on.
+    pub batch_eviction: bool,
+}
+
+impl Default for Policies {
+    fn default() -> Self {
+        Policies {
+            keep_clean: true,
+            drop_behind: true,
+            keep_incompressible: true,
+            batch_eviction: true,
+        }
     }
 }

@@ -18,7 +18,7 @@
 //! The wait is bounded (`ZAP_WAIT` without progress), because some zaps never come and some
 //! come late. `MADV_FREE` raises the same event but leaves its pages mapped, with their
 //! contents, until the kernel needs the memory. A page still mapped at the end of the wait is
-//! counted missing all the same, as before the bound was shared: counted resident, reclaim
+//! counted missing all the same: counted resident, reclaim
 //! could move it out before a zap that is merely late, and bring its old data back after the
 //! `madvise` returned. So an `MADV_FREE`d page the program keeps using stays mapped and
 //! uncounted until it faults again (the limit does not see it: a known gap).
@@ -28,86 +28,40 @@
 //! count it resident. So every page of a processed range is marked discarded until it next
 //! leaves for the engine: a marked page found unmapped while counted resident (by a fault, or
 //! by reclaim moving it) reads zero, as the discard promised, and counts as missing. An
-//! unmarked one is a bug, and the process is stopped (fault.rs, `lost_track`). A page faulted
+//! unmarked one is a bug, and the process is stopped (swapin.rs, `lost_track`). A page faulted
 //! in, evicted and brought back (a failed store puts it back, a fault takes it from the swap
 //! cache, or the pool serves it) before the zap is zapped all the same, so leaving for the
 //! engine ends the mark only if the discard was processed more than `LATE_ZAP_WINDOW` ago: a
 //! guess at how long a zap can be put off, past which a late zap still stops the process, as
 //! before. A page that leaves within the window keeps its mark until it leaves again after
-//! it; meanwhile its `lost_track` check reads as a late zap. (Serving a pending
-//! page with zeros before processing, as this once did, let a write made after `madvise`
-//! returned be evicted and then freed by the late processing: the discard stress test with a
-//! large pool found it.)
+//! it; meanwhile its `lost_track` check reads as a late zap.
+//!
+//! The discards themselves (pending and recent) are discards.rs's state; this file reads
+//! events and processes discards.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use uffd::{Event, UffdError};
 
-use crate::mapping::{Moved, Reading};
-use crate::region::Inner;
+use crate::inner::Inner;
+use crate::mapping::{Gate, Moved, Reading, Stop};
 
-/// How long after its processing a discard's zap is still looked for: the discarding thread
-/// zaps once it runs again after its event was read, which a loaded machine may put off for
-/// a while.
-const LATE_ZAP_WINDOW: Duration = Duration::from_secs(10);
-
-/// Ranges processed less than `LATE_ZAP_WINDOW` ago, oldest first, at most `RECENT_MAX` of
-/// them: past that, every page counts as covered until the window has passed since the last
-/// range that did not fit (a mark kept too long only turns `lost_track`'s check of that page
-/// into a late zap).
-#[derive(Debug, Default)]
-pub(crate) struct RecentDiscards {
-    ranges: std::collections::VecDeque<(u32, u32, Instant)>,
-    overflow: Option<Instant>,
-}
-
-const RECENT_MAX: usize = 1024;
-
-impl RecentDiscards {
-    fn prune(&mut self, now: Instant) {
-        let old = |at: Instant| now.saturating_duration_since(at) >= LATE_ZAP_WINDOW;
-        while self.ranges.front().is_some_and(|&(_, _, at)| old(at)) {
-            self.ranges.pop_front();
-        }
-        if self.overflow.is_some_and(old) {
-            self.overflow = None;
-        }
-    }
-
-    fn push(&mut self, first: u32, last: u32, now: Instant) {
-        self.prune(now);
-        if self.ranges.len() < RECENT_MAX {
-            self.ranges.push_back((first, last, now));
-        } else {
-            self.overflow = Some(now);
-        }
-    }
-
-    fn covers(&mut self, p: u32, now: Instant) -> bool {
-        self.prune(now);
-        self.overflow.is_some() || self.ranges.iter().any(|&(f, l, _)| (f..l).contains(&p))
-    }
+/// Run `op` under the event gate until it is done, or the range is gone (None); on
+/// `Stop::Again` the pending events are read with the gate given up (`Mapping::retry`).
+pub(crate) fn retry<T>(
+    inner: &Inner,
+    op: impl FnMut(&mut Gate<'_>) -> Result<T, Stop>,
+) -> Option<T> {
+    inner.mapping.retry(|| read_pending_events(inner), op)
 }
 
 /// Page `p` left the mapping for the engine (reclaim moved it out): its discard mark goes,
 /// unless the discard that set it was processed so lately that its zap may still come.
 pub(crate) fn left_for_the_engine(inner: &Inner, p: u32) {
-    if inner.is_discarded(p) && !inner.recent_discards.lock().covers(p, Instant::now()) {
-        inner.set_discarded(p, false);
+    if inner.pages.is_discarded(p) && !inner.discards.recently_covered(p) {
+        inner.pages.set_discarded(p, false);
     }
-}
-
-/// A discard read but not processed yet: its addresses as the event gave them, and the
-/// region pages `[first, last)` they covered when it was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PendingDiscard {
-    start: usize,
-    end: usize,
-    first: u32,
-    last: u32,
-    /// A handler is processing it.
-    claimed: bool,
 }
 
 /// Read events under the exclusive gate, recording discards as pending and applying moves
@@ -121,18 +75,11 @@ pub(crate) struct PendingDiscard {
 /// and processed as those pages, whatever moves come between.
 pub(crate) fn read_events(inner: &Inner, out: &mut Vec<Event>) -> Result<usize, UffdError> {
     inner.mapping.read_events(out, |events, reading| {
-        let mut pending = inner.pending.lock();
         for ev in events {
             match *ev {
                 Event::Remove { start, end } | Event::Unmap { start, end } => {
                     if let Some((first, last)) = inner.mapping.pages_in(start, end) {
-                        pending.push(PendingDiscard {
-                            start,
-                            end,
-                            first,
-                            last,
-                            claimed: false,
-                        });
+                        inner.discards.read(start, end, first, last);
                     }
                 }
                 Event::Remap { from, to, len } => remap(inner, reading, from, to, len),
@@ -142,49 +89,23 @@ pub(crate) fn read_events(inner: &Inner, out: &mut Vec<Event>) -> Result<usize, 
     })
 }
 
-/// Events are pending and we hold no gate: read them for the handler loop to process. The
-/// discards among them are recorded as pending at once.
-pub(crate) fn read_pending_events(inner: &Inner) {
+/// Events are pending and we hold no gate: read them for a handler to serve. The discards
+/// among them are recorded as pending at once. With none there yet (another thread read
+/// them first, and the kernel has not seen it yet), yield: the caller retries its operation.
+fn read_pending_events(inner: &Inner) {
     let mut evs = Vec::new();
     let _ = read_events(inner, &mut evs);
     if evs.is_empty() {
         std::thread::yield_now();
         return;
     }
-    inner.deferred.lock().extend(evs);
-    // Read by reclaim, a fault starting over or readahead: a handler serves them, now
-    // rather than after its poll times out.
-    inner.deferred_bell.ring();
-}
-
-/// For the pages `[first, last)`: which have a discard pending (None if none does). Call with
-/// the event gate held shared.
-pub(crate) fn pending_mask(inner: &Inner, first: u32, last: u32) -> Option<Vec<bool>> {
-    let pending = inner.pending.lock();
-    if !pending.iter().any(|d| d.first < last && first < d.last) {
-        return None;
-    }
-    Some(
-        (first..last)
-            .map(|p| pending.iter().any(|d| (d.first..d.last).contains(&p)))
-            .collect(),
-    )
+    inner.deferred.defer(evs);
 }
 
 /// Free what uzswap holds for the pages the discard of `[start, end)` covered when it was
 /// read (nothing if it missed the region).
 pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
-    let claimed = {
-        let mut pending = inner.pending.lock();
-        pending
-            .iter_mut()
-            .find(|d| !d.claimed && (d.start, d.end) == (start, end))
-            .map(|d| {
-                d.claimed = true;
-                *d
-            })
-    };
-    let Some(claimed) = claimed else {
+    let Some(claimed) = inner.discards.claim(start, end) else {
         return;
     };
     let (first, last) = (claimed.first, claimed.last);
@@ -192,14 +113,14 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
     let mut fstart = first & !(fp - 1);
     let mut deadline = Instant::now() + ZAP_WAIT;
     while fstart < last {
-        let folio = crate::spare::lock_folio(inner, fstart);
+        let folio = inner.lock_folio_for_event(fstart);
         // Never moved back: that could land after the kernel's zap. The engine has it all.
-        drop(inner.swapcache.take(fstart));
-        inner.forget_read_failures(&folio);
+        drop(inner.staged.take(fstart));
+        inner.read_failures.forget(folio.offsets());
         // Whatever the program puts here next is new data: judged on its own next store.
         inner.incompressible.forget(fstart);
         for p in folio.offsets().filter(|p| (first..last).contains(p)) {
-            let mapped = inner.is_resident(p) && {
+            let mapped = inner.pages.is_resident(p) && {
                 let gone = zapped(inner, p, deadline);
                 if gone {
                     // The zap is under way: give it as long again for the rest of the range.
@@ -208,8 +129,8 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
                 !gone
             };
             inner.group.invalidate_page(&folio, p);
-            inner.set_resident(p, false);
-            inner.set_discarded(p, true);
+            inner.pages.set_resident(p, false);
+            inner.pages.set_discarded(p, true);
             inner.stats.discarded_pages.fetch_add(1, Relaxed);
             if mapped {
                 inner.stats.discards_not_zapped.fetch_add(1, Relaxed);
@@ -217,30 +138,23 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
         }
         fstart += fp;
     }
-    // Before it stops being pending: a page that an install may map from now on is covered.
-    inner
-        .recent_discards
-        .lock()
-        .push(first, last, Instant::now());
-    let mut pending = inner.pending.lock();
-    if let Some(i) = pending.iter().position(|d| *d == claimed) {
-        pending.swap_remove(i);
-    }
+    inner.discards.processed(claimed);
+    inner.reclaim_wait.freed();
 }
 
 /// How long processing waits for the kernel to zap a discarded range, from the start or from
 /// the last page seen zapped: the kernel zaps right after the event is read, in the
-/// discarding thread, once that thread runs again, in address order. (Each page once had
-/// 200 ms of its own: an `MADV_FREE` of 256 resident pages, which zaps nothing, held a
-/// fault-handling thread for 51 s.)
+/// discarding thread, once that thread runs again, in address order. Per range, not per
+/// page: an `MADV_FREE` zaps nothing, and must not hold a handler for each of its pages.
 const ZAP_WAIT: Duration = Duration::from_millis(20);
 
 /// Wait until the kernel has zapped the discarded page `p`, or `deadline` passes; true once
 /// it is not mapped. Nothing maps a pending page meanwhile, and its folio lock keeps reclaim
 /// from moving it out, so a page still mapped has not been zapped yet. A page that stays
 /// mapped (`MADV_FREE`, a `madvise` that failed after its event, a zap still to come) keeps
-/// its data, uncounted even when an install around it finds it present (fault.rs,
-/// `left_mapped`), until it is unmapped and faults again.
+/// its data, uncounted even when an install around it finds it present (swapin.rs,
+/// `left_mapped`), until it is unmapped and faults again. Polled: the kernel raises no event
+/// when it zaps.
 fn zapped(inner: &Inner, p: u32, deadline: Instant) -> bool {
     let addr = inner.mapping.page_addr(p);
     loop {
@@ -260,11 +174,11 @@ fn zapped(inner: &Inner, p: u32, deadline: Instant) -> bool {
 /// brought back clean since: it holds data from before the zap), and say so; false when
 /// nothing explains it.
 pub(crate) fn zapped_late(inner: &Inner, folio: &zswap::swap::FolioLock, p: u32) -> bool {
-    if !inner.is_discarded(p) {
+    if !inner.pages.is_discarded(p) {
         return false;
     }
     inner.group.invalidate_page(folio, p);
-    inner.set_resident(p, false);
+    inner.pages.set_resident(p, false);
     inner.stats.late_zaps.fetch_add(1, Relaxed);
     true
 }
@@ -288,7 +202,6 @@ fn remap(inner: &Inner, reading: &Reading, from: usize, to: usize, len: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::{Region, RegionConfig};
     use zswap::PAGE_SIZE;
 
@@ -321,7 +234,7 @@ mod tests {
         r.discard(0, PAGE_SIZE).unwrap();
         r.as_mut_slice()[..PAGE_SIZE].fill(0x22);
         r.reclaim_to(0);
-        assert!(!r.inner().is_resident(0), "evicted");
+        assert!(!r.inner().pages.is_resident(0), "evicted");
         assert_eq!(r.as_mut_slice()[100], 0x22, "brought back");
         zap_late(&r);
         assert!(r.as_mut_slice()[..PAGE_SIZE].iter().all(|&b| b == 0));
@@ -339,7 +252,7 @@ mod tests {
         {
             let folio = inner.group.lock_folio(0, 0);
             inner.group.swap_out(&folio, &[0x33; PAGE_SIZE]).unwrap();
-            inner.set_discarded(0, true);
+            inner.pages.set_discarded(0, true);
         }
         zap_late(&r);
         assert!(r.as_mut_slice()[..PAGE_SIZE].iter().all(|&b| b == 0));
@@ -350,38 +263,5 @@ mod tests {
             0,
             "the copy is dropped"
         );
-    }
-
-    #[test]
-    fn a_range_is_covered_for_the_window_and_no_longer() {
-        let t0 = Instant::now();
-        let mut r = RecentDiscards::default();
-        r.push(10, 20, t0);
-        assert!(r.covers(10, t0) && r.covers(19, t0));
-        assert!(!r.covers(9, t0) && !r.covers(20, t0));
-        let almost = t0 + LATE_ZAP_WINDOW - Duration::from_millis(1);
-        assert!(r.covers(15, almost));
-        assert!(!r.covers(15, t0 + LATE_ZAP_WINDOW), "the window has passed");
-        assert!(r.ranges.is_empty());
-    }
-
-    /// Past `RECENT_MAX` ranges in one window, every page counts as covered (marks are kept)
-    /// until a window has passed since the last range that did not fit.
-    #[test]
-    fn too_many_ranges_keep_every_mark_for_a_window() {
-        let t0 = Instant::now();
-        let mut r = RecentDiscards::default();
-        for i in 0..RECENT_MAX as u32 {
-            r.push(2 * i, 2 * i + 1, t0);
-        }
-        assert!(!r.covers(1, t0), "between ranges, and nothing overflowed");
-        let t1 = t0 + Duration::from_secs(1);
-        r.push(1_000_000, 1_000_001, t1);
-        assert!(r.covers(1, t1), "overflowed: every mark kept");
-        assert_eq!(r.ranges.len(), RECENT_MAX);
-        // The ranges expire a window after t0, the overflow a window after t1.
-        assert!(r.covers(1, t0 + LATE_ZAP_WINDOW));
-        assert!(r.ranges.is_empty());
-        assert!(!r.covers(1, t1 + LATE_ZAP_WINDOW));
     }
 }

@@ -1,137 +1,23 @@
-//! Fault handling: the threads that read the region's userfaultfd and bring pages back.
+//! Faults: a program's access to a page of the region that is not there (missing), or a
+//! write to a page installed write-protected (clean.rs).
 //!
 //! A fault locks its folio in the engine's swap cache: the first thread to fault a folio owns
 //! it, and others (another fault, reclaim, a discard) wait on it there. Under the lock, and
-//! holding the event gate shared (events.rs):
-//! 1. the folio is in the region's swap cache (staged): move it straight back;
-//! 2. every page of it is held by the engine: load the whole folio and install it with one
-//!    `UFFDIO_COPY`, one wake-up;
-//! 3. otherwise its pages are in different places: each missing page comes back from where
-//!    it is (zero-filled if nothing holds it), installed in runs. A missing page with a
-//!    discard pending is not served until the discard is processed (events.rs): the faulting
-//!    thread is woken to retry.
+//! holding the event gate shared (events.rs), the folio is brought back (swapin.rs). A fault
+//! that would take the region past its limit reclaims first, before taking its lock. The
+//! faulting threads are woken once the folio is unlocked.
 //!
-//! The engine's reads (a decompression, a disk read) are done with the gate given up and the
-//! folio lock kept: every handler that reads events waits for the gate alone, so it must not
-//! wait for a disk. A discard read meanwhile makes the install start over.
-//!
-//! The engine's copy of a page is freed only once the page is installed (invariant 2). A page
-//! that cannot be read back is poisoned: the program gets SIGBUS on it, never zeros
-//! (invariant 7). An operation that finds events pending (EAGAIN) gives up the gate, reads
-//! them, and the fault starts over under the same folio lock: nothing is lost, since pages
-//! already installed are marked and their engine copies already freed.
-//!
-//! A fault that would take the region past its limit reclaims first, before taking its lock.
+//! A first touch maps the untouched folios after it too (fault-around).
 
-use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use uffd::{Event, Filled, StagedFolio};
-use zswap::swap::{FolioLock, Kind};
-use zswap::zswap::LoadErrorKind;
+use zswap::swap::Kind;
 use zswap::PAGE_SIZE;
 
-use crate::events::pending_mask;
-use crate::mapping::{Gate, Source, Stop};
-use crate::region::Inner;
-
-thread_local! {
-    static FOLIO_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// This thread's folio buffer, `nr_pages` pages from a page boundary: direct I/O from and to
-/// it needs no bounce buffer (unaligned, every folio read from disk was copied once more).
-/// Its bytes are whatever the last use left.
-fn folio_buf(buf: &mut Vec<u8>, nr_pages: usize) -> &mut [u8] {
-    zswap::swap::file::page_aligned(buf, nr_pages * PAGE_SIZE)
-}
-
-/// Run `f` on this thread's folio buffer, sized to `nr_pages` pages (`folio_buf`).
-pub(crate) fn with_folio_buf<R>(nr_pages: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    FOLIO_BUF.with(|buf| f(folio_buf(&mut buf.borrow_mut(), nr_pages)))
-}
-
-/// Read events until the region stops; serve each.
-pub(crate) fn handler_loop(inner: &Inner) {
-    crate::spare::mark_handler();
-    // Reserved once: a reader must not allocate between reads (see the uffd crate).
-    let mut events = Vec::with_capacity(uffd::EVENT_BATCH);
-    while !inner.stop.load(Relaxed) {
-        serve_events(inner, &mut events, std::time::Duration::from_millis(100));
-    }
-}
-
-/// Serve the deferred events, wait up to `timeout` for the userfaultfd (or the deferred
-/// bell), serve the deferred events again (those the bell rang for), then read what is
-/// there and serve it. `events` is empty and has room for a batch. Returns how many events
-/// were served (the faults the spare left to a regular handler are not).
-pub(crate) fn serve_events(
-    inner: &Inner,
-    events: &mut Vec<Event>,
-    timeout: std::time::Duration,
-) -> usize {
-    let mut served = serve_deferred(inner);
-    match inner
-        .mapping
-        .wait_readable_or_rung(&inner.deferred_bell, Some(timeout))
-    {
-        Ok(true) => {}
-        Ok(false) => return served,
-        Err(e) => panic!("waiting on the userfaultfd failed: {e}"),
-    }
-    // If the bell woke us, we took its ring: the handlers still asleep no longer hear it,
-    // so what it rang for is served here, before new events that may hold us on the disk
-    // (and them up to their timeout).
-    served += serve_deferred(inner);
-    events.clear();
-    match crate::events::read_events(inner, events) {
-        Ok(_) => {}
-        Err(e) if e.is_retry() => return served,
-        Err(e) => panic!("reading the userfaultfd failed: {e}"),
-    }
-    for ev in events.drain(..) {
-        served += handle_event(inner, ev) as usize;
-    }
-    served
-}
-
-/// Serve the events handlers deferred, and for a regular handler the faults the spare left
-/// (spare.rs: the spare would take them back). Returns how many were served.
-fn serve_deferred(inner: &Inner) -> usize {
-    let mut deferred = std::mem::take(&mut *inner.deferred.lock());
-    if !crate::spare::is_spare() {
-        deferred.append(&mut inner.left_by_spare.lock());
-    }
-    let mut served = 0;
-    for ev in deferred {
-        served += handle_event(inner, ev) as usize;
-    }
-    served
-}
-
-/// Serve one event; false if it was left to a regular handler (the spare found its folio
-/// held).
-fn handle_event(inner: &Inner, ev: Event) -> bool {
-    let served = match ev {
-        Event::Pagefault { addr, flags, .. } if flags.wp => {
-            crate::clean::serve_wp_fault(inner, addr)
-        }
-        Event::Pagefault { addr, flags, .. } => serve_fault(inner, addr, flags.write),
-        Event::Remove { start, end } | Event::Unmap { start, end } => {
-            crate::events::discard(inner, start, end);
-            true
-        }
-        // Moves are applied as they are read (events.rs).
-        _ => true,
-    };
-    if !served {
-        // Left by the spare to a regular handler, which the bell wakes.
-        inner.left_by_spare.lock().push(ev);
-        inner.deferred_bell.ring();
-    }
-    served
-}
+use crate::inner::Inner;
+use crate::mapping::Stop;
+use crate::swapin;
 
 /// The page a faulting `addr` falls in and the start of its folio. None for an address that
 /// is not the region's (an mremap moved the region under a pending fault): the faulting
@@ -152,50 +38,49 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     let Some((page, start)) = faulting_folio(inner, addr) else {
         return true;
     };
-    if crate::spare::leaves(inner, start) {
+    if spare_leaves(inner, start) {
         return false;
     }
     crate::reclaim::throttle(inner);
-    let folio = crate::spare::lock_folio(inner, start);
+    let folio = inner.lock_folio_for_event(start);
     inner.stats.faults.fetch_add(1, Relaxed);
     // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped).
-    inner.queue_for_reclaim(start);
-    let mut staged = inner.swapcache.take(start);
+    inner.lru.queue(start);
+    let mut staged = inner.staged.take(start);
     let first_touch = staged.is_none()
         && folio
             .offsets()
-            .all(|p| !inner.is_resident(p) && folio.state(p).kind == Kind::Empty);
+            .all(|p| !inner.pages.is_resident(p) && folio.state(p).kind == Kind::Empty);
     // Pages this fault found unreadable once: its own retries do not count as a second
     // failure (from_engine).
     let mut unread_here = Vec::new();
-    let installed = inner
-        .retry(|gate| {
-            let pending = pending_mask(inner, folio.start(), folio.end());
-            let r = match staged.as_mut() {
-                Some(s) if pending.is_none() => from_swapcache(inner, gate, &folio, s),
-                _ => {
-                    // A discard touches this folio: its staged copy must not come back (the
-                    // engine holds every page of it anyway).
-                    staged = None;
-                    from_engine(
-                        inner,
-                        &folio,
-                        page,
-                        write,
-                        (gate, pending.as_deref()),
-                        &mut unread_here,
-                    )
-                }
-            };
-            if let Err(Stop::Gone) = r {
-                if let Some(s) = staged.take() {
-                    inner.swapcache.insert(start, s);
-                }
+    let installed = crate::events::retry(inner, |gate| {
+        let pending = inner.discards.pending_mask(folio.start(), folio.end());
+        let r = match staged.as_mut() {
+            Some(s) if pending.is_none() => swapin::from_staged(inner, gate, &folio, s),
+            _ => {
+                // A discard touches this folio: its staged copy must not come back (the
+                // engine holds every page of it anyway).
+                staged = None;
+                swapin::from_engine(
+                    inner,
+                    &folio,
+                    page,
+                    write,
+                    (gate, pending.as_deref()),
+                    &mut unread_here,
+                )
             }
-            r
-        })
-        .unwrap_or(0);
+        };
+        if let Err(Stop::Gone) = r {
+            if let Some(s) = staged.take() {
+                inner.staged.insert(start, s);
+            }
+        }
+        r
+    })
+    .unwrap_or(0);
     drop(staged);
     inner.stats.pages_in.fetch_add(installed, Relaxed);
     if installed > 0 && !first_touch && inner.incompressible.is_marked(start) {
@@ -220,7 +105,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     }
     inner.stats.record_latency(t0.elapsed());
     if inner.usage().total() > inner.limit.saturating_sub(inner.folio_bytes() as u64 * 4) {
-        inner.wake_kswapd();
+        inner.reclaim_wait.wake_kswapd();
     }
     true
 }
@@ -243,7 +128,7 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
         return;
     }
     let nr_pages = (inner.mapping.len() / PAGE_SIZE) as u32;
-    let untouched = |p: u32| !inner.is_resident(p) && inner.group.peek(p).kind == Kind::Empty;
+    let untouched = |p: u32| !inner.pages.is_resident(p) && inner.group.peek(p).kind == Kind::Empty;
     for k in 0..window {
         let start = from + k * inner.folio_pages;
         if start + inner.folio_pages > nr_pages
@@ -255,16 +140,20 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
         let folio = inner.group.lock_folio(start, inner.folio_order);
         let still = folio
             .offsets()
-            .all(|p| !inner.is_resident(p) && folio.state(p).kind == Kind::Empty);
-        if !still || inner.swapcache.contains(start) {
+            .all(|p| !inner.pages.is_resident(p) && folio.state(p).kind == Kind::Empty);
+        if !still || inner.staged.contains(start) {
             return;
         }
         let gate = inner.mapping.gate();
-        if pending_mask(inner, folio.start(), folio.end()).is_some() {
+        if inner
+            .discards
+            .pending_mask(folio.start(), folio.end())
+            .is_some()
+        {
             return;
         }
         // Queued before anything goes in, as a fault does (a stale entry is skipped).
-        inner.queue_for_reclaim(start);
+        inner.lru.queue(start);
         // Present already (not ours to know of), or the mapping is changing: leave the rest
         // to faults; what went in before the stop is settled.
         let (done, go_on) = match inner.mapping.map_zeros(&gate, start, folio_bytes, write) {
@@ -272,7 +161,7 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
             Err(done) => (done, false),
         };
         for p in start..start + (done / PAGE_SIZE) as u32 {
-            inner.set_resident(p, true);
+            inner.pages.set_resident(p, true);
         }
         if done > 0 {
             // Brought in by the fault that triggered it: counted in its pages per fault.
@@ -288,421 +177,54 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
     }
 }
 
-/// The folio is still staged: move it back. Its stored copy is dropped, since the program may
-/// now write the page.
-fn from_swapcache(
-    inner: &Inner,
-    gate: &Gate,
-    folio: &FolioLock,
-    staged: &mut StagedFolio,
-) -> Result<u64, Stop> {
-    match inner.mapping.move_back(gate, staged, folio.start()) {
-        Ok(Filled::All) => {}
-        Ok(Filled::PageExists { done }) => {
-            // Nothing installs into a folio without its lock, which we hold: a present page
-            // here means the bookkeeping is wrong, and dropping the staged pages behind it
-            // would lose data. Stop (the process is stopped with us).
-            panic!("page {done} bytes into a staged folio is already present");
-        }
-        Err((done, Stop::Again)) => {
-            // The pages moved before the stop are in the region, writable: settle them as
-            // an install does. Left uncounted, with the engine's copies kept, they would stay
-            // outside the limit, and a later install would count copies they have outgrown.
-            // (The retry goes on after them: the staged folio keeps its progress, since a
-            // move from the start again would find them present and stop there.)
-            for p in folio.start()..folio.start() + (done / PAGE_SIZE) as u32 {
-                inner.set_resident(p, true);
-                inner.group.invalidate_page(folio, p);
-            }
-            return Err(Stop::Again);
-        }
-        Err((_, Stop::Gone)) => return Err(Stop::Gone),
+/// A write hit a write-protected page of the region at `addr`. False if left undone, as
+/// `serve_fault`.
+pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
+    let Some((_, start)) = faulting_folio(inner, addr) else {
+        return true;
+    };
+    if spare_leaves(inner, start) {
+        return false;
     }
+    let folio = inner.lock_folio_for_event(start);
+    inner.stats.wp_faults.fetch_add(1, Relaxed);
+    // The folio's pages are one unit: the engine's copies of all of them go, so reclaim
+    // stores the folio whole next time.
+    let mut dropped = false;
     for p in folio.offsets() {
-        inner.set_resident(p, true);
+        if inner.pages.is_resident(p) && crate::clean::held(folio.state(p).kind) {
+            inner.group.invalidate_page(&folio, p);
+            dropped = true;
+        }
     }
-    inner.group.invalidate(folio);
-    inner.stats.faults_swapcache.fetch_add(1, Relaxed);
-    crate::readahead::after_swapin(inner, folio.start());
-    Ok(u64::from(folio.nr_pages()))
-}
-
-/// Bring the folio's missing pages back from the engine. `pending`: pages with a discard
-/// pending, read under `gate`; if any of them is missing, nothing is installed yet.
-fn from_engine(
-    inner: &Inner,
-    folio: &FolioLock,
-    page: u32,
-    write: bool,
-    (gate, pending): (&mut Gate, Option<&[bool]>),
-    unread_here: &mut Vec<u32>,
-) -> Result<u64, Stop> {
-    let nr = folio.nr_pages() as usize;
-    let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
-    let mut missing: Vec<u32> = folio.offsets().filter(|&p| !inner.is_resident(p)).collect();
-    if missing.is_empty() {
-        if is_pending(page) || uffd::page_in_mapping(inner.mapping.page_addr(page)).unwrap_or(true)
-        {
-            // Installed meanwhile by someone who held the folio before us (or discarded, and
-            // the discard is about to be processed), and maybe swapped out by the kernel
-            // since: an access swaps it back in without a userfault.
-            inner.stats.redundant.fetch_add(1, Relaxed);
-            inner.mapping.wake(inner.mapping.page_addr(page), PAGE_SIZE);
-            return Ok(0);
-        }
-        lost_track(inner, folio, page);
-        missing.push(page);
+    if dropped {
+        inner.clean.dirtied();
     }
-    if missing.iter().any(|&p| is_pending(p)) {
-        // A discard of some of these pages is read but not processed yet. Installed now, a
-        // page could land before the kernel's zap (and be zapped while counted resident) or
-        // after it, and then be processed away with the discard: a write the program made
-        // after its madvise returned would be lost. Wait for the processing (events.rs),
-        // which waits for the zap; the faulting thread retries meanwhile.
-        inner.stats.redundant.fetch_add(1, Relaxed);
-        inner.mapping.wake(inner.mapping.page_addr(page), PAGE_SIZE);
-        return Ok(0);
-    }
-    let whole = pending.is_none()
-        && missing.len() == nr
-        && folio.offsets().all(|p| folio.state(p).kind != Kind::Empty);
-    let first_touch = folio.offsets().all(|p| folio.state(p).kind == Kind::Empty);
-    FOLIO_BUF.with(|buf| {
-        let mut guard = buf.borrow_mut();
-        let buf = folio_buf(&mut guard, nr);
-        if whole && load_whole(inner, folio, write, buf, gate)? {
-            inner.stats.faults_folio.fetch_add(1, Relaxed);
-            crate::readahead::after_swapin(inner, folio.start());
-            return Ok(nr as u64);
+    let len = folio.nr_pages() as usize * PAGE_SIZE;
+    // Lifts the protection of whatever is present and wakes the writers; a page moved out
+    // meanwhile faults again as missing. A gone range ends it too: the writers are woken where
+    // it was.
+    let unprotected = crate::events::retry(inner, |gate| {
+        // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
+        let folio_addr = inner.mapping.page_addr(start);
+        match inner.mapping.write_unprotect(gate, folio_addr, len) {
+            Ok(()) | Err(Stop::Gone) => Ok(folio_addr),
+            Err(Stop::Again) => Err(Stop::Again),
         }
-        // Page by page: each missing page from wherever it is; runs installed together.
-        let mut poisoned = Vec::new();
-        let mut unread = 0;
-        let mut ready = vec![false; nr];
-        let mut reads = || {
-            for &p in &missing {
-                let i = (p - folio.start()) as usize;
-                let out = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
-                match inner.group.read_page(folio, p, out) {
-                    Ok(Kind::Empty) => {
-                        // A first touch installs from `ZEROS` (every run of it is a zero
-                        // run): nothing to clear here.
-                        if !first_touch {
-                            out.fill(0);
-                        }
-                        ready[i] = true;
-                    }
-                    Ok(_) => {
-                        ready[i] = true;
-                        inner.read_failed.lock().remove(&p);
-                    }
-                    Err(e)
-                        if e.kind == LoadErrorKind::ReadError
-                            && (unread_here.contains(&p) || inner.read_failed.lock().insert(p)) =>
-                    {
-                        // The first time the device fails this page, it is left missing rather
-                        // than poisoned: a fault event can be stale (its thread was woken by an
-                        // install since, and the page evicted again), and poisoning destroys what
-                        // a transient error had only hidden. A thread still waiting is woken
-                        // with the rest and faults again; then the page is poisoned. (This
-                        // fault starting over, after events, is not a second fault.)
-                        if !unread_here.contains(&p) {
-                            unread_here.push(p);
-                        }
-                        unread += 1;
-                    }
-                    Err(_) => {
-                        inner.read_failed.lock().remove(&p);
-                        poisoned.push(p);
-                    }
-                }
-            }
-        };
-        let on_disk = missing.iter().any(|&p| folio.state(p).kind == Kind::OnDisk);
-        Gate::unlocked(gate, || match on_disk {
-            true => crate::spare::blocking(inner, &mut reads),
-            false => reads(),
-        });
-        discard_read_meanwhile(inner, folio, missing.iter().copied())?;
-        let mut i = 0;
-        while i < nr {
-            if !ready[i] {
-                i += 1;
-                continue;
-            }
-            let mut j = i;
-            while j < nr && ready[j] {
-                j += 1;
-            }
-            let first = folio.start() + i as u32;
-            let zero_run = (i..j).all(|k| {
-                let p = folio.start() + k as u32;
-                let st = folio.state(p);
-                st.kind == Kind::Empty || (st.kind == Kind::Zero && st.payload == 0)
-            });
-            let mut present = Vec::new();
-            // A zero run comes from zeros, whatever the buffer holds (a first touch leaves
-            // it as it was).
-            let src = match zero_run {
-                true => Source::Zeros {
-                    len: (j - i) * PAGE_SIZE,
-                    write,
-                },
-                false => Source::Data(&buf[i * PAGE_SIZE..j * PAGE_SIZE]),
-            };
-            let r = install(inner, gate, first, src, false, &mut present);
-            installed_run(inner, folio, first, j - i, r, &present)?;
-            i = j;
-        }
-        for &p in &poisoned {
-            poison(inner, gate, folio, p)?;
-        }
-        let counter = if first_touch {
-            &inner.stats.faults_first_touch
-        } else {
-            &inner.stats.faults_pages
-        };
-        counter.fetch_add(1, Relaxed);
-        Ok((missing.len() - poisoned.len() - unread) as u64)
-    })
-}
-
-/// Load the whole held folio, every page of which the engine holds, and install it with one
-/// copy (the caller has queued it for reclaim). False when the load failed (the caller falls back to page by page, which finds and
-/// poisons the bad page).
-pub(crate) fn load_whole(
-    inner: &Inner,
-    folio: &FolioLock,
-    write: bool,
-    buf: &mut [u8],
-    gate: &mut Gate,
-) -> Result<bool, Stop> {
-    let nr = folio.nr_pages() as usize;
-    let on_disk = folio.offsets().any(|p| folio.state(p).kind == Kind::OnDisk);
-    let loaded = Gate::unlocked(gate, || match on_disk {
-        true => crate::spare::blocking(inner, || inner.group.read_folio(folio, buf)),
-        false => inner.group.read_folio(folio, buf),
     });
-    discard_read_meanwhile(inner, folio, folio.offsets())?;
-    let Ok(loaded) = loaded else {
-        return Ok(false);
-    };
-    inner.forget_read_failures(folio);
-    let from_disk = loaded.disk == nr as u32;
-    // Only read so far, and all of it from disk, or part of a scan that drops it behind
-    // soon: keep the engine's copy (clean.rs).
-    let clean = !write
-        && (from_disk || crate::readahead::dropped_behind_soon(inner, folio.start()))
-        && inner.clean.keep();
-    let mut present = Vec::new();
-    let result = install(
-        inner,
-        gate,
-        folio.start(),
-        Source::Data(buf),
-        clean,
-        &mut present,
-    );
-    if clean {
-        installed_clean(inner, folio, result, &present)?;
-    } else {
-        installed_run(inner, folio, folio.start(), nr, result, &present)?;
+    if let Some(folio_addr) = unprotected {
+        inner.mapping.wake(folio_addr, len);
     }
-    Ok(true)
+    true
 }
 
-/// The engine reads a folio's pages with the gate given up (`Gate::unlocked`): a read from
-/// disk can take milliseconds, and every handler that reads events waits for the gate
-/// alone, so held across reads it made every fault wait for the disk. The folio lock, held
-/// throughout, keeps reclaim, other faults and a discard's processing away from the folio;
-/// a discard *read* meanwhile is seen here, once the gate is held again, and the install
-/// starts over (it then waits for the processing, as any install does).
-fn discard_read_meanwhile(
-    inner: &Inner,
-    folio: &FolioLock,
-    mut to_install: impl Iterator<Item = u32>,
-) -> Result<(), Stop> {
-    match pending_mask(inner, folio.start(), folio.end()) {
-        Some(m) if to_install.any(|p| m[(p - folio.start()) as usize]) => Err(Stop::Again),
-        _ => Ok(()),
+/// This thread is the spare and the fault's folio at `start` is held: the fault is left to
+/// a regular handler (only they may wait for a folio, spare.rs). A holder that comes between
+/// this check and the lock is waited for, as any handler would.
+fn spare_leaves(inner: &Inner, start: u32) -> bool {
+    let leave = crate::spare::is_spare() && inner.group.is_locked(start);
+    if leave {
+        inner.stats.spare_deferred.fetch_add(1, Relaxed);
     }
-}
-
-/// The page faulted as missing, is not mapped, and yet is marked resident: our bookkeeping
-/// lost track of it, and without this the faulting thread would be woken to fault again
-/// forever. If the engine holds the page, it is served from there; if nothing does, its data
-/// is gone, and the process is stopped rather than handed zeros (invariant 7).
-fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
-    if crate::events::zapped_late(inner, folio, page) {
-        return; // served as the zero page it now is
-    }
-    let held = folio.state(page).kind != Kind::Empty;
-    inner.stats.lost_track.fetch_add(1, Relaxed);
-    // What the folio looks like, for the report: state, resident, mapped, page by page.
-    let pages: Vec<String> = folio
-        .offsets()
-        .map(|p| {
-            let mapped = uffd::page_mapped(inner.mapping.page_addr(p)).unwrap_or(true);
-            let (r, m) = (inner.is_resident(p) as u8, mapped as u8);
-            format!(
-                "{p}:{:?}/r{r}/m{m}/{}",
-                folio.state(p).kind,
-                inner.resident_trail(p)
-            )
-        })
-        .collect();
-    // The kernel's view of the page (present, swap or migration entry, or nothing).
-    let pagemap = |addr: usize| -> String {
-        use std::io::{Read, Seek, SeekFrom};
-        let mut e = [0u8; 8];
-        let r = std::fs::File::open("/proc/self/pagemap").and_then(|mut f| {
-            f.seek(SeekFrom::Start((addr / PAGE_SIZE * 8) as u64))?;
-            f.read_exact(&mut e)
-        });
-        match r {
-            Ok(()) => format!("{:#018x}", u64::from_le_bytes(e)),
-            Err(err) => err.to_string(),
-        }
-    };
-    crate::region::report(format_args!(
-        "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it; \
-         pagemap entry {}; folio {}; {:?}",
-        if held { "holds" } else { "does not hold" },
-        pagemap(inner.mapping.page_addr(page)),
-        pages.join(" "),
-        inner.stats.snapshot(),
-    ));
-    assert!(
-        held,
-        "page {page} lost: stopping rather than handing out zeros"
-    );
-    inner.set_resident(page, false);
-}
-
-/// After an install of `n` pages from `first`: mark what went in as present and free the
-/// engine's copies of it (invariant 2: only now). On a stop, the pages that went in before it
-/// are settled the same way, so starting over never installs a page twice.
-fn installed_run(
-    inner: &Inner,
-    folio: &FolioLock,
-    first: u32,
-    n: usize,
-    result: Result<(), (usize, Stop)>,
-    present: &[u32],
-) -> Result<(), Stop> {
-    let (done, stop) = match result {
-        Ok(()) => (n, None),
-        Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
-    };
-    count_swapins(inner, folio, first, done, present);
-    for p in first..first + done as u32 {
-        if left_mapped(inner, p, present) {
-            continue;
-        }
-        inner.set_resident(p, true);
-        inner.group.invalidate_page(folio, p);
-    }
-    match stop {
-        None => Ok(()),
-        Some(s) => Err(s),
-    }
-}
-
-/// A folio installed write-protected with its disk copy kept: mark what went in as present
-/// and wake the faulting threads; the engine keeps every entry (clean.rs). On a stop, the
-/// pages that went in stay so (clean, protected) and the rest are served again.
-fn installed_clean(
-    inner: &Inner,
-    folio: &FolioLock,
-    result: Result<(), (usize, Stop)>,
-    present: &[u32],
-) -> Result<(), Stop> {
-    let nr = folio.nr_pages() as usize;
-    let (done, stop) = match result {
-        Ok(()) => (nr, None),
-        Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
-    };
-    count_swapins(inner, folio, folio.start(), done, present);
-    for p in folio.start()..folio.start() + done as u32 {
-        if !left_mapped(inner, p, present) {
-            inner.set_resident(p, true);
-        }
-    }
-    if done > 0 {
-        inner.stats.clean_installs.fetch_add(1, Relaxed);
-        inner.clean.installed();
-    }
-    match stop {
-        None => Ok(()),
-        Some(s) => Err(s),
-    }
-}
-
-/// Count the swap-ins (zswpin, pswpin, swpin_zero) of the pages `first..first + done` of
-/// `folio` that an install put in (not those it found `present`), by where the engine held
-/// them: one swap-in of the folio's order when the engine held the whole folio and all of
-/// it went in at once, else one of order 0 a page. Counted here, once the install went
-/// through and before the entries go, not by the engine's load: a fault that starts over
-/// loads again, and would count its pages twice.
-fn count_swapins(inner: &Inner, folio: &FolioLock, first: u32, done: usize, present: &[u32]) {
-    let installed = || (first..first + done as u32).filter(|p| !present.contains(p));
-    let whole = first == folio.start()
-        && done == folio.nr_pages() as usize
-        && present.is_empty()
-        && installed().all(|p| folio.state(p).kind != Kind::Empty);
-    let mut loaded = zswap::zswap::Loaded::default();
-    for p in installed() {
-        let kind = folio.state(p).kind;
-        if whole {
-            loaded.add(kind);
-        } else if kind != Kind::Empty {
-            let mut one = zswap::zswap::Loaded::default();
-            one.add(kind);
-            inner.group.count_swapin(one, 0);
-        }
-    }
-    if whole {
-        inner.group.count_swapin(loaded, folio.order());
-    }
-}
-
-/// A page an install found present that a discard left mapped (events.rs: `MADV_FREE`, or a
-/// zap later than the wait) stays uncounted: counted resident, reclaim could move it out
-/// ahead of a late zap and bring its old data back after the program's `madvise` returned.
-fn left_mapped(inner: &Inner, p: u32, present: &[u32]) -> bool {
-    present.contains(&p) && inner.is_discarded(p)
-}
-
-/// Install `src` at page `first` of the region (`Mapping::install`), counting the pages it
-/// found present as redundant.
-fn install(
-    inner: &Inner,
-    gate: &Gate,
-    first: u32,
-    src: Source,
-    protect: bool,
-    present: &mut Vec<u32>,
-) -> Result<(), (usize, Stop)> {
-    let before = present.len();
-    let r = inner.mapping.install(gate, first, src, protect, present);
-    inner
-        .stats
-        .redundant
-        .fetch_add((present.len() - before) as u64, Relaxed);
-    r
-}
-
-/// The page cannot be read back: the program gets SIGBUS on it, not zeros. A page poisoned
-/// already (a second fault on it was queued before its marker went in) gets the marker again
-/// (it is there: the ioctl finds it) and is not counted twice.
-fn poison(inner: &Inner, gate: &Gate, folio: &FolioLock, page: u32) -> Result<(), Stop> {
-    let again = folio.state(page).kind == Kind::Poisoned;
-    inner.mapping.poison(gate, page)?;
-    if !again {
-        inner.group.mark_poisoned(folio, page);
-        inner.stats.poisoned.fetch_add(1, Relaxed);
-        // Rare and final for the page's data: say which page, once.
-        log::error!("page {page} of the region cannot be read back: poisoned (SIGBUS on access)");
-    }
-    Ok(())
+    leave
 }

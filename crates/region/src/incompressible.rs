@@ -182,7 +182,7 @@ impl IncompressibleFolios {
         self.found.fetch_add(1, Relaxed);
     }
 
-    /// A marked folio came back in (a fault brought it from the engine or the swap cache).
+    /// A marked folio came back in (a fault brought it from the engine or from staging).
     pub fn refaulted(&self) {
         self.tick();
         self.refaulted.fetch_add(1, Relaxed);

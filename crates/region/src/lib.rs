@@ -1,30 +1,47 @@
 //! Managed memory regions: memory that behaves like ordinary memory while the zswap engine
 //! holds its cold pages. A region joins a userfaultfd (the `uffd` crate, where all unsafe
-//! code lives) to a zswap group (the `zswap` crate): the range and every userfaultfd call on
-//! it (mapping.rs), fault handling (fault.rs), reclaim to a
-//! memory limit (reclaim.rs), the region's swap cache of staged folios (swapcache.rs), clean
-//! folios that keep their disk copy (clean.rs), incompressible folios left resident
-//! (incompressible.rs), readahead and drop-behind for sequential
-//! scans (readahead.rs), the spare handler that serves events while the others wait on the
-//! disk (spare.rs) and the discard and move events (events.rs).
+//! code lives) to a zswap group (the `zswap` crate).
+//!
+//! The parts, each owning its state (inner.rs holds them and their lock order):
+//! - the range and every userfaultfd call on it (mapping.rs);
+//! - actions: the handler threads (handler.rs) hand faults to fault.rs, which swaps folios in
+//!   (swapin.rs); reclaim moves them out to a memory limit (reclaim.rs); events.rs reads
+//!   events and processes discards;
+//! - state: page flags (page_flags.rs), the LRU (lru.rs), staged folios (staged.rs),
+//!   discards (discards.rs), deferred events (deferred.rs), read failures
+//!   (read_failures.rs), reclaim's waits (reclaim_wait.rs), the spare handler (spare.rs);
+//! - policies, which decide and never touch the mapping: clean folios (clean.rs),
+//!   incompressible folios (incompressible.rs), readahead and drop-behind (readahead.rs).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod charge;
 mod clean;
 mod config;
+mod deferred;
+mod discards;
 mod events;
 mod fault;
+mod folio_buf;
 mod folio_queue;
+mod handler;
 mod incompressible;
+mod inner;
+mod lru;
 mod mapping;
+mod page_flags;
+mod read_failures;
 mod readahead;
 mod reclaim;
+mod reclaim_wait;
 mod region;
 mod spare;
+mod staged;
 mod stats;
-mod swapcache;
+mod swapin;
+mod threads;
 
-pub use config::{ConfigError, RegionConfig};
-pub use region::{Region, RegionError, Usage, UsageProbe};
+pub use config::{ConfigError, Policies, RegionConfig};
+pub use inner::Usage;
+pub use region::{Region, RegionError, UsageProbe};
 pub use stats::RegionStatsSnapshot;

@@ -1,7 +1,7 @@
 //! Sequential scans of swapped-out memory: readahead in front of the scan, drop-behind
 //! behind it.
 //!
-//! A fault that swapped a whole folio in (from the region's swap cache, the pool or the swap
+//! A fault that swapped a whole folio in (staged, from the pool or from the swap
 //! file) looks for a recent swap-in a little before it (one per stream: several threads may
 //! scan at once). Finding one, it is part of a sequential scan, and:
 //! - **readahead**: the folios after it are queued, and readahead threads bring in those that
@@ -17,136 +17,142 @@
 //!   The folios behind a scan that came from disk are still clean, so they leave without a
 //!   store. (The page cache drops behind a sequential read in the same way, and MRU order is
 //!   the known answer for cyclic scans larger than memory.)
+//!
+//! This part decides; swapin.rs reads ahead (`readahead_loop`) and the LRU drops behind.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::Relaxed;
+use std::iter::StepBy;
+use std::ops::Range;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
-use zswap::swap::Kind;
 use zswap::PAGE_SIZE;
-
-use crate::events::pending_mask;
-use crate::region::Inner;
-
-/// How far ahead: 512 KiB, at least one folio, at most 16.
-fn window_folios(inner: &Inner) -> u32 {
-    ((512 << 10) / inner.folio_bytes() as u32).clamp(1, 16)
-}
 
 /// Streams remembered (a thread scanning each).
 const STREAMS: usize = 8;
 
-#[derive(Debug, Default)]
+/// How far ahead: 512 KiB, at least one folio, at most 16.
+const WINDOW_BYTES: usize = 512 << 10;
+const WINDOW_MAX_FOLIOS: u32 = 16;
+
+#[derive(Debug)]
 pub(crate) struct Readahead {
     /// Folio starts to read ahead, oldest first.
     queue: Mutex<VecDeque<u32>>,
     wake: Condvar,
     /// The last swap-in fault of each recent stream (folio start + 1; 0: empty).
     streams: Mutex<[u32; STREAMS]>,
+    folio_pages: u32,
+    nr_pages: u32,
+    /// Folios a scan has passed are dropped behind (`RegionConfig::drop_behind`).
+    drop_behind: bool,
 }
 
-/// The stream (index in `streams`) whose last swap-in lies at most a window (plus one)
-/// before `start`: the folios between were read ahead, or were resident.
-fn stream_before(inner: &Inner, streams: &[u32; STREAMS], start: u32) -> Option<usize> {
-    let reach = (window_folios(inner) + 1) * inner.folio_pages;
-    streams
-        .iter()
-        .position(|&s| s != 0 && s - 1 < start && start - (s - 1) <= reach)
-}
-
-/// Whether swapping in the folio at `start` would continue a sequential scan, which drops it
-/// behind soon after (with drop-behind on): such a folio keeps its pool copy (clean.rs).
-pub(crate) fn dropped_behind_soon(inner: &Inner, start: u32) -> bool {
-    inner.drop_behind && stream_before(inner, &inner.readahead.streams.lock(), start).is_some()
-}
-
-/// A fault swapped in the whole folio at `start`.
-pub(crate) fn after_swapin(inner: &Inner, start: u32) {
-    let fp = inner.folio_pages;
-    let window = window_folios(inner);
-    let previous = {
-        let mut streams = inner.readahead.streams.lock();
-        let found = stream_before(inner, &streams, start);
-        let slot = found.unwrap_or_else(|| {
-            // A new stream replaces the oldest (entries move up as they are used).
-            streams.rotate_right(1);
-            0
-        });
-        let previous = found.map(|i| streams[i] - 1);
-        streams[slot] = start + 1;
-        previous
-    };
-    let Some(previous) = previous else {
-        return;
-    };
-    if inner.drop_behind {
-        crate::reclaim::drop_behind(inner, (previous..start).step_by(fp as usize));
-    }
-    let nr_pages = (inner.mapping.len() / PAGE_SIZE) as u32;
-    let mut queue = inner.readahead.queue.lock();
-    for k in 1..=window {
-        let next = start + k * fp;
-        if next >= nr_pages {
-            break;
-        }
-        if !queue.contains(&next) {
-            queue.push_back(next);
+impl Readahead {
+    /// Readahead for a region of `nr_pages` pages in folios of `folio_pages`.
+    pub fn new(folio_pages: u32, nr_pages: u32, drop_behind: bool) -> Self {
+        Readahead {
+            queue: Mutex::new(VecDeque::new()),
+            wake: Condvar::new(),
+            streams: Mutex::new([0; STREAMS]),
+            folio_pages,
+            nr_pages,
+            drop_behind,
         }
     }
-    // Bounded: a stale backlog is worse than none.
-    while queue.len() > 4 * window as usize {
-        queue.pop_front();
-    }
-    drop(queue);
-    inner.readahead.wake.notify_one();
-}
 
-pub(crate) fn readahead_loop(inner: &Inner) {
-    while !inner.stop.load(Relaxed) {
-        let next = {
-            let mut queue = inner.readahead.queue.lock();
-            if queue.is_empty() {
-                inner
-                    .readahead
-                    .wake
-                    .wait_for(&mut queue, Duration::from_millis(100));
+    /// The window, in folios.
+    fn window(&self) -> u32 {
+        (WINDOW_BYTES as u32 / (self.folio_pages * PAGE_SIZE as u32)).clamp(1, WINDOW_MAX_FOLIOS)
+    }
+
+    /// The stream (index in `streams`) whose last swap-in lies at most a window (plus one)
+    /// before `start`: the folios between were read ahead, or were resident.
+    fn stream_before(&self, streams: &[u32; STREAMS], start: u32) -> Option<usize> {
+        let reach = (self.window() + 1) * self.folio_pages;
+        streams
+            .iter()
+            .position(|&s| s != 0 && s - 1 < start && start - (s - 1) <= reach)
+    }
+
+    /// Whether swapping in the folio at `start` would continue a sequential scan, which drops
+    /// it behind soon after (with drop-behind on): such a folio keeps its pool copy
+    /// (clean.rs).
+    pub fn dropped_behind_soon(&self, start: u32) -> bool {
+        self.drop_behind && self.stream_before(&self.streams.lock(), start).is_some()
+    }
+
+    /// A fault swapped in the whole folio at `start`. If that continues a scan, the folios
+    /// ahead of it are queued for readahead, and the folios the scan has passed since its
+    /// last swap-in are returned, to be dropped behind (None with drop-behind off).
+    pub fn swapped_in(&self, start: u32) -> Option<StepBy<Range<u32>>> {
+        let fp = self.folio_pages;
+        let window = self.window();
+        let previous = {
+            let mut streams = self.streams.lock();
+            let found = self.stream_before(&streams, start);
+            let slot = found.unwrap_or_else(|| {
+                // A new stream replaces the oldest (entries move up as they are used).
+                streams.rotate_right(1);
+                0
+            });
+            let previous = found.map(|i| streams[i] - 1);
+            streams[slot] = start + 1;
+            previous
+        }?;
+        let mut queue = self.queue.lock();
+        for k in 1..=window {
+            let next = start + k * fp;
+            if next >= self.nr_pages {
+                break;
             }
-            queue.pop_front()
-        };
-        if let Some(start) = next {
-            read_ahead(inner, start);
+            if !queue.contains(&next) {
+                queue.push_back(next);
+            }
         }
+        // Bounded: a stale backlog is worse than none.
+        while queue.len() > 4 * window as usize {
+            queue.pop_front();
+        }
+        drop(queue);
+        self.wake.notify_one();
+        self.drop_behind
+            .then(|| (previous..start).step_by(fp as usize))
+    }
+
+    /// The next folio to read ahead, waiting up to `timeout` for one.
+    pub fn next(&self, timeout: Duration) -> Option<u32> {
+        let mut queue = self.queue.lock();
+        if queue.is_empty() {
+            self.wake.wait_for(&mut queue, timeout);
+        }
+        queue.pop_front()
     }
 }
 
-/// Bring in the folio at `start` if it is wholly out and wholly on disk.
-fn read_ahead(inner: &Inner, start: u32) {
-    crate::reclaim::throttle(inner);
-    let folio = inner.group.lock_folio(start, inner.folio_order);
-    let out_on_disk = folio
-        .offsets()
-        .all(|p| !inner.is_resident(p) && folio.state(p).kind == Kind::OnDisk);
-    if !out_on_disk || inner.swapcache.contains(start) {
-        return;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scan_reads_ahead_and_drops_behind() {
+        // 64 KiB folios: a window of 8.
+        let ra = Readahead::new(16, 16 * 64, true);
+        assert!(ra.swapped_in(0).is_none(), "a new stream");
+        assert!(ra.dropped_behind_soon(32));
+        let passed: Vec<u32> = ra.swapped_in(32).unwrap().collect();
+        assert_eq!(passed, [0, 16]);
+        let ahead: Vec<u32> = std::iter::from_fn(|| ra.next(Duration::ZERO)).collect();
+        assert_eq!(ahead, (1..=8).map(|k| 32 + k * 16).collect::<Vec<_>>());
+        assert!(!ra.dropped_behind_soon(32 + 10 * 16), "past the window");
     }
-    let mut gate = inner.mapping.gate();
-    if pending_mask(inner, folio.start(), folio.end()).is_some() {
-        return; // a discard is on its way: leave the folio to it
+
+    #[test]
+    fn without_drop_behind_nothing_is_passed() {
+        let ra = Readahead::new(16, 16 * 64, false);
+        ra.swapped_in(0);
+        assert!(ra.swapped_in(16).is_none());
+        assert!(!ra.dropped_behind_soon(32));
+        assert_eq!(ra.next(Duration::ZERO), Some(32));
     }
-    inner.queue_for_reclaim(start);
-    let done = crate::fault::with_folio_buf(folio.nr_pages() as usize, |buf| {
-        crate::fault::load_whole(inner, &folio, false, buf, &mut gate)
-    });
-    drop(gate);
-    drop(folio);
-    // On a stop (events pending, range gone) what went in is settled; the rest stays out.
-    if let Ok(true) = done {
-        inner.stats.readahead_folios.fetch_add(1, Relaxed);
-    }
-    // Threads that faulted on the folio before it went in resume now, rather than when a
-    // handler reads their fault and finds the folio present.
-    inner
-        .mapping
-        .wake(inner.mapping.page_addr(start), inner.folio_bytes());
 }

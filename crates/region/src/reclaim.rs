@@ -1,4 +1,4 @@
-//! Reclaim: keeps a region's resident + swap cache + pool bytes under its limit, in folios.
+//! Reclaim: keeps a region's resident + staged + pool bytes under its limit, in folios.
 //!
 //! A kswapd thread works in the background down to a low watermark below the limit; a fault
 //! that would take the region past the limit reclaims first (direct reclaim), before it takes
@@ -6,13 +6,13 @@
 //!
 //! The coldest folio is the one that came in longest ago (FIFO), except that folios a
 //! sequential scan has passed go first (drop-behind, readahead.rs), and folios found
-//! incompressible that came back in are passed over (incompressible.rs); the swap cache gives
+//! incompressible that came back in are passed over (incompressible.rs); staging gives
 //! a folio faulted again soon after eviction its second chance. Evicting a folio:
 //! 1. lock it in the engine's swap cache (waiting for a fault that owns it);
 //! 2. move its pages out of the mapping with one `UFFDIO_MOVE` into staging: from here a
 //!    program access faults and waits for the lock, so no write can be lost;
 //! 3. store it (compress) or, failing that, write it to the swap file;
-//! 4. keep the staged copy in the region's swap cache, or, if nothing took the folio, move
+//! 4. keep the staged copy (staged.rs), or, if nothing took the folio, move
 //!    it back: it stays resident and nothing is lost.
 //!
 //! With 4 KiB folios, a cold folio's cold neighbours go with it: one move of up to 64 KiB,
@@ -26,24 +26,22 @@ use zswap::swap::FolioLock;
 use zswap::zswap::{StoreError, SwapOutResult};
 use zswap::PAGE_SIZE;
 
-use crate::events::pending_mask;
-use crate::region::Inner;
+use crate::charge::BATCH_PAGES;
+use crate::inner::Inner;
+use crate::lru::Coldest;
 
 /// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
 fn margin(inner: &Inner) -> u64 {
     (inner.folio_bytes() as u64 * 4).max(inner.limit / 64)
 }
 
+/// How often kswapd looks at the region unwoken: it also gives back freed staging slots and
+/// compacts the pool while idle.
+const KSWAPD_PERIOD: Duration = Duration::from_millis(20);
+
 pub(crate) fn kswapd_loop(inner: &Inner) {
     loop {
-        {
-            let (m, c) = &inner.kswapd_wake;
-            let mut woken = m.lock();
-            if !*woken {
-                c.wait_for(&mut woken, Duration::from_millis(20));
-            }
-            *woken = false;
-        }
+        inner.reclaim_wait.kswapd_sleep(KSWAPD_PERIOD);
         if inner.stop.load(Relaxed) {
             return;
         }
@@ -88,16 +86,51 @@ pub(crate) fn reclaim_to(inner: &Inner, target: u64, kept_max: usize) {
     }
 }
 
-/// Evict the coldest folio (or, with none left, drop the oldest swap cache entry). False
+/// How long `wait_for_reclaim` waits for another reclaimer to free something.
+const RECLAIM_PATIENCE: Duration = Duration::from_millis(200);
+
+/// Reclaim until the region holds at most `target` bytes, or nothing resident or staged is
+/// left, for a caller that asked for it (`Region::reclaim_to`). kswapd may be evicting at the
+/// same time: a folio it has in flight, or has just failed to store and queued again, is not
+/// the end. While another reclaimer (or a discard) frees something, the caller tries again;
+/// it stops once nothing was freed for `RECLAIM_PATIENCE` after its own attempt.
+pub(crate) fn wait_for_reclaim(inner: &Inner, target: u64) {
+    let done = || {
+        let u = inner.usage();
+        u.total() <= target || (u.resident == 0 && u.staged == 0)
+    };
+    for _ in 0..100 {
+        let seen = inner.reclaim_wait.freed_count();
+        reclaim_to(inner, target, KEPT_PER_CALL);
+        if done() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + RECLAIM_PATIENCE;
+        if !inner.reclaim_wait.wait_freed(seen, deadline) {
+            return;
+        }
+    }
+}
+
+/// Evict the coldest folio (or, with none left, drop the oldest staged folio). False
 /// when nothing could be freed. After `kept_max` folios found incompressible and kept, the
-/// next is stored whatever it is.
+/// next is stored whatever it is. What is freed wakes those who wait for it
+/// (`wait_for_reclaim`).
 fn reclaim_one(inner: &Inner, kept_max: usize) -> bool {
-    // Near the limit, the swap cache goes first: its folios are stored already, so dropping
-    // one frees a folio at once, while evicting a resident folio into the swap cache frees
-    // nothing until the cache itself is trimmed (and the pool grows meanwhile).
-    if inner.swapcache.pages() > 0
+    let freed = free_one(inner, kept_max);
+    if freed {
+        inner.reclaim_wait.freed();
+    }
+    freed
+}
+
+fn free_one(inner: &Inner, kept_max: usize) -> bool {
+    // Near the limit, staged folios go first: they are stored already, so dropping one
+    // frees a folio at once, while evicting a resident folio into staging frees nothing
+    // until staging itself is trimmed (and the pool grows meanwhile).
+    if inner.staged.pages() > 0
         && inner.usage().total() > inner.limit.saturating_sub(margin(inner))
-        && drop_swapcache(inner)
+        && drop_staged(inner)
     {
         return true;
     }
@@ -159,16 +192,13 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
     // The queue names a folio again each time it comes back in, so it holds stale entries
     // (folios that left since): skip them here, so a caller's count of attempts means work.
     let (folio, present, behind, queued) = loop {
-        let behind = inner.inactive.lock().pop_front();
-        let (start, queued) = match behind {
-            Some(start) => (Some(start), 0),
-            None => {
-                let mut lru = inner.lru.lock();
-                (lru.pop_front(), lru.len())
-            }
-        };
-        let Some(start) = start else {
-            return match drop_swapcache(inner) {
+        let Some(Coldest {
+            start,
+            behind,
+            queued,
+        }) = inner.lru.pop_coldest()
+        else {
+            return match drop_staged(inner) {
                 true => Eviction::Freed,
                 false => Eviction::NothingLeft,
             };
@@ -176,20 +206,23 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
         // Checked under the folio's lock: a fault queues its folio before installing it, and
         // an unlocked look could take it for stale mid-install and lose it from the queue.
         let folio = inner.group.lock_folio(start, inner.folio_order);
-        let present = folio.offsets().filter(|&p| inner.is_resident(p)).count() as u32;
+        let present = folio
+            .offsets()
+            .filter(|&p| inner.pages.is_resident(p))
+            .count() as u32;
         if present == 0 {
             continue;
         }
-        if behind.is_none()
+        if !behind
             && keep_resident(inner, &folio, present)
             && inner.incompressible.pass_over(queued)
         {
             drop(folio);
-            inner.queue_for_reclaim(start);
+            inner.lru.queue(start);
             inner.stats.incompressible_skipped.fetch_add(1, Relaxed);
             continue;
         }
-        break (folio, present, behind.is_some(), queued);
+        break (folio, present, behind, queued);
     };
     if behind {
         inner.stats.dropped_behind.fetch_add(1, Relaxed);
@@ -208,7 +241,7 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
         // Partly present (part of it was discarded): evict what is there, page by page.
         let mut any = false;
         for page in folio.split() {
-            if inner.is_resident(page.start()) {
+            if inner.pages.is_resident(page.start()) {
                 any |= evict(inner, &page, false, true) == Eviction::Freed;
             }
         }
@@ -223,9 +256,6 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
     result
 }
 
-/// Pages a batch eviction moves at once, at most (`with_neighbours`).
-pub(crate) const BATCH_PAGES: usize = 16;
-
 /// The folios after the cold 4 KiB folio `head` (locked, all `present`, taken from the reclaim
 /// queue with `queued` entries left behind it) that go with it in one batch, or `head` alone
 /// (Err) when none does or batching does not apply (`single`: it is stored as-is or dropped
@@ -236,7 +266,7 @@ pub(crate) const BATCH_PAGES: usize = 16;
 /// reclaim (`perf`, bench mix: 15% of all CPU). Neighbours move with one flush. A neighbour
 /// goes only if it would go soon anyway and costs nothing to find out about: resident and
 /// unlocked (a try, never a wait: we hold `head`), its last store compressed (so it is
-/// stored, not tried or kept: incompressible.rs), not clean, not in the swap cache, and in
+/// stored, not tried or kept: incompressible.rs), not clean, not staged, and in
 /// the older half of the reclaim queue (queued at least half as long ago as `head`), so a
 /// folio in use is not taken for its place. The first that fails ends the run. A head that
 /// was queued again since the entry that named it (a stale entry: the queue names a folio
@@ -248,7 +278,7 @@ fn with_neighbours<'a>(
     queued: usize,
     single: bool,
 ) -> Result<Vec<FolioLock<'a>>, FolioLock<'a>> {
-    let head_age = inner.queue_age(head.start());
+    let head_age = inner.lru.age(head.start());
     if inner.batch_staging.is_none()
         || single
         || present != 1
@@ -259,14 +289,14 @@ fn with_neighbours<'a>(
         return Err(head);
     }
     let half_age = head_age / 2;
-    let nr_pages = (inner.mapping.len() / PAGE_SIZE) as u32;
+    let nr_pages = inner.nr_pages();
     let mut batch = vec![head];
     while batch.len() < BATCH_PAGES {
         let next = batch[batch.len() - 1].start() + 1;
         if next >= nr_pages
-            || !inner.is_resident(next)
+            || !inner.pages.is_resident(next)
             || !inner.incompressible.is_compressible(next)
-            || inner.queue_age(next) < half_age
+            || inner.lru.age(next) < half_age
         {
             break;
         }
@@ -275,10 +305,10 @@ fn with_neighbours<'a>(
         };
         // Checked again under the lock: a fault or a discard may have got there first.
         if folio.nr_pages() != 1
-            || !inner.is_resident(next)
+            || !inner.pages.is_resident(next)
             || inner.incompressible.is_marked(next)
             || crate::clean::is_clean(&folio)
-            || inner.swapcache.contains(next)
+            || inner.staged.contains(next)
         {
             break;
         }
@@ -301,7 +331,11 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     let staged = {
         // As in `evict`: held from the pending check through the move.
         let gate = inner.mapping.gate();
-        if pending_mask(inner, first, first + n as u32).is_some() {
+        if inner
+            .discards
+            .pending_mask(first, first + n as u32)
+            .is_some()
+        {
             drop(gate);
             give_up(inner, &batch[0]);
             return Eviction::Failed;
@@ -323,7 +357,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
             for (i, folio) in batch.iter().enumerate() {
                 put_back(inner, folio, &mut partial, i, PutBack::WhatMoved);
                 let p = folio.start();
-                if inner.is_resident(p)
+                if inner.pages.is_resident(p)
                     && !uffd::page_in_mapping(inner.mapping.page_addr(p)).unwrap_or(true)
                 {
                     crate::events::zapped_late(inner, folio, p);
@@ -340,7 +374,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     let mut unstored = Vec::new();
     for (i, folio) in batch.iter().enumerate() {
         let p = folio.start();
-        inner.set_resident(p, false);
+        inner.pages.set_resident(p, false);
         crate::events::left_for_the_engine(inner, p);
         let bytes = &staged.bytes()[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
         match inner.group.swap_out(folio, bytes) {
@@ -398,25 +432,10 @@ fn keep_resident(inner: &Inner, folio: &FolioLock, present: u32) -> bool {
         && inner.incompressible.keep_marked()
 }
 
-/// Most folios queued for drop-behind at once: 16 MiB of 64 KiB folios. Past it the oldest
-/// are forgotten (they stay in the FIFO); the queue is charged as metadata.
-pub(crate) const INACTIVE_MAX: usize = 256;
-
-/// A sequential scan has passed these folios: reclaim takes them before the oldest ones.
-pub(crate) fn drop_behind(inner: &Inner, starts: impl Iterator<Item = u32>) {
-    let mut inactive = inner.inactive.lock();
-    for start in starts {
-        if inactive.len() == INACTIVE_MAX {
-            inactive.pop_front();
-        }
-        inactive.push_back(start);
-    }
-}
-
-fn drop_swapcache(inner: &Inner) -> bool {
-    let dropped = inner.swapcache.drop_oldest();
+fn drop_staged(inner: &Inner) -> bool {
+    let dropped = inner.staged.drop_oldest();
     if dropped {
-        inner.stats.swapcache_dropped.fetch_add(1, Relaxed);
+        inner.stats.staged_dropped.fetch_add(1, Relaxed);
     }
     dropped
 }
@@ -462,7 +481,11 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         // for the move, and then finds the pages out of the mapping (a fault on them waits
         // for its processing, events.rs).
         let gate = inner.mapping.gate();
-        if pending_mask(inner, folio.start(), folio.end()).is_some() {
+        if inner
+            .discards
+            .pending_mask(folio.start(), folio.end())
+            .is_some()
+        {
             // A discard of these pages is read but not processed. `MADV_FREE` leaves them
             // mapped, so the program may have written them since its `madvise` returned;
             // moved out now, that write would be freed with the discard.
@@ -478,7 +501,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         match staged {
             Ok(s) => break s,
             Err(StageError::NoSlot) => {
-                if !drop_swapcache(inner) {
+                if !drop_staged(inner) {
                     give_up(inner, folio);
                     return Eviction::Failed;
                 }
@@ -493,7 +516,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
                 // A page the kernel unmapped after its discard was processed is not there to
                 // move: it reads zero now (events.rs).
                 for p in folio.offsets() {
-                    if inner.is_resident(p)
+                    if inner.pages.is_resident(p)
                         && !uffd::page_in_mapping(inner.mapping.page_addr(p)).unwrap_or(true)
                     {
                         crate::events::zapped_late(inner, folio, p);
@@ -508,7 +531,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
     // Read back from disk and not written since (clean.rs): the disk copy stands.
     let clean = keep_staged && crate::clean::is_clean(folio);
     for p in folio.offsets() {
-        inner.set_resident(p, false);
+        inner.pages.set_resident(p, false);
         crate::events::left_for_the_engine(inner, p);
     }
     if clean {
@@ -556,8 +579,8 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
     }
     inner.stats.folios_evicted.fetch_add(1, Relaxed);
     if keep_staged {
-        let dropped = inner.swapcache.insert(folio.start(), staged);
-        inner.stats.swapcache_dropped.fetch_add(dropped, Relaxed);
+        let dropped = inner.staged.insert(folio.start(), staged);
+        inner.stats.staged_dropped.fetch_add(dropped, Relaxed);
     }
     Eviction::Freed
 }
@@ -574,7 +597,7 @@ fn compresses_in_place(inner: &Inner, addr: usize, bytes: usize) -> Option<bool>
         return None;
     }
     let nr_pages = bytes / PAGE_SIZE;
-    crate::fault::with_folio_buf(nr_pages, |buf| match mem.read(addr, buf) {
+    crate::folio_buf::with_folio_buf(nr_pages, |buf| match mem.read(addr, buf) {
         Ok(n) if n == bytes => {
             let length = inner.group.stored_length_estimate(buf);
             Some(!crate::incompressible::poor(length, nr_pages as u32))
@@ -603,7 +626,7 @@ fn give_up(inner: &Inner, folio: &FolioLock) {
 /// Queue the folio for reclaim again, at the back.
 fn requeue(inner: &Inner, folio: &FolioLock) {
     let start = folio.start() & !(inner.folio_pages - 1);
-    inner.queue_for_reclaim(start);
+    inner.lru.queue(start);
 }
 
 /// What `put_back` returns.
@@ -642,10 +665,10 @@ fn put_back(
             inner.group.invalidate_page(folio, p);
         }
     }
-    inner.retry(|gate| {
+    crate::events::retry(inner, |gate| {
         // Under the gate, each time: an `mremap` read meanwhile moved the region (events.rs).
         let addr = inner.mapping.page_addr(folio.start());
-        let pending = pending_mask(inner, folio.start(), folio.end());
+        let pending = inner.discards.pending_mask(folio.start(), folio.end());
         let result = match (&pending, how) {
             (None, PutBack::All) if whole => inner
                 .mapping
@@ -679,7 +702,7 @@ fn put_back(
         if how == PutBack::All {
             for (i, p) in folio.offsets().enumerate() {
                 let gone = pending.as_ref().is_some_and(|m| m[i]);
-                inner.set_resident(p, !gone);
+                inner.pages.set_resident(p, !gone);
             }
         }
         // Threads that faulted on the folio while it was out wait for this.

@@ -15,20 +15,19 @@
 //! take) and goes on polling.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use zswap::swap::FolioLock;
-
-use crate::region::Inner;
-
 /// Spare handlers a region runs besides its `fault_threads`.
 pub(crate) const SPARE_HANDLERS: usize = 1;
 
-#[derive(Debug, Default)]
+/// When the spare is needed: the regular handlers' count, and how many handlers wait.
+#[derive(Debug)]
 pub(crate) struct SpareHandlers {
+    /// Regular fault handler threads.
+    fault_threads: usize,
     /// Fault handlers (the spare included) inside a wait that may last as long as a disk
     /// read (`blocking`).
     on_disk: AtomicUsize,
@@ -48,8 +47,10 @@ pub(crate) fn is_spare() -> bool {
     SPARE.with(Cell::get)
 }
 
-pub(crate) fn mark_handler() {
+/// This thread handles faults; `spare`: it is the spare.
+pub(crate) fn mark_handler(spare: bool) {
     HANDLER.with(|h| h.set(true));
+    SPARE.with(|s| s.set(spare));
 }
 
 /// Decrements the count of handlers on the disk, also if the read panics.
@@ -61,78 +62,42 @@ impl Drop for OnDisk<'_> {
     }
 }
 
-/// Run `wait`, which may last as long as a disk read: a read from the swap file, or taking a
-/// folio lock that someone holds (perhaps across such a read). In a fault handler, the spare
-/// polls meanwhile if this leaves no regular handler polling.
-pub(crate) fn blocking<R>(inner: &Inner, wait: impl FnOnce() -> R) -> R {
-    if !HANDLER.with(Cell::get) {
-        return wait();
-    }
-    let s = &inner.spares;
-    let _on_disk = OnDisk(&s.on_disk);
-    if s.on_disk.fetch_add(1, SeqCst) + 1 >= inner.fault_threads {
-        // Under the lock, which the spare holds from its check to its wait: not lost.
-        let _g = s.lock.lock();
-        s.needed.notify_all();
-    }
-    wait()
-}
-
-/// Lock the folio at `start` (of the region's folio size) for an event a handler serves: a
-/// folio someone holds (a fault or readahead reading it from disk, reclaim storing or writing
-/// it) may keep the handler as long as a disk read, a `blocking` wait.
-pub(crate) fn lock_folio(inner: &Inner, start: u32) -> FolioLock<'_> {
-    if !inner.group.is_locked(start) {
-        return inner.group.lock_folio(start, inner.folio_order);
-    }
-    inner.stats.folio_lock_waits.fetch_add(1, Relaxed);
-    blocking(inner, || inner.group.lock_folio(start, inner.folio_order))
-}
-
-/// This thread is the spare and the fault's folio at `start` is held: the fault is left to
-/// a regular handler (only they may wait for a folio). A holder that comes between this check
-/// and the lock is waited for, as any handler would.
-pub(crate) fn leaves(inner: &Inner, start: u32) -> bool {
-    let leave = is_spare() && inner.group.is_locked(start);
-    if leave {
-        inner.stats.spare_deferred.fetch_add(1, Relaxed);
-    }
-    leave
-}
-
-fn needed(inner: &Inner) -> bool {
-    inner.spares.on_disk.load(SeqCst) >= inner.fault_threads
-}
-
-/// The spare's thread: sleep until every regular handler is in a `blocking` wait, then serve
-/// events as a handler does until one of them is back.
-pub(crate) fn spare_loop(inner: &Inner) {
-    mark_handler();
-    SPARE.with(|s| s.set(true));
-    // Reserved once: a reader must not allocate between reads (see the uffd crate).
-    let mut events = Vec::with_capacity(uffd::EVENT_BATCH);
-    while !inner.stop.load(Relaxed) {
-        {
-            let mut g = inner.spares.lock.lock();
-            while !needed(inner) && !inner.stop.load(Relaxed) {
-                // Timed, to see `stop`.
-                inner
-                    .spares
-                    .needed
-                    .wait_for(&mut g, Duration::from_millis(100));
-            }
+impl SpareHandlers {
+    pub fn new(fault_threads: usize) -> Self {
+        SpareHandlers {
+            fault_threads,
+            on_disk: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            needed: Condvar::new(),
         }
-        while needed(inner) && !inner.stop.load(Relaxed) {
-            // A short poll: the spare should stop polling soon after a handler is back, as
-            // each poller costs every fault a wake-up.
-            let served = crate::fault::serve_events(inner, &mut events, Duration::from_millis(5));
-            inner.stats.spare_events.fetch_add(served as u64, Relaxed);
+    }
+
+    /// Run `wait`, which may last as long as a disk read: a read from the swap file, or
+    /// taking a folio lock that someone holds (perhaps across such a read). In a fault
+    /// handler, the spare polls meanwhile if this leaves no regular handler polling.
+    pub fn blocking<R>(&self, wait: impl FnOnce() -> R) -> R {
+        if !HANDLER.with(Cell::get) {
+            return wait();
         }
-        // The last poll may have taken the deferred bell's ring for events deferred (or
-        // faults left) after the queues were served: ring again for a regular handler,
-        // which serves them at once. (Not while polling: the spare would wake itself.)
-        if !inner.deferred.lock().is_empty() || !inner.left_by_spare.lock().is_empty() {
-            inner.deferred_bell.ring();
+        let _on_disk = OnDisk(&self.on_disk);
+        if self.on_disk.fetch_add(1, SeqCst) + 1 >= self.fault_threads {
+            // Under the lock, which the spare holds from its check to its wait: not lost.
+            let _g = self.lock.lock();
+            self.needed.notify_all();
+        }
+        wait()
+    }
+
+    /// Every regular handler is in a `blocking` wait.
+    pub fn needed(&self) -> bool {
+        self.on_disk.load(SeqCst) >= self.fault_threads
+    }
+
+    /// Sleep until the spare is needed, or `stopped` says so (looked at every 100 ms).
+    pub fn wait_needed(&self, stopped: impl Fn() -> bool) {
+        let mut g = self.lock.lock();
+        while !self.needed() && !stopped() {
+            self.needed.wait_for(&mut g, Duration::from_millis(100));
         }
     }
 }

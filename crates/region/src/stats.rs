@@ -76,8 +76,8 @@ macro_rules! counters {
 counters! {
     /// Faults served on a folio (its lock taken), write-protect faults on clean folios aside.
     faults,
-    /// Served from a folio still in the swap cache (staged): no decompression.
-    faults_swapcache,
+    /// Served from a folio still staged (staged.rs): no decompression.
+    faults_staged,
     /// Served from the engine (pool, disk or zero marks), whole folio in one install.
     faults_folio,
     /// Served page by page (the folio's pages were in different places).
@@ -99,8 +99,8 @@ counters! {
     /// Reclaim passes a fault ran itself, because its folio would have taken the region past
     /// its limit.
     direct_reclaim,
-    /// Staged folios dropped from the swap cache (their staging memory freed).
-    swapcache_dropped,
+    /// Staged folios dropped (their staging memory freed; the engine holds them).
+    staged_dropped,
     /// Pages the program discarded (`MADV_DONTNEED`, `MADV_FREE`, `munmap`), whatever held
     /// them freed.
     discarded_pages,

@@ -36,7 +36,7 @@ fn a_discard_into_a_staged_folio_keeps_the_rest_of_it() {
     }
     // Evict a little: the folios evicted last are still staged.
     r.reclaim_to(r.usage().total() - (1 << 20));
-    assert!(r.usage().swapcache > 0);
+    assert!(r.usage().staged > 0);
     // Discard the second page of every folio.
     let folio = 64 << 10;
     for f in 0..(4 << 20) / folio {

@@ -156,11 +156,7 @@ fn evicted_to_device<D: BackingDevice + 'static>(dev: &Arc<D>) -> Region {
     wait_pages_in(&r, (size / PAGE) as u64);
     r.reclaim_to(0);
     let u = r.usage();
-    assert_eq!(
-        u.resident + u.swapcache + u.pool,
-        0,
-        "not all evicted: {u:?}"
-    );
+    assert_eq!(u.resident + u.staged + u.pool, 0, "not all evicted: {u:?}");
     assert!(
         r.zswap().stats().get("pswpout") >= (size / PAGE) as u64,
         "the pages did not go to the device: {:?} {:?}",
@@ -641,7 +637,7 @@ fn moving_the_region_with_mremap_keeps_every_page() {
     // Pages in every place when it moves: resident, staged in the swap cache, in the pool.
     r.reclaim_to(r.usage().total() - (1 << 20));
     let u = r.usage();
-    assert!(u.resident > 0 && u.swapcache > 0 && u.pool > 0, "{u:?}");
+    assert!(u.resident > 0 && u.staged > 0 && u.pool > 0, "{u:?}");
     let before = r.as_ptr() as usize;
     r.relocate().unwrap();
     assert_ne!(
@@ -821,11 +817,11 @@ fn stress_threads_updating_their_pages_under_reclaim_lose_nothing() {
     let s = r.stats();
     let z = r.zswap().stats();
     eprintln!(
-        "{rounds} rounds; faults {} evicted {} swapcache hits {}; zswpout {} written back {} \
+        "{rounds} rounds; faults {} evicted {} staged hits {}; zswpout {} written back {} \
          pswpout {} pool limit hit {}",
         s.faults,
         s.folios_evicted,
-        s.faults_swapcache,
+        s.faults_staged,
         z.get("zswpout"),
         z.get("written_back_pages"),
         z.get("pswpout"),

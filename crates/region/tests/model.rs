@@ -388,10 +388,10 @@ impl Setup {
             self.steps,
             c.fault_threads,
             c.kswapd_threads,
-            c.keep_clean,
-            c.drop_behind,
-            c.keep_incompressible,
-            c.batch_eviction,
+            c.policies.keep_clean,
+            c.policies.drop_behind,
+            c.policies.keep_incompressible,
+            c.policies.batch_eviction,
             c.swap_discard,
             c.writeback,
             c.writethrough,
@@ -423,7 +423,7 @@ impl Setup {
     fn tolerance(&self) -> u64 {
         let c = &self.config;
         let faulting = (c.fault_threads + 1 + 4) as u64 * self.folio as u64;
-        let evicting = match self.folio == PAGE && c.batch_eviction {
+        let evicting = match self.folio == PAGE && c.policies.batch_eviction {
             true => 64 << 10,
             false => self.folio as u64,
         };

@@ -20,7 +20,7 @@ fn data_survives_reclaim_to_a_quarter_of_its_size() {
     let z = r.zswap().stats();
     assert!(z.get("zswpout") > 0);
     // Back from the pool, the swap file (the pool is only 20% of the limit) or the swap cache.
-    assert!(z.get("zswpin") + z.get("pswpin") > 0 || s.faults_swapcache > 0);
+    assert!(z.get("zswpin") + z.get("pswpin") > 0 || s.faults_staged > 0);
     // Resident + swap cache + pool stay within the limit but for a folio per thread.
     let u = r.usage();
     assert!(
@@ -60,15 +60,15 @@ fn a_fault_on_a_folio_still_in_the_swap_cache_needs_no_decompression() {
     fill(r.as_mut_slice(), 3);
     // Evict, but not so far that the swap cache itself is dropped.
     r.reclaim_to(r.usage().total() - (1 << 20));
-    assert!(r.usage().swapcache > 0, "{:?} {:?}", r.usage(), r.stats());
+    assert!(r.usage().staged > 0, "{:?} {:?}", r.usage(), r.stats());
     // The swap cache keeps the folios evicted last; reading everything meets them.
     let before = r.zswap().stats().get("zswpin");
     check(r.as_mut_slice(), 3);
     let s = r.stats();
-    assert!(s.faults_swapcache >= 1, "{s:?}");
+    assert!(s.faults_staged >= 1, "{s:?}");
     // Those faults decompressed nothing: pool loads are only the other faults' pages.
     let pool_loads = r.zswap().stats().get("zswpin") - before;
-    assert!(pool_loads <= (s.faults - s.faults_swapcache) * 16, "{s:?}");
+    assert!(pool_loads <= (s.faults - s.faults_staged) * 16, "{s:?}");
 }
 
 /// A folio whose pages are not all where a whole-folio load takes them (one discarded since

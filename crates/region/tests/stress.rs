@@ -235,7 +235,7 @@ fn locked_counters_rounds(r: &Region, secs: u64) {
         "{rounds} rounds; faults {} (swap cache {}), evicted {} ({} batches), zswpout {}, \
          written back {}, clean installs {} / evictions {} / written {}, spare handler events {}",
         s.faults,
-        s.faults_swapcache,
+        s.faults_staged,
         s.folios_evicted,
         s.batch_evictions,
         z.get("zswpout"),

@@ -44,7 +44,7 @@ fn trace_line(t0: Instant, u: &Usage, stats: &StatsSnapshot) {
          written_back_pages {}",
         t0.elapsed().as_secs_f64(),
         mib(u.resident),
-        mib(u.swapcache),
+        mib(u.staged),
         mib(u.pool),
         mib(u.metadata),
         stats.get("stored_pages"),
@@ -256,7 +256,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
     result.gauges = BTreeMap::from([
         ("pool_total_size".into(), usage.pool as i64),
         ("resident_bytes".into(), usage.resident as i64),
-        ("swapcache_bytes".into(), usage.swapcache as i64),
+        ("staged_bytes".into(), usage.staged as i64),
         ("rss_baseline_bytes".into(), baseline as i64),
         // System-wide: on an otherwise idle machine, the swap file's cached pages.
         (

@@ -1,5 +1,5 @@
-//! The swap cache of a region: folios recently evicted, kept uncompressed in staging after
-//! their store, for a while. A fault that finds its folio here moves it straight back, with
+//! Staged folios: folios recently evicted, kept uncompressed in staging after their store,
+//! for a while. A fault that finds its folio here moves it straight back, with
 //! no decompression: the second chance that the kernel's referenced bit gives, and the only
 //! access signal userspace gets for free. The engine holds a stored copy of every folio here,
 //! so dropping an entry (oldest first, when the budget is reached or a slot is needed) loses
@@ -15,7 +15,7 @@ use zswap::PAGE_SIZE;
 use crate::folio_queue::FolioQueue;
 
 #[derive(Debug)]
-pub(crate) struct SwapCacheMap {
+pub(crate) struct StagedFolios {
     /// The staged folios, and the order to drop them in (with entries of folios taken
     /// since, skipped when popped).
     inner: Mutex<(HashMap<u32, StagedFolio>, FolioQueue)>,
@@ -24,11 +24,11 @@ pub(crate) struct SwapCacheMap {
     queue_bytes: AtomicU64,
 }
 
-impl SwapCacheMap {
-    /// A swap cache of `budget_pages` for a region of `nr_folios` folios of `folio_pages`.
+impl StagedFolios {
+    /// Staged folios, at most `budget_pages` of them, for a region of `nr_folios` folios of `folio_pages`.
     pub fn new(budget_pages: u64, folio_pages: u32, nr_folios: usize) -> Self {
         let order = FolioQueue::new(folio_pages, nr_folios);
-        SwapCacheMap {
+        StagedFolios {
             queue_bytes: AtomicU64::new(order.bytes()),
             inner: Mutex::new((HashMap::new(), order)),
             pages: AtomicU64::new(0),
@@ -141,7 +141,7 @@ mod tests {
         .unwrap();
         r.as_mut_slice().fill(1);
         let inner = r.inner();
-        let map = SwapCacheMap::new(pages as u64, 1, pages);
+        let map = StagedFolios::new(pages as u64, 1, pages);
         for p in 0..pages as u32 {
             // Moved out behind the region's back, as reclaim does (never read here again).
             let folio = inner.group.lock_folio(p, 0);
@@ -158,7 +158,7 @@ mod tests {
         let queued = map.inner.lock().1.len();
         assert!(
             queued <= 64 + 1,
-            "{queued} entries queued for an empty swap cache"
+            "{queued} entries queued with nothing staged"
         );
     }
 }

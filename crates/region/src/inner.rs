@@ -1,0 +1,183 @@
+//! The state a region's threads share: its parts, each owning its own state, and the lock
+//! order between them.
+//!
+//! Where a page is: present in the mapping (`pages`, its resident bit), staged (`staged`:
+//! moved out after its store, uncompressed, still in memory), or held by the engine (pool,
+//! zero mark, swap file: `group`'s swap cache); missing otherwise. All three change only under
+//! the page's folio lock in the engine's swap cache, which is what makes concurrent faults,
+//! reclaim and discards agree.
+//!
+//! Memory accounting, like memory.high with the pool charged: resident + staged + pool +
+//! metadata bytes. Reclaim keeps it under the limit; a fault that would pass it reclaims
+//! first.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+use uffd::Staging;
+use zswap::swap::FolioLock;
+use zswap::{Zswap, ZswapGroup, PAGE_SIZE};
+
+use crate::clean::CleanTracking;
+use crate::deferred::DeferredEvents;
+use crate::discards::Discards;
+use crate::incompressible::IncompressibleFolios;
+use crate::lru::Lru;
+use crate::mapping::Mapping;
+use crate::page_flags::PageFlags;
+use crate::read_failures::ReadFailures;
+use crate::readahead::Readahead;
+use crate::reclaim_wait::ReclaimWait;
+use crate::spare::SpareHandlers;
+use crate::staged::StagedFolios;
+use crate::stats::RegionStats;
+
+/// Bytes the region holds in memory, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    /// Pages mapped in the region, in bytes.
+    pub resident: u64,
+    /// Staged folios (moved out after their store, uncompressed), and freed staging slots
+    /// not yet discarded beyond what the fixed charge holds for them, in bytes.
+    pub staged: u64,
+    /// The compressed pool's pages, the free ones it keeps for reuse included, in bytes.
+    pub pool: u64,
+    /// uzswap's own bookkeeping (the engine's state words, the page flags, the pool's handle
+    /// table and span descriptors, the LRU), charged like the kernel charges zswap's entries
+    /// to the cgroup.
+    pub metadata: u64,
+}
+
+impl Usage {
+    /// All of it, in bytes: what the memory limit is compared with.
+    pub fn total(&self) -> u64 {
+        self.resident + self.staged + self.pool + self.metadata
+    }
+}
+
+/// The state the region's threads share.
+///
+/// Lock order (a lock is taken only while holding none that comes after it):
+///
+/// ```text
+/// folio lock (the engine's swap cache: one at a time, but reclaim's batch try-locks the
+///   │         neighbours of the folio it holds, never waiting)
+///   ├─> event gate (mapping.rs: shared around every userfaultfd call that changes the range,
+///   │     │        exclusive to read events, which a thread may do holding its folio lock)
+///   │     ├─> discards       (the pending check; the discards just read are recorded)
+///   │     ├─> lru, staged, read_failures, readahead
+///   │     │                  (an install's bookkeeping)
+///   │     └─> the engine's locks (an install frees the engine's copies)
+///   └─> lru, staged, read_failures, deferred, discards, the engine's locks
+///                            (outside the gate, or with it given up)
+/// ```
+///
+/// Each part's own locks are leaves, held only for its own work: a part never calls another
+/// while holding one. `events::discard` lets `discards` go before it takes each folio lock;
+/// reclaim lets `lru` go before it locks the folio it named.
+///
+/// Events and madvise: an `madvise`, `munmap` or `mremap` of the registered range (the
+/// program's, or `Region::discard`) returns only once a handler has read its event, and the
+/// read takes the gate exclusively: so no thread makes such a call, or touches the range
+/// (its fault waits for a handler, who may wait for the gate or a folio lock), while holding
+/// the gate or a folio lock (reclaim's read of a folio where it is goes through `/proc`, which
+/// fails on a missing page rather than waiting). A thread that must read events to go on (an
+/// operation that got EAGAIN) gives the gate up first and keeps its folio lock
+/// (`events::retry`); a handler reads events holding nothing. The staging area raises no
+/// events: its slots are discarded under any lock.
+pub(crate) struct Inner {
+    /// The range, its userfaultfd and the event gate: every userfaultfd call on the range.
+    pub mapping: Mapping,
+    pub zswap: Zswap,
+    /// The region's engine group: its pages' state words and folio locks (the swap cache).
+    pub group: Arc<ZswapGroup>,
+    /// Where folios are moved out to (one folio a slot); batch evictions of 4 KiB folios
+    /// have slots of their own (reclaim.rs).
+    pub staging: Arc<Staging>,
+    pub batch_staging: Option<Arc<Staging>>,
+    /// The memory limit, in bytes.
+    pub limit: u64,
+    /// Bytes charged from the start (charge.rs).
+    pub fixed_metadata: u64,
+    /// Bytes of freed staging slots that `fixed_metadata` covers: only dirty bytes past it
+    /// count in the usage.
+    pub dirty_reserve: u64,
+    pub folio_pages: u32,
+    pub folio_order: u8,
+    /// Resident and discarded bits.
+    pub pages: PageFlags,
+    /// The order reclaim takes folios in.
+    pub lru: Lru,
+    /// Folios moved out after their store, kept uncompressed for a second chance.
+    pub staged: StagedFolios,
+    /// Discards read, pending and recent (events.rs).
+    pub discards: Discards,
+    /// Events read but not served yet.
+    pub deferred: DeferredEvents,
+    /// Pages the device failed to read once (swapin.rs).
+    pub read_failures: ReadFailures,
+    /// Policies: incompressible folios left resident, clean folios, readahead and
+    /// drop-behind. They decide; the actions are reclaim's and the fault's.
+    pub incompressible: IncompressibleFolios,
+    /// `RegionConfig::keep_incompressible`.
+    pub keep_incompressible: bool,
+    pub clean: CleanTracking,
+    pub readahead: Readahead,
+    /// The spare fault handler's state (spare.rs).
+    pub spares: SpareHandlers,
+    /// This process's memory, read where it is (reclaim's try of a folio's compression);
+    /// None where `/proc` is not mounted: folios are then tried after they moved out.
+    pub own_memory: Option<uffd::process::OwnMemory>,
+    /// kswapd's wake-ups, and reclaim's progress for those who wait on it.
+    pub reclaim_wait: ReclaimWait,
+    pub stop: AtomicBool,
+    pub stats: RegionStats,
+}
+
+impl Inner {
+    pub fn folio_bytes(&self) -> usize {
+        self.folio_pages as usize * PAGE_SIZE
+    }
+
+    /// Pages in the region.
+    pub fn nr_pages(&self) -> u32 {
+        (self.mapping.len() / PAGE_SIZE) as u32
+    }
+
+    pub fn usage(&self) -> Usage {
+        Usage {
+            resident: self.pages.nr_resident() * PAGE_SIZE as u64,
+            // Staged folios, and freed staging slots not discarded yet beyond what the fixed
+            // charge holds for them.
+            staged: self.staged.pages() * PAGE_SIZE as u64
+                + self
+                    .staging_dirty_bytes()
+                    .saturating_sub(self.dirty_reserve),
+            // The pool's pages, and the freed ones it keeps for reuse: both are resident.
+            pool: self.zswap.pool().charged_bytes(),
+            metadata: self.fixed_metadata
+                + self.group.cache().metadata_bytes()
+                + self.zswap.pool().metadata_bytes()
+                + self.lru.bytes()
+                + self.staged.queue_bytes(),
+        }
+    }
+
+    /// Bytes that freed staging slots hold until their batch is discarded.
+    fn staging_dirty_bytes(&self) -> u64 {
+        let batch = self.batch_staging.as_ref().map_or(0, |b| b.dirty_bytes());
+        (self.staging.dirty_bytes() + batch) as u64
+    }
+
+    /// Lock the folio at `start` for an event a handler serves: a folio someone holds (a
+    /// fault or readahead reading it from disk, reclaim storing or writing it) may keep the
+    /// handler as long as a disk read, a `SpareHandlers::blocking` wait.
+    pub fn lock_folio_for_event(&self, start: u32) -> FolioLock<'_> {
+        if !self.group.is_locked(start) {
+            return self.group.lock_folio(start, self.folio_order);
+        }
+        self.stats.folio_lock_waits.fetch_add(1, Relaxed);
+        self.spares
+            .blocking(|| self.group.lock_folio(start, self.folio_order))
+    }
+}

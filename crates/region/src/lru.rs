@@ -1,0 +1,132 @@
+//! The region's LRU, the order reclaim takes folios in: the oldest first (FIFO, `fifo`),
+//! except folios a sequential scan has passed, which go before them (drop-behind,
+//! `inactive`; readahead.rs).
+//! Both name a folio by its start and may hold stale entries (a folio queued again, or gone
+//! since): reclaim checks what it pops under the folio lock.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use parking_lot::Mutex;
+
+use crate::folio_queue::FolioQueue;
+
+/// Most folios queued for drop-behind at once: 16 MiB of 64 KiB folios. Past it the oldest
+/// are forgotten (they stay in the FIFO); the queue is charged as metadata (charge.rs).
+pub(crate) const INACTIVE_MAX: usize = 256;
+
+/// The LRU of a region.
+pub(crate) struct Lru {
+    /// Folios in the order they came in.
+    fifo: Mutex<FolioQueue>,
+    /// Folios a sequential scan has passed, taken before those in `fifo`.
+    inactive: Mutex<VecDeque<u32>>,
+    /// Per folio, when it was last queued in `fifo` (`seq` then).
+    queued_at: Box<[AtomicU32]>,
+    seq: AtomicU32,
+    folio_pages: u32,
+}
+
+/// A folio `Lru::pop_coldest` names.
+pub(crate) struct Coldest {
+    pub start: u32,
+    /// From the drop-behind queue.
+    pub behind: bool,
+    /// Entries left in `fifo` behind it (0 for one from the drop-behind queue).
+    pub queued: usize,
+}
+
+impl Lru {
+    /// Empty queues for a region of `nr_folios` folios of `folio_pages` pages.
+    pub fn new(folio_pages: u32, nr_folios: usize) -> Self {
+        Lru {
+            fifo: Mutex::new(FolioQueue::new(folio_pages, nr_folios)),
+            inactive: Mutex::new(VecDeque::with_capacity(INACTIVE_MAX)),
+            queued_at: (0..nr_folios).map(|_| AtomicU32::new(0)).collect(),
+            seq: AtomicU32::new(0),
+            folio_pages,
+        }
+    }
+
+    /// Queue the folio at `start` at the back of the FIFO (the youngest).
+    pub fn queue(&self, start: u32) {
+        let mut fifo = self.fifo.lock();
+        let seq = self.seq.fetch_add(1, Relaxed);
+        self.queued_at[(start / self.folio_pages) as usize].store(seq, Relaxed);
+        // Compacting: only the newest entry of a folio stays (folio_queue.rs).
+        fifo.push_back(start, |_| true);
+    }
+
+    /// How long ago (in queueings) the folio at `start` was queued. Zero for one queued
+    /// again between the two loads (it would otherwise wrap and look oldest).
+    pub fn age(&self, start: u32) -> u32 {
+        let now = self.seq.load(Relaxed);
+        let age =
+            now.wrapping_sub(self.queued_at[(start / self.folio_pages) as usize].load(Relaxed));
+        if age > i32::MAX as u32 {
+            0
+        } else {
+            age
+        }
+    }
+
+    /// A sequential scan has passed these folios: they go before the oldest ones.
+    pub fn drop_behind(&self, starts: impl Iterator<Item = u32>) {
+        let mut inactive = self.inactive.lock();
+        for start in starts {
+            if inactive.len() == INACTIVE_MAX {
+                inactive.pop_front();
+            }
+            inactive.push_back(start);
+        }
+    }
+
+    /// The next folio to try: from the drop-behind queue first, else the oldest in `fifo`.
+    pub fn pop_coldest(&self) -> Option<Coldest> {
+        if let Some(start) = self.inactive.lock().pop_front() {
+            return Some(Coldest {
+                start,
+                behind: true,
+                queued: 0,
+            });
+        }
+        let mut fifo = self.fifo.lock();
+        let start = fifo.pop_front()?;
+        Some(Coldest {
+            start,
+            behind: false,
+            queued: fifo.len(),
+        })
+    }
+
+    /// Memory the FIFO holds (the rest is in the fixed charge).
+    pub fn bytes(&self) -> u64 {
+        self.fifo.lock().bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_behind_folios_go_first_then_the_oldest() {
+        let q = Lru::new(16, 8);
+        q.queue(0);
+        q.queue(16);
+        q.drop_behind([32u32, 48].into_iter());
+        let order: Vec<(u32, bool)> = std::iter::from_fn(|| q.pop_coldest())
+            .map(|c| (c.start, c.behind))
+            .collect();
+        assert_eq!(order, [(32, true), (48, true), (0, false), (16, false)]);
+    }
+
+    #[test]
+    fn age_counts_queueings_since() {
+        let q = Lru::new(1, 4);
+        q.queue(0);
+        q.queue(1);
+        q.queue(2);
+        assert_eq!((q.age(0), q.age(1), q.age(2)), (3, 2, 1));
+    }
+}

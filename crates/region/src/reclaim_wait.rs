@@ -1,0 +1,88 @@
+//! What reclaim's threads wait on, as mm/vmscan.c's `kswapd_wait` and `reclaim_wait`: kswapd
+//! sleeps until it is woken (a fault found the region near its limit) or its period passes,
+//! and a caller of `Region::reclaim_to` that found nothing left to take waits for another
+//! reclaimer to free something (an eviction it had in flight, a discard processed).
+
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+#[derive(Debug, Default)]
+pub(crate) struct ReclaimWait {
+    /// kswapd was woken since it last looked.
+    kswapd_woken: Mutex<bool>,
+    kswapd_wait: Condvar,
+    /// Folios freed by reclaim or discards, ever: a waiter looks for it to change.
+    freed: Mutex<u64>,
+    reclaim_wait: Condvar,
+}
+
+impl ReclaimWait {
+    /// Wake kswapd.
+    pub fn wake_kswapd(&self) {
+        *self.kswapd_woken.lock() = true;
+        self.kswapd_wait.notify_all();
+    }
+
+    /// kswapd's sleep: until woken, or `period` passes.
+    pub fn kswapd_sleep(&self, period: Duration) {
+        let mut woken = self.kswapd_woken.lock();
+        if !*woken {
+            self.kswapd_wait.wait_for(&mut woken, period);
+        }
+        *woken = false;
+    }
+
+    /// Something was freed: wake whoever waits for reclaim to make progress.
+    pub fn freed(&self) {
+        *self.freed.lock() += 1;
+        self.reclaim_wait.notify_all();
+    }
+
+    /// How many times something was freed so far, to wait for more with `wait_freed`.
+    pub fn freed_count(&self) -> u64 {
+        *self.freed.lock()
+    }
+
+    /// Wait until something is freed after `seen` (a `freed_count`), or `deadline` passes;
+    /// false on the deadline.
+    pub fn wait_freed(&self, seen: u64, deadline: Instant) -> bool {
+        let mut freed = self.freed.lock();
+        while *freed == seen {
+            if self
+                .reclaim_wait
+                .wait_until(&mut freed, deadline)
+                .timed_out()
+            {
+                return *freed != seen;
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiter_sees_what_was_freed_after_it_looked() {
+        let w = ReclaimWait::default();
+        let seen = w.freed_count();
+        assert!(!w.wait_freed(seen, Instant::now() + Duration::from_millis(5)));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(10));
+                w.freed();
+            });
+            assert!(w.wait_freed(seen, Instant::now() + Duration::from_secs(10)));
+        });
+        w.wake_kswapd();
+        let t = Instant::now();
+        w.kswapd_sleep(Duration::from_secs(10));
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "woken before it slept"
+        );
+    }
+}

@@ -1,0 +1,505 @@
+//! Swap-in: bringing a locked folio's pages back into the mapping, for a fault (fault.rs)
+//! or readahead, under the event gate (events.rs):
+//! 1. the folio is staged: move it straight back;
+//! 2. every page of it is held by the engine: load the whole folio and install it with one
+//!    `UFFDIO_COPY`, one wake-up;
+//! 3. otherwise its pages are in different places: each missing page comes back from where
+//!    it is (zero-filled if nothing holds it), installed in runs. A missing page with a
+//!    discard pending is not served until the discard is processed (events.rs): the faulting
+//!    thread is woken to retry.
+//!
+//! The engine's reads (a decompression, a disk read) are done with the gate given up and the
+//! folio lock kept: every handler that reads events waits for the gate alone, so it must not
+//! wait for a disk. A discard read meanwhile makes the install start over.
+//!
+//! The engine's copy of a page is freed only once the page is installed (invariant 2). A page
+//! that cannot be read back is poisoned: the program gets SIGBUS on it, never zeros
+//! (invariant 7). An operation that finds events pending (EAGAIN) gives up the gate, reads
+//! them, and the swap-in starts over under the same folio lock: nothing is lost, since pages
+//! already installed are marked and their engine copies already freed.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use uffd::{Filled, StagedFolio};
+use zswap::swap::{FolioLock, Kind};
+use zswap::zswap::LoadErrorKind;
+use zswap::PAGE_SIZE;
+
+use crate::folio_buf::with_folio_buf;
+use crate::inner::Inner;
+use crate::mapping::{Gate, Source, Stop};
+
+/// The folio is still staged: move it back. Its stored copy is dropped, since the program may
+/// now write the page.
+pub(crate) fn from_staged(
+    inner: &Inner,
+    gate: &Gate,
+    folio: &FolioLock,
+    staged: &mut StagedFolio,
+) -> Result<u64, Stop> {
+    match inner.mapping.move_back(gate, staged, folio.start()) {
+        Ok(Filled::All) => {}
+        Ok(Filled::PageExists { done }) => {
+            // Nothing installs into a folio without its lock, which we hold: a present page
+            // here means the bookkeeping is wrong, and dropping the staged pages behind it
+            // would lose data. Stop (the process is stopped with us).
+            panic!("page {done} bytes into a staged folio is already present");
+        }
+        Err((done, Stop::Again)) => {
+            // The pages moved before the stop are in the region, writable: settle them as
+            // an install does. Left uncounted, with the engine's copies kept, they would stay
+            // outside the limit, and a later install would count copies they have outgrown.
+            // (The retry goes on after them: the staged folio keeps its progress, since a
+            // move from the start again would find them present and stop there.)
+            for p in folio.start()..folio.start() + (done / PAGE_SIZE) as u32 {
+                inner.pages.set_resident(p, true);
+                inner.group.invalidate_page(folio, p);
+            }
+            return Err(Stop::Again);
+        }
+        Err((_, Stop::Gone)) => return Err(Stop::Gone),
+    }
+    for p in folio.offsets() {
+        inner.pages.set_resident(p, true);
+    }
+    inner.group.invalidate(folio);
+    inner.stats.faults_staged.fetch_add(1, Relaxed);
+    swapped_in(inner, folio.start());
+    Ok(u64::from(folio.nr_pages()))
+}
+
+/// Bring the folio's missing pages back from the engine. `pending`: pages with a discard
+/// pending, read under `gate`; if any of them is missing, nothing is installed yet.
+pub(crate) fn from_engine(
+    inner: &Inner,
+    folio: &FolioLock,
+    page: u32,
+    write: bool,
+    (gate, pending): (&mut Gate, Option<&[bool]>),
+    unread_here: &mut Vec<u32>,
+) -> Result<u64, Stop> {
+    let nr = folio.nr_pages() as usize;
+    let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
+    let mut missing: Vec<u32> = folio
+        .offsets()
+        .filter(|&p| !inner.pages.is_resident(p))
+        .collect();
+    if missing.is_empty() {
+        if is_pending(page) || uffd::page_in_mapping(inner.mapping.page_addr(page)).unwrap_or(true)
+        {
+            // Installed meanwhile by someone who held the folio before us (or discarded, and
+            // the discard is about to be processed), and maybe swapped out by the kernel
+            // since: an access swaps it back in without a userfault.
+            inner.stats.redundant.fetch_add(1, Relaxed);
+            inner.mapping.wake(inner.mapping.page_addr(page), PAGE_SIZE);
+            return Ok(0);
+        }
+        lost_track(inner, folio, page);
+        missing.push(page);
+    }
+    if missing.iter().any(|&p| is_pending(p)) {
+        // A discard of some of these pages is read but not processed yet. Installed now, a
+        // page could land before the kernel's zap (and be zapped while counted resident) or
+        // after it, and then be processed away with the discard: a write the program made
+        // after its madvise returned would be lost. Wait for the processing (events.rs),
+        // which waits for the zap; the faulting thread retries meanwhile.
+        inner.stats.redundant.fetch_add(1, Relaxed);
+        inner.mapping.wake(inner.mapping.page_addr(page), PAGE_SIZE);
+        return Ok(0);
+    }
+    let whole = pending.is_none()
+        && missing.len() == nr
+        && folio.offsets().all(|p| folio.state(p).kind != Kind::Empty);
+    let first_touch = folio.offsets().all(|p| folio.state(p).kind == Kind::Empty);
+    with_folio_buf(nr, |buf| {
+        if whole && load_whole(inner, folio, write, buf, gate)? {
+            inner.stats.faults_folio.fetch_add(1, Relaxed);
+            swapped_in(inner, folio.start());
+            return Ok(nr as u64);
+        }
+        // Page by page: each missing page from wherever it is; runs installed together.
+        let mut poisoned = Vec::new();
+        let mut unread = 0;
+        let mut ready = vec![false; nr];
+        let mut reads = || {
+            for &p in &missing {
+                let i = (p - folio.start()) as usize;
+                let out = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
+                match inner.group.read_page(folio, p, out) {
+                    Ok(Kind::Empty) => {
+                        // A first touch installs from `ZEROS` (every run of it is a zero
+                        // run): nothing to clear here.
+                        if !first_touch {
+                            out.fill(0);
+                        }
+                        ready[i] = true;
+                    }
+                    Ok(_) => {
+                        ready[i] = true;
+                        inner.read_failures.forget(std::iter::once(p));
+                    }
+                    Err(e)
+                        if e.kind == LoadErrorKind::ReadError
+                            && (unread_here.contains(&p) || inner.read_failures.first(p)) =>
+                    {
+                        // The first time the device fails this page, it is left missing rather
+                        // than poisoned: a fault event can be stale (its thread was woken by an
+                        // install since, and the page evicted again), and poisoning destroys what
+                        // a transient error had only hidden. A thread still waiting is woken
+                        // with the rest and faults again; then the page is poisoned. (This
+                        // fault starting over, after events, is not a second fault.)
+                        if !unread_here.contains(&p) {
+                            unread_here.push(p);
+                        }
+                        unread += 1;
+                    }
+                    Err(_) => {
+                        inner.read_failures.forget(std::iter::once(p));
+                        poisoned.push(p);
+                    }
+                }
+            }
+        };
+        let on_disk = missing.iter().any(|&p| folio.state(p).kind == Kind::OnDisk);
+        Gate::unlocked(gate, || match on_disk {
+            true => inner.spares.blocking(&mut reads),
+            false => reads(),
+        });
+        discard_read_meanwhile(inner, folio, missing.iter().copied())?;
+        let mut i = 0;
+        while i < nr {
+            if !ready[i] {
+                i += 1;
+                continue;
+            }
+            let mut j = i;
+            while j < nr && ready[j] {
+                j += 1;
+            }
+            let first = folio.start() + i as u32;
+            let zero_run = (i..j).all(|k| {
+                let p = folio.start() + k as u32;
+                let st = folio.state(p);
+                st.kind == Kind::Empty || (st.kind == Kind::Zero && st.payload == 0)
+            });
+            let mut present = Vec::new();
+            // A zero run comes from zeros, whatever the buffer holds (a first touch leaves
+            // it as it was).
+            let src = match zero_run {
+                true => Source::Zeros {
+                    len: (j - i) * PAGE_SIZE,
+                    write,
+                },
+                false => Source::Data(&buf[i * PAGE_SIZE..j * PAGE_SIZE]),
+            };
+            let r = install(inner, gate, first, src, false, &mut present);
+            installed_run(inner, folio, first, j - i, r, &present)?;
+            i = j;
+        }
+        for &p in &poisoned {
+            poison(inner, gate, folio, p)?;
+        }
+        let counter = if first_touch {
+            &inner.stats.faults_first_touch
+        } else {
+            &inner.stats.faults_pages
+        };
+        counter.fetch_add(1, Relaxed);
+        Ok((missing.len() - poisoned.len() - unread) as u64)
+    })
+}
+
+/// Load the whole held folio, every page of which the engine holds, and install it with one
+/// copy (the caller has queued it for reclaim). False when the load failed (the caller falls back to page by page, which finds and
+/// poisons the bad page).
+pub(crate) fn load_whole(
+    inner: &Inner,
+    folio: &FolioLock,
+    write: bool,
+    buf: &mut [u8],
+    gate: &mut Gate,
+) -> Result<bool, Stop> {
+    let nr = folio.nr_pages() as usize;
+    let on_disk = folio.offsets().any(|p| folio.state(p).kind == Kind::OnDisk);
+    let loaded = Gate::unlocked(gate, || match on_disk {
+        true => inner.spares.blocking(|| inner.group.read_folio(folio, buf)),
+        false => inner.group.read_folio(folio, buf),
+    });
+    discard_read_meanwhile(inner, folio, folio.offsets())?;
+    let Ok(loaded) = loaded else {
+        return Ok(false);
+    };
+    inner.read_failures.forget(folio.offsets());
+    let from_disk = loaded.disk == nr as u32;
+    // Only read so far, and all of it from disk, or part of a scan that drops it behind
+    // soon: keep the engine's copy (clean.rs).
+    let clean = !write
+        && (from_disk || inner.readahead.dropped_behind_soon(folio.start()))
+        && inner.clean.keep();
+    let mut present = Vec::new();
+    let result = install(
+        inner,
+        gate,
+        folio.start(),
+        Source::Data(buf),
+        clean,
+        &mut present,
+    );
+    if clean {
+        installed_clean(inner, folio, result, &present)?;
+    } else {
+        installed_run(inner, folio, folio.start(), nr, result, &present)?;
+    }
+    Ok(true)
+}
+
+/// The engine reads a folio's pages with the gate given up (`Gate::unlocked`): a read from
+/// disk can take milliseconds, and every handler that reads events waits for the gate
+/// alone, so held across reads it made every fault wait for the disk. The folio lock, held
+/// throughout, keeps reclaim, other faults and a discard's processing away from the folio;
+/// a discard *read* meanwhile is seen here, once the gate is held again, and the install
+/// starts over (it then waits for the processing, as any install does).
+fn discard_read_meanwhile(
+    inner: &Inner,
+    folio: &FolioLock,
+    mut to_install: impl Iterator<Item = u32>,
+) -> Result<(), Stop> {
+    match inner.discards.pending_mask(folio.start(), folio.end()) {
+        Some(m) if to_install.any(|p| m[(p - folio.start()) as usize]) => Err(Stop::Again),
+        _ => Ok(()),
+    }
+}
+
+/// The page faulted as missing, is not mapped, and yet is marked resident: our bookkeeping
+/// lost track of it, and without this the faulting thread would be woken to fault again
+/// forever. If the engine holds the page, it is served from there; if nothing does, its data
+/// is gone, and the process is stopped rather than handed zeros (invariant 7).
+fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
+    if crate::events::zapped_late(inner, folio, page) {
+        return; // served as the zero page it now is
+    }
+    let held = folio.state(page).kind != Kind::Empty;
+    inner.stats.lost_track.fetch_add(1, Relaxed);
+    // What the folio looks like, for the report: state, resident, mapped, page by page.
+    let pages: Vec<String> = folio
+        .offsets()
+        .map(|p| {
+            let mapped = uffd::page_mapped(inner.mapping.page_addr(p)).unwrap_or(true);
+            let (r, m) = (inner.pages.is_resident(p) as u8, mapped as u8);
+            format!(
+                "{p}:{:?}/r{r}/m{m}/{}",
+                folio.state(p).kind,
+                inner.pages.trail(p)
+            )
+        })
+        .collect();
+    // The kernel's view of the page (present, swap or migration entry, or nothing).
+    let pagemap = |addr: usize| -> String {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut e = [0u8; 8];
+        let r = std::fs::File::open("/proc/self/pagemap").and_then(|mut f| {
+            f.seek(SeekFrom::Start((addr / PAGE_SIZE * 8) as u64))?;
+            f.read_exact(&mut e)
+        });
+        match r {
+            Ok(()) => format!("{:#018x}", u64::from_le_bytes(e)),
+            Err(err) => err.to_string(),
+        }
+    };
+    crate::threads::report(format_args!(
+        "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it; \
+         pagemap entry {}; folio {}; {:?}",
+        if held { "holds" } else { "does not hold" },
+        pagemap(inner.mapping.page_addr(page)),
+        pages.join(" "),
+        inner.stats.snapshot(),
+    ));
+    assert!(
+        held,
+        "page {page} lost: stopping rather than handing out zeros"
+    );
+    inner.pages.set_resident(page, false);
+}
+
+/// After an install of `n` pages from `first`: mark what went in as present and free the
+/// engine's copies of it (invariant 2: only now). On a stop, the pages that went in before it
+/// are settled the same way, so starting over never installs a page twice.
+fn installed_run(
+    inner: &Inner,
+    folio: &FolioLock,
+    first: u32,
+    n: usize,
+    result: Result<(), (usize, Stop)>,
+    present: &[u32],
+) -> Result<(), Stop> {
+    let (done, stop) = match result {
+        Ok(()) => (n, None),
+        Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
+    };
+    count_swapins(inner, folio, first, done, present);
+    for p in first..first + done as u32 {
+        if left_mapped(inner, p, present) {
+            continue;
+        }
+        inner.pages.set_resident(p, true);
+        inner.group.invalidate_page(folio, p);
+    }
+    match stop {
+        None => Ok(()),
+        Some(s) => Err(s),
+    }
+}
+
+/// A folio installed write-protected with its disk copy kept: mark what went in as present
+/// and wake the faulting threads; the engine keeps every entry (clean.rs). On a stop, the
+/// pages that went in stay so (clean, protected) and the rest are served again.
+fn installed_clean(
+    inner: &Inner,
+    folio: &FolioLock,
+    result: Result<(), (usize, Stop)>,
+    present: &[u32],
+) -> Result<(), Stop> {
+    let nr = folio.nr_pages() as usize;
+    let (done, stop) = match result {
+        Ok(()) => (nr, None),
+        Err((done_bytes, stop)) => (done_bytes / PAGE_SIZE, Some(stop)),
+    };
+    count_swapins(inner, folio, folio.start(), done, present);
+    for p in folio.start()..folio.start() + done as u32 {
+        if !left_mapped(inner, p, present) {
+            inner.pages.set_resident(p, true);
+        }
+    }
+    if done > 0 {
+        inner.stats.clean_installs.fetch_add(1, Relaxed);
+        inner.clean.installed();
+    }
+    match stop {
+        None => Ok(()),
+        Some(s) => Err(s),
+    }
+}
+
+/// Count the swap-ins (zswpin, pswpin, swpin_zero) of the pages `first..first + done` of
+/// `folio` that an install put in (not those it found `present`), by where the engine held
+/// them: one swap-in of the folio's order when the engine held the whole folio and all of
+/// it went in at once, else one of order 0 a page. Counted here, once the install went
+/// through and before the entries go, not by the engine's load: a fault that starts over
+/// loads again, and would count its pages twice.
+fn count_swapins(inner: &Inner, folio: &FolioLock, first: u32, done: usize, present: &[u32]) {
+    let installed = || (first..first + done as u32).filter(|p| !present.contains(p));
+    let whole = first == folio.start()
+        && done == folio.nr_pages() as usize
+        && present.is_empty()
+        && installed().all(|p| folio.state(p).kind != Kind::Empty);
+    let mut loaded = zswap::zswap::Loaded::default();
+    for p in installed() {
+        let kind = folio.state(p).kind;
+        if whole {
+            loaded.add(kind);
+        } else if kind != Kind::Empty {
+            let mut one = zswap::zswap::Loaded::default();
+            one.add(kind);
+            inner.group.count_swapin(one, 0);
+        }
+    }
+    if whole {
+        inner.group.count_swapin(loaded, folio.order());
+    }
+}
+
+/// A page an install found present that a discard left mapped (events.rs: `MADV_FREE`, or a
+/// zap later than the wait) stays uncounted: counted resident, reclaim could move it out
+/// ahead of a late zap and bring its old data back after the program's `madvise` returned.
+fn left_mapped(inner: &Inner, p: u32, present: &[u32]) -> bool {
+    present.contains(&p) && inner.pages.is_discarded(p)
+}
+
+/// Install `src` at page `first` of the region (`Mapping::install`), counting the pages it
+/// found present as redundant.
+fn install(
+    inner: &Inner,
+    gate: &Gate,
+    first: u32,
+    src: Source,
+    protect: bool,
+    present: &mut Vec<u32>,
+) -> Result<(), (usize, Stop)> {
+    let before = present.len();
+    let r = inner.mapping.install(gate, first, src, protect, present);
+    inner
+        .stats
+        .redundant
+        .fetch_add((present.len() - before) as u64, Relaxed);
+    r
+}
+
+/// The page cannot be read back: the program gets SIGBUS on it, not zeros. A page poisoned
+/// already (a second fault on it was queued before its marker went in) gets the marker again
+/// (it is there: the ioctl finds it) and is not counted twice.
+fn poison(inner: &Inner, gate: &Gate, folio: &FolioLock, page: u32) -> Result<(), Stop> {
+    let again = folio.state(page).kind == Kind::Poisoned;
+    inner.mapping.poison(gate, page)?;
+    if !again {
+        inner.group.mark_poisoned(folio, page);
+        inner.stats.poisoned.fetch_add(1, Relaxed);
+        // Rare and final for the page's data: say which page, once.
+        log::error!("page {page} of the region cannot be read back: poisoned (SIGBUS on access)");
+    }
+    Ok(())
+}
+
+/// A whole folio was swapped in at `start`: readahead decides whether a scan goes on
+/// (readahead.rs); the folios it passed are dropped behind.
+fn swapped_in(inner: &Inner, start: u32) {
+    if let Some(passed) = inner.readahead.swapped_in(start) {
+        inner.lru.drop_behind(passed);
+    }
+}
+
+/// A readahead thread: bring in the folios readahead queues.
+pub(crate) fn readahead_loop(inner: &Inner) {
+    while !inner.stop.load(Relaxed) {
+        if let Some(start) = inner.readahead.next(Duration::from_millis(100)) {
+            read_ahead(inner, start);
+        }
+    }
+}
+
+/// Bring in the folio at `start` if it is wholly out and wholly on disk, as a read fault
+/// would (clean, so reclaiming it unwritten costs nothing). Faults never wait for readahead:
+/// a fault on a queued folio serves itself, and the readahead finds it resident and skips it.
+fn read_ahead(inner: &Inner, start: u32) {
+    crate::reclaim::throttle(inner);
+    let folio = inner.group.lock_folio(start, inner.folio_order);
+    let out_on_disk = folio
+        .offsets()
+        .all(|p| !inner.pages.is_resident(p) && folio.state(p).kind == Kind::OnDisk);
+    if !out_on_disk || inner.staged.contains(start) {
+        return;
+    }
+    let mut gate = inner.mapping.gate();
+    if inner
+        .discards
+        .pending_mask(folio.start(), folio.end())
+        .is_some()
+    {
+        return; // a discard is on its way: leave the folio to it
+    }
+    inner.lru.queue(start);
+    let done = with_folio_buf(folio.nr_pages() as usize, |buf| {
+        load_whole(inner, &folio, false, buf, &mut gate)
+    });
+    drop(gate);
+    drop(folio);
+    // On a stop (events pending, range gone) what went in is settled; the rest stays out.
+    if let Ok(true) = done {
+        inner.stats.readahead_folios.fetch_add(1, Relaxed);
+    }
+    // Threads that faulted on the folio before it went in resume now, rather than when a
+    // handler reads their fault and finds the folio present.
+    inner
+        .mapping
+        .wake(inner.mapping.page_addr(start), inner.folio_bytes());
+}

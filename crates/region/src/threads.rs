@@ -1,0 +1,35 @@
+//! The region's threads are critical: one that dies would leave the program reading zeros
+//! where its data is, so its panic stops the process (invariant 9), saying why.
+
+use std::thread::JoinHandle;
+
+/// Spawn a thread whose panic stops the process.
+pub(crate) fn spawn_critical(
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("a panic without a message");
+                report(format_args!(
+                    "uzswap: {name} died ({why}); stopping the process so it never reads lost data"
+                ));
+                std::process::abort();
+            }
+        })
+}
+
+/// Write a line to the process's standard error itself: the one thing the library prints,
+/// the reason it stops the process. `eprintln!` writes into a test harness's capture buffer
+/// when one is set (spawned threads inherit it), and that buffer is lost when the process is
+/// stopped right after.
+pub(crate) fn report(line: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
