@@ -39,10 +39,9 @@ pub(crate) struct FixedCharge {
     /// Freed staging slots wait for a batch to be discarded together; until then they hold
     /// pages. Charged up front, all but the slot that fills a batch (its release discards
     /// the batch at once), so that an eviction, which frees its slot, never adds to the
-    /// usage on that account: counted as they come, they took a region of incompressible
-    /// data 250 KiB past its limit for milliseconds, each eviction into the pool adding a
-    /// page until the next discard. Dirty bytes past this (two batches discarding at once)
-    /// still count.
+    /// usage on that account: counted as they come, each eviction into the pool would add a
+    /// page until the next discard (a region of incompressible data some 250 KiB past its
+    /// limit). Dirty bytes past this (two batches discarding at once) still count.
     pub dirty_reserve: u64,
     pub bytes: u64,
 }

@@ -94,7 +94,7 @@ pub struct RegionConfig {
     pub fault_threads: usize,
     /// Background reclaim threads, 1 to 64. More than one, because an eviction that goes to
     /// the swap file waits for the disk (direct I/O): on `bench usemem` 2x512M, 4 threads
-    /// wrote 690-780 MB/s where 1 wrote 600-660. Default: 4.
+    /// write 690-780 MB/s where 1 writes 600-660. Default: 4.
     pub kswapd_threads: usize,
     /// Force user-mode-only userfaultfd (as an unprivileged process gets): a system call that
     /// touches an evicted page fails with EFAULT. Default: off.
@@ -103,8 +103,8 @@ pub struct RegionConfig {
     /// Default: None, a swap file in `swap_dir`.
     pub device: Option<Arc<dyn BackingDevice>>,
     /// Give freed swap storage back to the file system, a whole cluster at a time (the
-    /// kernel's `swapon --discard`). Default: off, as in the kernel: punching holes made
-    /// every later write into them allocate blocks again.
+    /// kernel's `swapon --discard`). Default: off, as in the kernel: a punched hole makes
+    /// every later write into it allocate blocks again.
     pub swap_discard: bool,
     /// The reclaim and swap-in policies, each on by default.
     pub policies: Policies,

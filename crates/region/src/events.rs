@@ -18,23 +18,22 @@
 //! The wait is bounded (`ZAP_WAIT` without progress), because some zaps never come and some
 //! come late. `MADV_FREE` raises the same event but leaves its pages mapped, with their
 //! contents, until the kernel needs the memory. A page still mapped at the end of the wait is
-//! counted missing all the same: counted resident, reclaim
-//! could move it out before a zap that is merely late, and bring its old data back after the
-//! `madvise` returned. So an `MADV_FREE`d page the program keeps using stays mapped and
-//! uncounted until it faults again (the limit does not see it: a known gap).
+//! counted missing all the same: counted resident, reclaim could move it out before a zap
+//! that is merely late, and bring its old data back after the `madvise` returned. So an
+//! `MADV_FREE`d page the program keeps using stays mapped and uncounted until it faults again
+//! (the limit does not see it: a known gap).
 //!
 //! And a page that was not mapped when the event was read can be faulted in (zero-filled)
 //! after processing and before the discarding thread's zap, which then clears it while we
-//! count it resident. So every page of a processed range is marked discarded until it next
-//! leaves for the engine: a marked page found unmapped while counted resident (by a fault, or
-//! by reclaim moving it) reads zero, as the discard promised, and counts as missing. An
-//! unmarked one is a bug, and the process is stopped (swapin.rs, `lost_track`). A page faulted
-//! in, evicted and brought back (a failed store puts it back, a fault takes it from the swap
-//! cache, or the pool serves it) before the zap is zapped all the same, so leaving for the
-//! engine ends the mark only if the discard was processed more than `LATE_ZAP_WINDOW` ago: a
-//! guess at how long a zap can be put off, past which a late zap still stops the process, as
-//! before. A page that leaves within the window keeps its mark until it leaves again after
-//! it; meanwhile its `lost_track` check reads as a late zap.
+//! count it resident. So every page of a processed range is marked discarded: a marked page
+//! found unmapped while counted resident (by a fault, or by reclaim moving it) reads zero, as
+//! the discard promised, and counts as missing. An unmarked one is a bug, and the process is
+//! stopped (swapin.rs, `lost_track`). The zap also clears a page evicted and brought back
+//! before it comes (a failed store puts it back, a fault moves it back from staging, or the
+//! pool serves it), so leaving for the engine ends the mark only once the discard was
+//! processed more than `LATE_ZAP_WINDOW` ago: a guess at how long a zap can be put off, past
+//! which a late zap stops the process. A page that leaves within the window keeps its mark
+//! until it leaves again after it; meanwhile its `lost_track` check reads as a late zap.
 //!
 //! The discards themselves (pending and recent) are discards.rs's state; this file reads
 //! events and processes discards.
@@ -225,8 +224,8 @@ mod tests {
     }
 
     /// A page written after its discard was processed, then evicted and brought back before
-    /// the discard's zap comes: the late zap leaves it reading zero, and the process goes on
-    /// (before the mark outlasted the eviction, this was taken for a lost page).
+    /// the discard's zap comes: the late zap leaves it reading zero, and the process goes on.
+    /// Would stop the process (a lost page) if leaving for the engine ended the mark.
     #[test]
     fn a_late_zap_after_an_eviction_and_back_reads_zero() {
         let mut r = one_page_region();

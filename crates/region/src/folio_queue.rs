@@ -1,11 +1,11 @@
 //! A FIFO of folio starts: the LRU's queue of folios in the order they came in, and the
-//! order staged folios are dropped in. A folio is named again each time it is queued, and its older
-//! entries are not looked for: a reader skips the stale ones it pops. While nothing pops
-//! (a region under its limit, staged folios that keep coming back), a folio queued
-//! over and over would leave a pile of entries behind, without end. So once the queue has
-//! doubled since it was last compacted, it keeps only each folio's newest entry (of the
-//! folios its owner still wants): amortized O(1) a push, and never more than about twice
-//! the entries there are folios in it.
+//! order staged folios are dropped in. A folio is named again each time it is queued, and its
+//! older entries are not looked for: a reader skips the stale ones it pops. While nothing pops
+//! (a region under its limit, staged folios that keep coming back), a folio queued over and
+//! over would leave a pile of entries behind, without end. So once the queue has doubled
+//! since it was last compacted, it keeps only each folio's newest entry (of the folios its
+//! owner still wants): amortized O(1) a push, and never more than about twice the entries
+//! there are folios in it.
 
 use std::collections::VecDeque;
 

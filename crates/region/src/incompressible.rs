@@ -1,50 +1,37 @@
 //! Incompressible folios stay resident while compressible ones can go.
 //!
-//! The pool is charged to the region's limit. A folio whose pages did not compress is stored
-//! as-is (docs/DESIGN.md section 2: it keeps LRU order for writeback), and then takes as much of
-//! the limit in the pool as it took in the mapping: evicting it freed nothing, and every
-//! access to it since cost a fault. A resident folio that reclaim finds marked here came back
-//! from such a store, so the program used it after it was evicted (a refault). Evicting it
-//! again would free nothing until the shrinker writes it to disk, and would then cost a disk
-//! read at the next access; a compressible folio evicted in its place frees most of its size
-//! at the cost of a pool fault. So reclaim passes over marked folios (they go to the back of
-//! the queue). Only while it finds others: after a whole queue's length of marked folios in a
-//! row, it evicts them as they come, so a region of nothing but incompressible data still
-//! reclaims, the old way, at no extra cost. (The count is of folios in a row across calls, not
-//! per call: marked folios cluster in the queue, as a program's incompressible data usually
-//! sits together, and a per-call bound would evict from every cluster it meets.)
+//! The pool is charged to the limit, so a folio stored as-is (it did not compress; it keeps
+//! its place in writeback order, docs/DESIGN.md section 2) frees nothing until the shrinker
+//! writes it to disk, and costs a fault, perhaps a disk read, at its next use. A compressible
+//! folio evicted in its place frees most of its size.
 //!
-//! Incompressible data that is not used again is unaffected: it is evicted once (nothing is
-//! known of it before its first store), stays in the pool, and the shrinker writes it back
-//! oldest first, as in the kernel. A folio's mark is set or cleared by each store of the whole
-//! folio (a clean eviction keeps it), so a folio that becomes compressible is found out the
-//! next time it is evicted.
+//! A folio's verdict, set by each store of the whole folio (a clean eviction keeps it) and
+//! forgotten by a discard:
+//! - marked (the store found it incompressible, `poor`): resident again, it is a refault;
+//!   reclaim passes it over while the region's incompressible data is in use (`keep_marked`);
+//! - compressible: not tried before its next store, which most likely compresses it again
+//!   (a try would be a second compression of most folios evicted);
+//! - none (never stored, or discarded since): while incompressible data is in use and being
+//!   found (`found`), reclaim first tries it for compression where it is (`try_in_place`,
+//!   through `/proc/self/mem`, no move); one that would be stored as-is is marked and kept.
 //!
-//! A folio whose last store compressed it is not tried (below) before its next: it most
-//! likely compresses again, and the try would be a second compression of nearly every
-//! folio evicted (in `bench mix`, two thirds of the data compress). Should it have become
-//! incompressible since, its store finds out, and it is marked.
+//! In use: every `EPOCH`, the marked folios that came back in are set against the folios
+//! stored as-is the epoch before (added up until there are `MIN_EVIDENCE`); a quarter as many
+//! is in use (`decide`). A region starts in use, so the first wave of its incompressible data
+//! is kept: stored as-is, it fills the charged pool and sends compressible pages to disk (in
+//! `bench mix`, a third of the access rate for some 15 s). Not in use, first stores are as-is,
+//! marked folios are not passed over, and cold incompressible data leaves oldest first, as
+//! in the kernel.
 //!
-//! Refault detection decides the first store too. Reclaim reaching a region's incompressible
-//! data for the first time knows nothing of it, and stored it all as-is: in `bench mix` (a
-//! third of the data random, all of it used at random) that wave filled the charged pool
-//! with random pages, sent compressible ones to disk behind them, and cut the access rate
-//! from 130,000/s to 45,000/s for fifteen seconds. So the region counts the folios it stores
-//! as-is and the marked folios that come back in, and every `EPOCH` decides: if a quarter
-//! as many came back in as were stored as-is the epoch before (or the epochs before, added
-//! up until there are `MIN_EVIDENCE` of them), its incompressible data is in use. While it
-//! is, and while incompressible folios are being found at all, a folio with no verdict (never
-//! stored, or discarded since) is first tried for compression where it is (read through
-//! `/proc/self/mem`, no move),
-//! and one that would be stored as incompressible is marked and stays resident, as one that
-//! came back in would. One such folio in eight (up to 1/256 of the region's folios an epoch)
-//! is stored as-is all the same, a probe, so the count goes on measuring. When what is stored
-//! as-is stops coming back, the region's incompressible data is not in use: first stores are
-//! as-is again, marked folios are no longer passed over, and cold incompressible data leaves
-//! for disk as before. Folios a sequential scan has passed go whatever they hold.
-//! Reclaim that finds nothing but incompressible folios (16 kept in one call of direct
-//! reclaim; 1,024 for kswapd, which no fault waits on) stores the next as-is, so it never
-//! leaves a fault without room.
+//! Reclaim never stalls on it:
+//! - one folio in `PROBE_EVERY` that would be kept is stored as-is all the same (a probe, at
+//!   most `probes_per_epoch`), so the detection goes on and unused kept folios leave;
+//! - after a whole queue's length of marked folios passed over in a row, they are evicted as
+//!   they come, so a region of nothing but incompressible data still reclaims (counted across
+//!   calls: marked folios cluster, and a per-call count would evict from every cluster);
+//! - after `KEPT_PER_CALL` folios kept in one call (`KEPT_PER_CALL_KSWAPD` for kswapd, which
+//!   no fault waits on), the next is stored as-is, so a fault never lacks room;
+//! - folios a sequential scan has passed go whatever they hold.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -87,10 +74,9 @@ pub(crate) struct IncompressibleFolios {
 
 /// How often the decision is taken, from the refaults of one epoch against the stores as-is
 /// of the epoch before. A time, not a number of stores, and refaults set against earlier
-/// stores: a folio comes back a while after its store, and a rate of refaults to stores
-/// counted together dropped whenever stores came in a burst (as they do when reclaim first
-/// meets a region's incompressible data), before their refaults could come; it switched the
-/// keeping off, and every store of the burst was then as-is: the very wave this is for.
+/// stores: a folio comes back a while after its store, so a burst of stores (reclaim meeting
+/// a region's incompressible data for the first time) weighed against refaults of the same
+/// time would look unused, and switch keeping off for the very wave it is for.
 const EPOCH: std::time::Duration = std::time::Duration::from_secs(4);
 /// Probes an epoch, at most: one per this many folios of the region (and at least
 /// `MIN_EVIDENCE`): enough to decide and to let unused kept folios go, few
@@ -162,8 +148,8 @@ impl IncompressibleFolios {
     }
 
     /// Reclaim evicted a folio (`marked` before): an unmarked one ends the run of marked
-    /// folios passed over. (One found incompressible and kept does not: else, with folios
-    /// being kept, the run never grew, and the fallback above never came.)
+    /// folios passed over. A folio found incompressible and kept is no eviction: while folios
+    /// are being kept the run must still grow, or the fallback never comes.
     pub fn evicted(&self, marked: bool) {
         if !marked {
             self.in_a_row.store(0, Relaxed);
@@ -229,8 +215,8 @@ impl IncompressibleFolios {
         } else {
             // Too few stores as-is to tell: the decision stands (in use, to begin with), and
             // the stores and their refaults add up over the epochs until there are enough.
-            // (Dropped each epoch, a region reclaiming little never had enough, and kept
-            // its incompressible data resident for good once it had been found in use.)
+            // Dropped each epoch, they would never be enough in a region that reclaims
+            // little, which would keep its incompressible data resident for good.
             self.stored_before.store(before + now, Relaxed);
         }
         self.probes.store(0, Relaxed);
@@ -257,9 +243,9 @@ impl IncompressibleFolios {
     }
 
     /// An unmarked folio tried first (`try_in_place`) was found incompressible: keep it? Yes,
-    /// but for the probes. Drawn only now, among folios found incompressible: drawn before
-    /// the try, most probes of a region of mostly compressible data fell on folios that
-    /// compress, stored no folio as-is, and the evidence came slowly.
+    /// but for the probes. They are drawn here, among folios found incompressible, not before
+    /// the try: in a region of mostly compressible data most would fall on folios that
+    /// compress, and measure nothing.
     pub fn keep_found(&self) -> bool {
         !self.probe()
     }
@@ -438,9 +424,9 @@ mod tests {
     }
 
     /// In a region of mostly compressible data, the probes are drawn among the folios found
-    /// incompressible, not among all those tried. It matters where the per-epoch budget binds
-    /// (as in `bench mix`): drawn at the try, the budget went mostly to folios that compress,
-    /// which a probe stores as they are anyway, and the evidence came slowly.
+    /// incompressible, not among all those tried. Would fail if they were drawn at the try:
+    /// where the per-epoch budget binds (as in `bench mix`), it would go mostly to folios
+    /// that compress, which measure nothing.
     #[test]
     fn probes_fall_on_incompressible_folios() {
         // 8,192 folios: a budget of `MIN_EVIDENCE` (32) probes an epoch.
@@ -448,8 +434,8 @@ mod tests {
         assert_eq!(m.probes_per_epoch, MIN_EVIDENCE);
         m.kept();
         // 4,000 folios tried, one in ten incompressible: 400, of which one in eight, 50,
-        // would be probes; the budget allows 32. Drawn at the try, 500 draws among all the
-        // folios ran into the budget after 256 tries, and about 3 probes were incompressible.
+        // would be probes; the budget allows 32. Drawn at the try, the budget would run out
+        // after 256 tries, with about 3 probes on incompressible folios.
         let mut probes = 0;
         for i in 0..4000 {
             assert!(m.try_in_place());

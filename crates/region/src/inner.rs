@@ -119,7 +119,7 @@ pub(crate) struct Inner {
     /// Policies: incompressible folios left resident, clean folios, readahead and
     /// drop-behind. They decide; the actions are reclaim's and the fault's.
     pub incompressible: IncompressibleFolios,
-    /// `RegionConfig::keep_incompressible`.
+    /// `Policies::keep_incompressible`.
     pub keep_incompressible: bool,
     pub clean: CleanTracking,
     pub readahead: Readahead,

@@ -44,7 +44,7 @@ pub(crate) struct Readahead {
     streams: Mutex<[u32; STREAMS]>,
     folio_pages: u32,
     nr_pages: u32,
-    /// Folios a scan has passed are dropped behind (`RegionConfig::drop_behind`).
+    /// Folios a scan has passed are dropped behind (`Policies::drop_behind`).
     drop_behind: bool,
 }
 

@@ -171,8 +171,8 @@ fn write_back_pool(inner: &Inner) -> bool {
 pub(crate) const KEPT_PER_CALL: usize = 16;
 /// The same for kswapd, which no fault waits on. Reclaim meets each incompressible folio
 /// that was never evicted once, and keeps it; at 16 a call, a run of them in the queue (in
-/// `bench mix`, the random third in the order it was filled) sent one in 17 to the pool
-/// as-is, about 7,000 random pages in one second that all came back over the next five.
+/// `bench mix`, the random third in the order it was filled) would send one in 17 to the
+/// pool as-is: about 7,000 random pages in a second, all of which come back within five.
 const KEPT_PER_CALL_KSWAPD: usize = 1024;
 
 /// What an attempt to evict came to.
@@ -262,13 +262,13 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
 /// behind, or marked incompressible).
 ///
 /// Each eviction's `UFFDIO_MOVE` flushes the TLB of every CPU running the program, an IPI
-/// each, and on a random workload of 4 KiB folios that was the largest single cost of
-/// reclaim (`perf`, bench mix: 15% of all CPU). Neighbours move with one flush. A neighbour
-/// goes only if it would go soon anyway and costs nothing to find out about: resident and
-/// unlocked (a try, never a wait: we hold `head`), its last store compressed (so it is
-/// stored, not tried or kept: incompressible.rs), not clean, not staged, and in
-/// the older half of the reclaim queue (queued at least half as long ago as `head`), so a
-/// folio in use is not taken for its place. The first that fails ends the run. A head that
+/// each: on a random workload of 4 KiB folios, one move a folio is the largest single cost
+/// of reclaim (`perf`, `bench mix`: 15% of all CPU). Neighbours move with one flush. A
+/// neighbour goes only if it would go soon anyway and costs nothing to find out about:
+/// resident and unlocked (a try, never a wait: we hold `head`), its last store compressed
+/// (so it is stored, not tried or kept: incompressible.rs), not clean, not staged, and in the
+/// older half of the reclaim queue (queued at least half as long ago as `head`), so a folio
+/// in use is not taken for its place. The first that fails ends the run. A head that
 /// was queued again since the entry that named it (a stale entry: the queue names a folio
 /// each time it comes in) is young, and goes alone: its age says nothing of its neighbours'.
 fn with_neighbours<'a>(
@@ -321,9 +321,9 @@ fn with_neighbours<'a>(
 }
 
 /// Evict `batch` (consecutive 4 KiB folios, locked and resident, from `with_neighbours`)
-/// with one move into a batch slot, then store each page. The pages skip the region's swap
-/// cache: the slot is one, and it is freed whole once every page is stored. A page that
-/// cannot be stored comes back, as in `evict`.
+/// with one move into a batch slot, then store each page. The pages are not kept staged: the
+/// slot is one, freed whole once every page is stored. A page that cannot be stored comes
+/// back, as in `evict`.
 fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     let n = batch.len();
     let first = batch[0].start();
@@ -457,10 +457,10 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         && inner.incompressible.try_in_place();
     if refuse_as_is {
         // Tried where it is, not moved out and back (two page-table walks and TLB flushes,
-        // which made most of the cost of finding a region's random data); and outside the
-        // event gate, which a fault's handler waits on to read its fault while any reclaim
-        // holds it: the read and the compression made most of the time reclaim held it. Only
-        // a guess, so a race is harmless: a discard or `mremap` meanwhile makes the read fail
+        // most of what finding a region's random data would cost); and outside the event
+        // gate, which a handler waits on to read its fault while any reclaim holds it (the
+        // read and the compression would be most of the time reclaim holds it). Only a
+        // guess, so a race is harmless: a discard or `mremap` meanwhile makes the read fail
         // (the store decides) or read what is going away (a folio kept that had gone anyway,
         // whose mark the discard, waiting for our folio lock, clears).
         if compresses_in_place(inner, inner.mapping.page_addr(folio.start()), bytes) == Some(false)
@@ -537,9 +537,9 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
     if clean {
         inner.stats.clean_evictions.fetch_add(1, Relaxed);
     } else {
-        // Tried in place above; the program may have written it since.
-        // Found incompressible only now (the try in place could not run, or the program
-        // wrote it since): kept, but for the probes, which are stored as-is.
+        // `refuse_as_is`: tried in place above and found compressible, or not tried (it could
+        // not be read there). Found incompressible by the store (the program may have
+        // written it since): kept, but for the probes, which are stored as-is.
         let stored = if refuse_as_is {
             inner
                 .group
@@ -615,9 +615,9 @@ fn all_moved(f: uffd::Filled) {
     }
 }
 
-/// The folio stays resident, having failed to go: queue it again. `folio` may be one page of a split folio
-/// (evicted page by page): the queue holds whole folios' starts, which reclaim locks at the
-/// region's folio order.
+/// The folio stays resident, having failed to go: queue it again. `folio` may be one page of
+/// a split folio (evicted page by page): the queue holds whole folios' starts, which reclaim
+/// locks at the region's folio order.
 fn give_up(inner: &Inner, folio: &FolioLock) {
     inner.stats.evict_failed.fetch_add(1, Relaxed);
     requeue(inner, folio);

@@ -164,7 +164,8 @@ impl Region {
         mem.dont_fork()?;
         // Base pages only: a huge page collapsed by khugepaged under a folio would have to be
         // split by every UFFDIO_MOVE that evicts part of it (the kernel splits huge pages on
-        // swap-out too), and it is the one path where MOVE met states we do not otherwise see.
+        // swap-out too), and that split is the one path where MOVE meets states we do not
+        // otherwise see.
         mem.no_huge_pages()?;
 
         let swap_pages = u32::try_from(config.swap_size.unwrap_or(len as u64) / PAGE_SIZE as u64)

@@ -25,7 +25,8 @@ pub(crate) struct StagedFolios {
 }
 
 impl StagedFolios {
-    /// Staged folios, at most `budget_pages` of them, for a region of `nr_folios` folios of `folio_pages`.
+    /// Staged folios, at most `budget_pages` pages of them, for a region of `nr_folios`
+    /// folios of `folio_pages` pages.
     pub fn new(budget_pages: u64, folio_pages: u32, nr_folios: usize) -> Self {
         let order = FolioQueue::new(folio_pages, nr_folios);
         StagedFolios {
@@ -130,7 +131,7 @@ mod tests {
 
     /// Folios evicted and taken back, over and over, within the budget (a working set just
     /// over the limit, coming back while still staged): the queue of what to drop first
-    /// stays bounded. (It named every folio ever inserted: 1,000 entries here, for good.)
+    /// stays bounded. Would fail if the queue kept an entry for every folio ever inserted.
     #[test]
     fn folios_taken_back_leave_no_entries_behind() {
         let pages = 1000;

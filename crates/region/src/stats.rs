@@ -116,7 +116,8 @@ counters! {
     readahead_folios,
     /// Folios reclaimed because a sequential scan had passed them (drop-behind).
     dropped_behind,
-    /// Untouched folios mapped to the zero page after a first touch next to them.
+    /// Untouched folios mapped after a first touch next to them (fault-around: zero-filled
+    /// after a write, the zero page after a read).
     fault_around,
     /// Folios reclaim passed over because their last store found them incompressible
     /// (incompressible.rs).

@@ -210,9 +210,9 @@ pub(crate) fn from_engine(
     })
 }
 
-/// Load the whole held folio, every page of which the engine holds, and install it with one
-/// copy (the caller has queued it for reclaim). False when the load failed (the caller falls back to page by page, which finds and
-/// poisons the bad page).
+/// Load the whole folio, every page of which the engine holds, and install it with one copy
+/// (the caller has queued it for reclaim). False when the load failed: the caller falls back
+/// to page by page, which finds and poisons the bad page.
 pub(crate) fn load_whole(
     inner: &Inner,
     folio: &FolioLock,
@@ -256,7 +256,7 @@ pub(crate) fn load_whole(
 
 /// The engine reads a folio's pages with the gate given up (`Gate::unlocked`): a read from
 /// disk can take milliseconds, and every handler that reads events waits for the gate
-/// alone, so held across reads it made every fault wait for the disk. The folio lock, held
+/// alone, so held across the read it would make every fault wait for the disk. The folio lock, held
 /// throughout, keeps reclaim, other faults and a discard's processing away from the folio;
 /// a discard *read* meanwhile is seen here, once the gate is held again, and the install
 /// starts over (it then waits for the processing, as any install does).

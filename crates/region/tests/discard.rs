@@ -1,7 +1,7 @@
 //! A discard (MADV_DONTNEED) must read as zeros once it returns, whatever the region was doing
-//! with the page: staged in the swap cache, stored in the engine, or being faulted by another
-//! handler at the moment the discard's event is read. (Found by review: the kernel zaps as soon
-//! as the event is read, so anything installed after the read could survive the zap.)
+//! with the page: staged, stored in the engine, or being faulted by another handler at the
+//! moment the discard's event is read. The kernel zaps as soon as the event is read, so
+//! anything installed after the read would survive the zap.
 
 use region::{Region, RegionConfig};
 
@@ -26,8 +26,8 @@ fn a_discarded_page_reads_zero_even_when_a_fault_races_its_event() {
     }
 }
 
-/// A folio still staged in the swap cache, part of it discarded: the discarded pages read zero
-/// and the rest of the folio keeps its data.
+/// A folio still staged, part of it discarded: the discarded pages read zero and the rest of
+/// the folio keeps its data.
 #[test]
 fn a_discard_into_a_staged_folio_keeps_the_rest_of_it() {
     let mut r = Region::new(4 << 20, RegionConfig::new(8 << 20)).unwrap();
@@ -56,7 +56,8 @@ fn a_discard_into_a_staged_folio_keeps_the_rest_of_it() {
 /// mapped, with their contents, until it needs the memory. Processing the event must not wait
 /// long for a zap that never comes; each page reads as it was or as zero; and a write made
 /// after the `madvise` returned must survive reclaim, even one made before the event is
-/// processed (reclaim once moved such a page out, and the processing then freed it).
+/// processed. Would fail if reclaim moved such a page out while its discard was pending:
+/// the processing would then free the write.
 #[test]
 fn madv_free_is_quick_and_loses_no_later_write() {
     let n = 256;
@@ -81,7 +82,8 @@ fn madv_free_is_quick_and_loses_no_later_write() {
     let took = t.elapsed();
     let s = r.stats();
     eprintln!("processed in {took:?}; {s:?}");
-    // Each resident page once waited up to 200 ms for its zap: 51 s here.
+    // The wait for a zap (`ZAP_WAIT`) is per range: waited for each page still mapped, it
+    // would take seconds here.
     assert!(
         took.as_millis() < 1000,
         "MADV_FREE of {n} pages took {took:?}"
@@ -146,10 +148,9 @@ fn a_fault_around_a_page_left_mapped_does_not_count_it() {
 
 /// Discards read just before the region moves (`mremap`) are processed as the pages they
 /// covered when read. Two lazy frees keep the handlers busy (each waits for a zap that never
-/// comes) while a third discard and the move queue behind them: a handler that processed a
-/// discard after applying the move once took its addresses against the new place, missed
-/// the region, and left the discard pending forever (every fault on its pages then retried
-/// for good).
+/// comes) while a third discard and the move queue behind them. Would fail (a read of the
+/// region hangs) if a handler took a discard's addresses against the new place: it would
+/// miss the region and leave the discard pending forever, every fault on its pages retrying.
 #[test]
 fn discards_read_before_the_region_moves_are_processed_where_they_were_read() {
     let n = 256;

@@ -148,7 +148,7 @@ fn evicted_to_device<D: BackingDevice + 'static>(dev: &Arc<D>) -> Region {
     // Filled from the end, a page a fault. Fault-around maps the pages after a first touch,
     // and a fill from the start runs into pages it is still mapping: the fault a handler has
     // read by then is served later, perhaps after the eviction below, as a swap-in from `dev`
-    // that no test asked for (with slow reads armed, it kept one of the two handlers in a
+    // that no test asked for (with slow reads armed, it keeps one of the two handlers in a
     // 300 ms read). From the end, each fault's fault-around meets a touched page at once.
     for (i, page) in r.as_mut_slice().chunks_mut(PAGE).enumerate().rev() {
         page.copy_from_slice(&page_data(i, 0));
@@ -293,8 +293,8 @@ where
 
 /// A handler waiting for the disk does not hold up the others: a `madvise` on another page
 /// returns once a handler has read its event, and reading events waits for every install
-/// in flight (events.rs). The engine's reads are done with that gate given up; held across
-/// them, this discard waited for the whole 300 ms read.
+/// in flight (events.rs). The engine reads with that gate given up: would fail if the gate
+/// were held across the read, the discard then waiting for the whole 300 ms of it.
 #[test]
 fn a_slow_disk_read_does_not_hold_up_other_events() {
     discard_while_handlers_wait(fault_page_0_into_a_read);
@@ -328,8 +328,9 @@ fn a_handler_waiting_for_a_folio_under_a_disk_read_leaves_events_to_the_spare() 
 
 /// The spare never waits for a held folio itself: with one handler in the read of page 0,
 /// the other waiting for page 0's folio, and a third fault on page 0 read by the spare, the
-/// spare leaves that fault to a regular handler and goes on reading events. (It once waited
-/// for the folio too, and then nobody read the discard's event until the read ended.)
+/// spare leaves that fault to a regular handler and goes on reading events. Would fail if the
+/// spare waited for the folio too: nobody would then read the discard's event until the read
+/// ended.
 #[test]
 fn the_spare_leaves_a_fault_on_a_held_folio_and_goes_on_serving() {
     let stats = discard_while_handlers_wait(|s, r, in_read| {
@@ -515,11 +516,11 @@ fn a_fault_handler_that_dies_stops_the_process() {
 /// A fault event read after another handler served its page, the kernel having swapped the
 /// page out to system swap since (its own reclaim does, on a machine with swap): the page is
 /// not missing (an access swaps it back in without a userfault), so the event is stale, as
-/// for a page still mapped. Taken for a page uzswap lost track of, it stopped the process
-/// (the kernel-swap stress tests met it in CI). Such events are served here for pages the
-/// kernel swapped out and dropped from its swap cache, where `mincore` stops counting them
-/// in memory: swapped out, read back (still in the swap cache, clean) and paged out again,
-/// a page needs no write and leaves the swap cache at once. Needs root (`swapon`).
+/// for a page still mapped. Would fail if such an event were taken for a page uzswap lost
+/// track of (which stops the process). Such events are served here for pages the kernel
+/// swapped out and dropped from its swap cache, where `mincore` stops counting them in
+/// memory: swapped out, read back (still in the swap cache, clean) and paged out again, a
+/// page needs no write and leaves the swap cache at once. Needs root (`swapon`).
 #[test]
 fn a_stale_fault_on_a_page_the_kernel_swapped_out_is_no_lost_page() {
     let Some(_swap) = common::SystemSwap::on() else {
@@ -595,8 +596,8 @@ fn with_writeback_off_what_the_pool_cannot_hold_stays_resident() {
 
 /// Folios with a discarded page are evicted page by page; a page that cannot go (writeback
 /// off, the pool full) is queued again for reclaim as its whole folio, which reclaim later
-/// locks at the region's folio order (queued as the page, it was an unaligned folio start:
-/// the reclaiming thread stopped on it).
+/// locks at the region's folio order. Would fail if the page itself were queued: an
+/// unaligned folio start stops the reclaiming thread.
 #[test]
 fn pages_of_a_split_folio_that_cannot_go_are_queued_as_their_folio() {
     let size = 8 << 20;
@@ -634,7 +635,7 @@ fn pages_of_a_split_folio_that_cannot_go_are_queued_as_their_folio() {
 fn moving_the_region_with_mremap_keeps_every_page() {
     let mut r = Region::new(4 << 20, RegionConfig::new(8 << 20)).unwrap();
     fill(r.as_mut_slice(), 21);
-    // Pages in every place when it moves: resident, staged in the swap cache, in the pool.
+    // Pages in every place when it moves: resident, staged, in the pool.
     r.reclaim_to(r.usage().total() - (1 << 20));
     let u = r.usage();
     assert!(u.resident > 0 && u.staged > 0 && u.pool > 0, "{u:?}");

@@ -414,12 +414,12 @@ impl Setup {
     /// threads: a thread that brings a folio in after its reclaim found nothing it could take
     /// (reclaim.rs, `throttle`: everything in flight) passes the limit by that folio: the
     /// fault handlers, the spare and the four readahead threads. And a thread that evicts
-    /// puts the folio's pool copy in before its staged copy leaves the swap cache (and a
-    /// store as-is, of incompressible data, saves nothing): kswapd's threads, a folio each,
-    /// or with 4 KiB folios an eviction batch of 64 KiB (the region.rs test of incompressible
-    /// data allows 512 KiB for that). Folios in flight in staging and the threads' buffers
-    /// are in the fixed charge, so not here. The largest overshoot seen over the default
-    /// sequences was about a third of this (`Tally::max_over_of_tolerance`).
+    /// puts the folio's pool copy in before its staged copy is dropped (and a store as-is, of
+    /// incompressible data, saves nothing): kswapd's threads, a folio each, or with 4 KiB
+    /// folios an eviction batch of 64 KiB (the region.rs test of incompressible data allows
+    /// 512 KiB for that). Folios in flight in staging and the threads' buffers are in the
+    /// fixed charge, so not here. The largest overshoot over the default sequences is about
+    /// a third of this (`Tally::max_over_of_tolerance`).
     fn tolerance(&self) -> u64 {
         let c = &self.config;
         let faulting = (c.fault_threads + 1 + 4) as u64 * self.folio as u64;
@@ -1344,14 +1344,14 @@ fn model_2m_folios() {
 }
 
 // ---------------------------------------------------------------------------------------
-// What the model test found.
+// Cases the model sequences reach only at their edges, tested on their own.
 
 /// The pool alone can hold a region past its limit: its cap, `max_pool_percent`, is a share
 /// of the whole limit, fixed charge included, and with a limit near the least `Region::new`
 /// takes, 20% of it is more than what the fixed charge leaves. Once nothing resident or
-/// staged is left, reclaim writes the pool back. (Without that, the idle region stayed
-/// 191,296 bytes over its limit, nothing written back; the model test met it at its
-/// tightest limits, and with `max_pool_percent` 100 at any limit.)
+/// staged is left, reclaim writes the pool back. Would fail without that: the idle region
+/// stays some 190 KB over its limit, nothing written back (the model sequences reach this
+/// at their tightest limits, and with `max_pool_percent` 100 at any limit).
 #[test]
 fn the_pool_alone_over_the_limit_is_written_back() {
     let pages = 64;
@@ -1385,8 +1385,8 @@ fn the_pool_alone_over_the_limit_is_written_back() {
 /// once (a zero page is only marked). Each free leaves the file's cluster wholly free, and
 /// the cluster is reserved, every slot of it, while its hole is punched. A swap file of one
 /// cluster (512 slots: a region under 2 MiB with its default swap file) then has no free
-/// slot for other threads' writes meanwhile: they wait for the discard. (They failed with
-/// `NoSlot` before: 2 to 300 failed writes over 20 reads of 20 zero pages, in 9 runs of 10.)
+/// slot for other threads' writes meanwhile: they wait for the discard. Would fail if they
+/// failed with `NoSlot` instead (2 to 300 failed writes here, in 9 runs of 10).
 #[test]
 fn writes_wait_for_a_discard_rather_than_fail_for_want_of_a_slot() {
     let pages = 20;

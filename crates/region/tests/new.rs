@@ -116,8 +116,8 @@ fn every_failure_of_region_new_returns_at_once_and_leaves_nothing_behind() {
     fails_cleanly("register", config(), |e| e.chain().contains("injected"));
     fail::remove("region::new::register");
     // A thread cannot be started after the range is registered and five threads serve it:
-    // an unmap of a registered range waits for its event to be read, so this hung while
-    // nothing stopped the threads and unregistered the range first.
+    // an unmap of a registered range waits for its event to be read, so this would hang if
+    // the error path did not stop the threads and unregister the range first.
     fail::cfg("region::new::spawn", "5*off->return").unwrap();
     fails_cleanly("thread start", config(), |e| {
         matches!(e, RegionError::Spawn(_))

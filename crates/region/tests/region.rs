@@ -19,9 +19,9 @@ fn data_survives_reclaim_to_a_quarter_of_its_size() {
     assert!(s.faults > 0);
     let z = r.zswap().stats();
     assert!(z.get("zswpout") > 0);
-    // Back from the pool, the swap file (the pool is only 20% of the limit) or the swap cache.
+    // Back from the pool, the swap file (the pool is only 20% of the limit) or staging.
     assert!(z.get("zswpin") + z.get("pswpin") > 0 || s.faults_staged > 0);
-    // Resident + swap cache + pool stay within the limit but for a folio per thread.
+    // Resident + staged + pool stay within the limit but for a folio per thread.
     let u = r.usage();
     assert!(
         u.total() <= limit + 4 * (64 << 10),
@@ -58,10 +58,10 @@ fn a_fault_on_a_folio_still_in_the_swap_cache_needs_no_decompression() {
     // Headroom above the region's size: only the reclaim below evicts anything.
     let mut r = Region::new(4 << 20, RegionConfig::new(8 << 20)).unwrap();
     fill(r.as_mut_slice(), 3);
-    // Evict, but not so far that the swap cache itself is dropped.
+    // Evict, but not so far that the staged folios are dropped too.
     r.reclaim_to(r.usage().total() - (1 << 20));
     assert!(r.usage().staged > 0, "{:?} {:?}", r.usage(), r.stats());
-    // The swap cache keeps the folios evicted last; reading everything meets them.
+    // The folios evicted last are still staged; reading everything meets them.
     let before = r.zswap().stats().get("zswpin");
     check(r.as_mut_slice(), 3);
     let s = r.stats();
@@ -73,8 +73,8 @@ fn a_fault_on_a_folio_still_in_the_swap_cache_needs_no_decompression() {
 
 /// A folio whose pages are not all where a whole-folio load takes them (one discarded since
 /// it left) comes back page by page; its swap-ins are counted all the same, by source, each
-/// of order 0 (the engine did not hold the folio whole). (Only whole-folio loads counted
-/// any, and a fault that started over after its load counted them again.)
+/// of order 0 (the engine did not hold the folio whole). Would fail if only whole-folio
+/// loads counted swap-ins, or if a fault that starts over after its load counted them again.
 #[test]
 fn a_folio_brought_back_page_by_page_counts_its_swapins() {
     let folio = 64 << 10;
@@ -103,8 +103,8 @@ fn a_folio_brought_back_page_by_page_counts_its_swapins() {
 
 /// Memory freed and used again over and over (an allocator's `MADV_DONTNEED` and reuse),
 /// far under the limit: the reclaim queue, charged to the limit as metadata, stays bounded.
-/// (Each refault queued the folio again; with no reclaim to take the old entries, 5,000
-/// rounds left 32 KiB of queue.)
+/// Would fail if the queue kept every entry: each refault queues the folio again, and with
+/// no reclaim to take the old entries, 5,000 rounds leave 32 KiB of queue.
 #[test]
 fn memory_freed_and_reused_under_the_limit_keeps_the_reclaim_queue_bounded() {
     let mut r = Region::new(1 << 20, RegionConfig::new(64 << 20)).unwrap();
@@ -125,7 +125,7 @@ fn zero_pages_come_back_as_zero_without_storage() {
     mem.fill(0);
     mem[0] = 1;
     r.reclaim_to(0);
-    // Drop the swap cache's staged copies too, so pages come from the engine.
+    // Reclaimed to 0, so the staged copies are dropped too and pages come from the engine.
     let z = r.zswap().stats();
     assert!(z.get("swpout_zero") > 0);
     let mem = r.as_mut_slice();
@@ -360,7 +360,8 @@ fn a_sequential_scan_drops_behind_itself() {
     // About a third of the limit is pool, metadata and I/O buffers: ~5 MiB of the second
     // half (80 folios) cannot stay resident either way, so even a perfect drop-behind faults
     // ~80 times (65-96 seen, with the timing of kswapd against the scan), and oldest-first
-    // reclaim 190-225 times. (A bound of a third of the half, 85, failed one run in three.)
+    // reclaim 190-225 times. The bound is half the folios: a third (85) is too close to
+    // those ~80, and fails about one run in three.
     assert!(
         with < folios_in_half / 2,
         "{with} of {folios_in_half} folios faulted after a scan with drop-behind"
@@ -418,10 +419,6 @@ fn folios_a_scan_brings_from_the_pool_stay_clean_until_written() {
     );
 }
 
-/// Random accesses over compressible pages and random ones. The pool is charged to the limit,
-/// so a random page stored as-is frees nothing: one that comes back in after such a store
-/// stays resident from then on (incompressible.rs), and reclaim evicts compressible pages
-/// instead. Without that, reclaim keeps storing random pages as-is.
 /// A discarded folio forgets that it was incompressible: the data the program puts there
 /// next is judged on its own store, and reclaim does not pass it over meanwhile.
 #[test]
@@ -464,6 +461,11 @@ fn a_discard_clears_the_incompressible_mark() {
     }
 }
 
+/// Random accesses over compressible pages and random ones. The pool is charged to the limit,
+/// so a random page stored as-is frees nothing: one that comes back in after such a store
+/// stays resident from then on (incompressible.rs), and reclaim evicts compressible pages
+/// instead. With `keep_incompressible` off, reclaim keeps storing random pages as-is, and
+/// they keep coming back: the test compares the two.
 #[test]
 fn incompressible_folios_that_come_back_stay_resident() {
     const RANDOM: usize = 640;
@@ -479,8 +481,8 @@ fn incompressible_folios_that_come_back_stay_resident() {
     let run = |keep: bool| {
         // A pool of half the limit holds what the compressible pages need without writeback.
         // 9 MiB leaves room for the random pages to stay resident beside that pool and the
-        // region's fixed charge; at 8 MiB the two competed, the policy cut the refaults only
-        // 3-4 times (15-50 times here), and once the fixed charge grew it fell below 3 in CI.
+        // region's fixed charge; at 8 MiB the two compete, and the policy cuts the refaults
+        // only 3-4 times (15-50 times at 9 MiB), too close to the bound of 3 below.
         let cfg = RegionConfig::new(9 << 20)
             .folio_size(PAGE)
             .max_pool_percent(50)
@@ -518,7 +520,7 @@ fn incompressible_folios_that_come_back_stay_resident() {
     );
     // The random pages are the oldest: reclaim meets them first, and keeps them at their
     // first store (refault detection: incompressible.rs) but for the first found and the
-    // probes; without that, every one was stored as-is and came back, again and again.
+    // probes; without it, every one is stored as-is and comes back, again and again.
     assert!(
         refaults * 3 < refaults_without,
         "{refaults} random pages came back after a store as-is ({refaults_without} without)"
@@ -567,10 +569,9 @@ fn a_region_of_incompressible_data_still_keeps_its_limit() {
     );
     assert!(s.incompressible_skipped > 0, "no folio came back marked");
     // Past the limit when the reads end only by what reclaim has in hand: a usage probe
-    // sampling this region as fast as it could saw at most 260 KiB over (while the pages
-    // were read back; a folio a thread in flight, and stores as-is freeing nothing until
-    // the pool is full). A region that stopped evicting marked folios would be megabytes
-    // over.
+    // sampling this region as fast as it can sees at most 260 KiB over (while the pages are
+    // read back; a folio a thread in flight, and stores as-is freeing nothing until the pool
+    // is full). A region that stopped evicting marked folios would be megabytes over.
     assert!(
         at_end.total() <= limit + (512 << 10),
         "{at_end:?} over {limit} when the reads ended"
@@ -645,10 +646,10 @@ fn kswapd_keeps_a_run_of_incompressible_folios() {
     );
     // Mostly kswapd alone: a fault reclaims for itself only when the usage passes the limit
     // between the wait above and the fault after it. That is rare, and each time it is brief
-    // (it happened once in CI: 32 direct reclaims). A few such faults cannot hide the change
-    // under test. Direct reclaim stores one kept folio in 17 as-is, so a few dozen direct
-    // reclaims add two or three pages to the count below. Without the change, kswapd stores
-    // 97-127 pages as-is.
+    // (32 direct reclaims at most, seen in CI). A few such faults cannot hide what is under
+    // test: direct reclaim stores one kept folio in 17 as-is, so a few dozen direct reclaims
+    // add two or three pages to the count below, while a kswapd that gave up after
+    // `KEPT_PER_CALL` kept folios, as direct reclaim does, would store 97-127.
     assert!(
         s.direct_reclaim <= 64,
         "faults reclaimed {} times: not kswapd alone",

@@ -93,8 +93,8 @@ fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
 
 /// The same while the kernel migrates pages all the time (memory compaction forced every
 /// 50 ms; needs root). Linux 6.18's `UFFDIO_MOVE` then reports `EEXIST` for pages its own
-/// retry moved; staging once took them for strays and discarded them, and the program's
-/// pages were lost (`Staging::stage`).
+/// retry moved. Would fail if staging took those for strays and discarded them
+/// (`Staging::stage`): the program's pages would be lost.
 #[test]
 fn locked_counters_while_the_kernel_migrates_pages_lose_nothing() {
     if std::fs::OpenOptions::new()
@@ -319,12 +319,11 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
 
 /// Discards racing with reclaim: each thread owns every fourth page, and at random checks one
 /// of its pages and rewrites it (one time in seven after an `MADV_FREE` of it), or discards it
-/// (`MADV_DONTNEED`: it must read zero after),
-/// while a scanner reads the whole area in order (readahead, drop-behind, clean folios) and
-/// reclaim runs all the time, most swap-ins from disk (a pool of 5% of the limit). A discard
-/// that lands while reclaim is moving the page's folio out makes that move fail part way, the
-/// path where a lost page would show. Every page is checked against its owner's record at
-/// every step and at the end.
+/// (`MADV_DONTNEED`: it must read zero after), while a scanner reads the whole area in order
+/// (readahead, drop-behind, clean folios) and reclaim runs all the time, most swap-ins from
+/// disk (a pool of 5% of the limit). A discard that lands while reclaim is moving the page's
+/// folio out makes that move fail part way, the path where a lost page would show. Every page
+/// is checked against its owner's record at every step and at the end.
 #[test]
 fn discards_racing_with_reclaim_lose_nothing_else() {
     discards_racing_with_reclaim(5, Disturb::Nothing, Fill::Stamps);
@@ -338,10 +337,10 @@ fn incompressible_pages_with_discards_racing_reclaim_lose_nothing_else() {
     discards_racing_with_reclaim(50, Disturb::Nothing, Fill::Random);
 }
 
-/// The same with a pool of 50% of the limit, so most swap-ins come from the pool. This found
-/// a lost write (one run in three of 40 s per folio size): a fault served a page whose
-/// discard was read but not yet processed, the program wrote it, reclaim stored it, and the
-/// late processing freed it; the program then read zeros (events.rs).
+/// The same with a pool of 50% of the limit, so most swap-ins come from the pool. Would fail
+/// (about one run in three of 40 s per folio size) if a fault served a page whose discard
+/// was read but not yet processed: the program writes it, reclaim stores it, the late
+/// processing frees it, and the program reads zeros (events.rs).
 #[test]
 fn discards_racing_with_reclaim_from_the_pool_lose_nothing_else() {
     discards_racing_with_reclaim(50, Disturb::Nothing, Fill::Stamps);
@@ -485,7 +484,7 @@ fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill)
             s.lost_track
         );
         // A page present both in the region and in a staging slot would mean a move that
-        // reported fewer pages than it moved (the one way found to lose track of a page).
+        // reported fewer pages than it moved (the one known way to lose track of a page).
         assert_eq!((s.lost_track, s.stray_staged_pages), (0, 0), "{s:?}");
         assert!(s.folios_evicted > 0 && s.discarded_pages > 0, "{s:?}");
         if fill == Fill::Random {
@@ -505,10 +504,10 @@ fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill)
 }
 
 /// The kernel reading and writing the region on the program's behalf under constant reclaim,
-/// most swap-ins from the pool: each thread owns a quarter of the area and rewrites its pages with `read(2)` from a pipe
-/// (the kernel writes into the region, faulting on evicted pages) and checks them with
-/// `write(2)` into a pipe (the kernel reads the region), or reads them itself. Every page is
-/// checked against its owner's record at every step and at the end.
+/// most swap-ins from the pool: each thread owns a quarter of the area and rewrites its pages
+/// with `read(2)` from a pipe (the kernel writes into the region, faulting on evicted pages)
+/// and checks them with `write(2)` into a pipe (the kernel reads the region), or reads them
+/// itself. Every page is checked against its owner's record at every step and at the end.
 #[test]
 fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
     use std::io::{Read, Write};
