@@ -2,6 +2,7 @@
 //! `iB` suffix is allowed), and folio sizes, which must be a power of two from 4 KiB to 2 MiB.
 
 use anyhow::{bail, Result};
+use zswap::PAGE_SIZE;
 
 /// Parse a byte size with an optional K/M/G/T suffix (powers of 1024).
 pub fn parse_size(text: &str) -> Result<u64> {
@@ -65,7 +66,7 @@ pub fn fmt_human(bytes: u64) -> String {
 /// Parse a folio size: a power of two from 4 KiB to 2 MiB.
 pub fn parse_folio_size(text: &str) -> Result<usize> {
     let v = parse_size(text)?;
-    if !(4096..=2 << 20).contains(&v) || !v.is_power_of_two() {
+    if !(PAGE_SIZE as u64..=2 << 20).contains(&v) || !v.is_power_of_two() {
         bail!("bad folio size '{text}': must be a power of two from 4K to 2M");
     }
     Ok(v as usize)
@@ -101,7 +102,7 @@ mod tests {
 
     #[test]
     fn folio_sizes_are_powers_of_two_from_4k_to_2m() {
-        assert_eq!(parse_folio_size("4K").unwrap(), 4096);
+        assert_eq!(parse_folio_size("4K").unwrap(), PAGE_SIZE);
         assert_eq!(parse_folio_size("2M").unwrap(), 2 << 20);
         for bad in ["2K", "4M", "48K", "0", "x"] {
             assert!(parse_folio_size(bad).is_err(), "{bad}");

@@ -9,6 +9,7 @@ use std::io::Write;
 
 use anyhow::{bail, Context, Result};
 use serde_json::json;
+use zswap::PAGE_SIZE;
 
 use super::peer::{self, PeerMachine, PeerOptions, Reclaim};
 use super::progress::Progress;
@@ -347,7 +348,7 @@ fn folio_hint(c: &CommonArgs, systems: &[System], spec: &WorkloadSpec) -> Option
     let spec = uzswap_spec(c.uzswap_memory_high, spec);
     let smaller = match spec.folio_size {
         f if f > 64 << 10 => 64 << 10,
-        f if f > 4 << 10 => 4 << 10,
+        f if f > PAGE_SIZE => PAGE_SIZE,
         _ => return None,
     };
     let room = data_room(&spec, cfg)?;
@@ -441,7 +442,7 @@ fn uzswap_spec(uzswap_memory_high: Option<u64>, spec: &WorkloadSpec) -> Workload
 fn spec(c: &CommonArgs, workload: Workload) -> WorkloadSpec {
     let default_folio = match workload {
         Workload::Usemem { .. } => 2 << 20,
-        Workload::Mix { .. } | Workload::Heap { .. } => 4 << 10,
+        Workload::Mix { .. } | Workload::Heap { .. } => PAGE_SIZE,
     };
     WorkloadSpec {
         workload,
@@ -706,7 +707,7 @@ fn workers_text(n: usize) -> String {
 
 /// Run `uzswap bench usemem`: the systems alternately, medians side by side.
 pub fn usemem(a: &UsememArgs) -> Result<()> {
-    if a.size < 4096 {
+    if a.size < PAGE_SIZE as u64 {
         bail!(
             "--size {} is below one page: give at least 4K",
             fmt_size(a.size)
@@ -734,7 +735,7 @@ pub fn usemem(a: &UsememArgs) -> Result<()> {
 
 /// Run `uzswap bench mix`: the systems alternately, medians side by side.
 pub fn mix(a: &MixArgs) -> Result<()> {
-    if a.size < 3 * 4096 {
+    if a.size < 3 * PAGE_SIZE as u64 {
         bail!(
             "--size {} is below three pages: give at least 12K",
             fmt_size(a.size)
@@ -769,7 +770,8 @@ pub fn sweep_sizes(limit: u64) -> Vec<(f64, u64)> {
     (0..9)
         .map(|i| {
             let pct = 75.0 + 12.5 * i as f64;
-            (pct, (limit as f64 * pct / 100.0) as u64 / 4096 * 4096)
+            let page = PAGE_SIZE as u64;
+            (pct, (limit as f64 * pct / 100.0) as u64 / page * page)
         })
         .collect()
 }
@@ -874,7 +876,7 @@ mod tests {
         assert_eq!(s[0].0, 75.0);
         assert_eq!(s[8].0, 175.0);
         assert_eq!(s[0].1, 3 << 28);
-        assert_eq!(s[8].1 % 4096, 0);
+        assert_eq!(s[8].1 % PAGE_SIZE as u64, 0);
     }
 
     #[test]

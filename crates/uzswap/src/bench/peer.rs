@@ -67,7 +67,9 @@ use serde::{Deserialize, Serialize};
 use super::stats::{self, CpuTimes, Snapshot};
 use super::systems::{System, WorkloadResult};
 use super::worker;
-use super::workload::{WorkloadOutput, WorkloadSpec, PAGE};
+use zswap::PAGE_SIZE;
+
+use super::workload::{WorkloadOutput, WorkloadSpec};
 
 /// The kernel zswap's tunables.
 pub const ZSWAP_PARAMS: &str = "/sys/module/zswap/parameters";
@@ -679,7 +681,7 @@ impl OomWatch {
     fn wake(&mut self, m: &Monitor) {
         if self.to_wake
             && !self.limit_raised
-            && write_setting(&m.limit, &(m.hard + PAGE as u64).to_string()).is_ok()
+            && write_setting(&m.limit, &(m.hard + PAGE_SIZE as u64).to_string()).is_ok()
         {
             self.limit_raised = true;
         }
@@ -742,7 +744,7 @@ fn monitor(m: Monitor) -> MonitorReport {
             let ranges: Vec<(usize, usize)> = (0..n)
                 .map(|_| {
                     let c = rng.gen_range(0..chunks);
-                    let addr = (start + c * CHUNK) / PAGE * PAGE;
+                    let addr = (start + c * CHUNK) / PAGE_SIZE * PAGE_SIZE;
                     let end = (start + c * CHUNK + CHUNK).min(start + len);
                     (addr, end - addr)
                 })

@@ -14,7 +14,9 @@ use std::io::{BufRead, Write};
 
 use anyhow::{bail, Result};
 
-use super::workload::{run_on_memory, Content, WorkloadSpec, PAGE};
+use zswap::PAGE_SIZE;
+
+use super::workload::{run_on_memory, Content, WorkloadSpec};
 
 /// The worker's exit status when a charge failed with `ENOMEM`.
 pub const NOMEM_EXIT: i32 = 3;
@@ -85,8 +87,8 @@ fn protocol(
     let n = spec.area_bytes();
     // Zeroed allocation: mmap'd and untouched, so nothing is charged until the workload
     // writes. One page extra to align the area, so its pages are the kernel's pages.
-    let mut buf = vec![0u8; n + PAGE];
-    let off = (PAGE - buf.as_ptr() as usize % PAGE) % PAGE;
+    let mut buf = vec![0u8; n + PAGE_SIZE];
+    let off = (PAGE_SIZE - buf.as_ptr() as usize % PAGE_SIZE) % PAGE_SIZE;
     let mem = &mut buf[off..off + n];
     writeln!(out, "area {} {}", mem.as_ptr() as usize, n)?;
     out.flush()?;

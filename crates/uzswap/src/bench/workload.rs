@@ -20,11 +20,10 @@ use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
+use zswap::PAGE_SIZE;
 
-/// The page size the workloads work in, in bytes.
-pub const PAGE: usize = 4096;
 const WORD: usize = 8;
-const WORDS_PER_PAGE: usize = PAGE / WORD;
+const WORDS_PER_PAGE: usize = PAGE_SIZE / WORD;
 /// Accesses between two clock reads in the timed loops: about 10 ms of work when every access
 /// faults, a few microseconds when none does.
 const CLOCK_EVERY: u64 = 1024;
@@ -90,7 +89,7 @@ impl WorkloadSpec {
 }
 
 fn page_floor(n: usize) -> usize {
-    n / PAGE * PAGE
+    n / PAGE_SIZE * PAGE_SIZE
 }
 
 /// One timed phase.
@@ -174,16 +173,16 @@ impl Content {
         }
     }
 
-    /// Content from pages in memory (a non-empty multiple of 4096 bytes).
+    /// Content from pages in memory (a non-empty multiple of `PAGE_SIZE` bytes).
     pub fn from_pages(pages: Vec<u8>) -> Content {
-        assert!(!pages.is_empty() && pages.len() / PAGE * PAGE == pages.len());
+        assert!(!pages.is_empty() && pages.len() / PAGE_SIZE * PAGE_SIZE == pages.len());
         Content { pages }
     }
 
     /// Page `n` of the cycle.
     pub fn page(&self, n: usize) -> &[u8] {
-        let i = n % (self.pages.len() / PAGE);
-        &self.pages[i * PAGE..(i + 1) * PAGE]
+        let i = n % (self.pages.len() / PAGE_SIZE);
+        &self.pages[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]
     }
 }
 
@@ -229,7 +228,7 @@ pub fn usemem_check(mem: &[u8]) -> Result<()> {
 /// all re-read and check (each worker starts its re-read when it finished writing, as
 /// usemem's processes do).
 pub fn usemem(area: &mut [u8], workers: usize) -> Result<WorkloadOutput> {
-    if workers == 0 || area.len() < workers * PAGE {
+    if workers == 0 || area.len() < workers * PAGE_SIZE {
         bail!("usemem needs at least one worker and one page per worker");
     }
     let per = page_floor(area.len() / workers);
@@ -294,13 +293,13 @@ pub fn fill(mem: &mut [u8], fill: Fill, content: Option<&Content>) {
     match fill {
         Fill::Compressible { first } => {
             let c = content.expect("compressible fill needs content");
-            for (n, p) in mem.chunks_exact_mut(PAGE).enumerate() {
+            for (n, p) in mem.chunks_exact_mut(PAGE_SIZE).enumerate() {
                 p.copy_from_slice(c.page(first + n));
             }
         }
         Fill::Random { seed } => {
             let mut rng = SmallRng::seed_from_u64(seed);
-            for p in mem.chunks_exact_mut(PAGE) {
+            for p in mem.chunks_exact_mut(PAGE_SIZE) {
                 rng.fill_bytes(p);
             }
         }
@@ -358,7 +357,7 @@ pub fn random_accesses(
     max_accesses: Option<u64>,
     seed: u64,
 ) -> (u64, f64) {
-    let per_area = mem.len() / PAGE / areas;
+    let per_area = mem.len() / PAGE_SIZE / areas;
     assert!(per_area > 0, "areas must hold a page each");
     let mut rng = SmallRng::seed_from_u64(seed ^ 0xacce55);
     let limit = max_accesses.unwrap_or(u64::MAX);
@@ -385,8 +384,8 @@ pub fn verify(
     content: Option<&Content>,
     ledger: &Ledger,
 ) -> Result<()> {
-    let per_area = mem.len() / PAGE / fills.len();
-    let mut expect = vec![0u8; PAGE];
+    let per_area = mem.len() / PAGE_SIZE / fills.len();
+    let mut expect = vec![0u8; PAGE_SIZE];
     for (a, f) in fills.iter().enumerate() {
         let mut rng = match f {
             Fill::Random { seed } => Some(SmallRng::seed_from_u64(*seed)),
@@ -405,7 +404,7 @@ pub fn verify(
             let w = access_word(page);
             let v = get_word(&expect, w).wrapping_add(ledger.count(page) as u64);
             put_word(&mut expect, w, v);
-            let got = &mem[page * PAGE..(page + 1) * PAGE];
+            let got = &mem[page * PAGE_SIZE..(page + 1) * PAGE_SIZE];
             if got != expect.as_slice() {
                 let byte = got
                     .iter()
@@ -438,7 +437,7 @@ pub fn mix_fills(pages_per_area: usize, seed: u64) -> [Fill; 3] {
 
 /// Fill `mem` with `fills` (equal areas), timed as phase "fill".
 fn fill_areas(mem: &mut [u8], fills: &[Fill], content: Option<&Content>) -> Phase {
-    let per_area = mem.len() / PAGE / fills.len() * PAGE;
+    let per_area = mem.len() / PAGE_SIZE / fills.len() * PAGE_SIZE;
     let t = Instant::now();
     for (chunk, f) in mem.chunks_mut(per_area).zip(fills) {
         fill(chunk, *f, content);
@@ -463,11 +462,11 @@ fn fill_access_verify(
     max_accesses: Option<u64>,
     seed: u64,
 ) -> Result<WorkloadOutput> {
-    if mem.len() < fills.len() * PAGE {
+    if mem.len() < fills.len() * PAGE_SIZE {
         bail!("the area is too small: {} bytes", mem.len());
     }
     let fill_phase = fill_areas(mem, fills, content);
-    let mut ledger = Ledger::new(mem.len() / PAGE);
+    let mut ledger = Ledger::new(mem.len() / PAGE_SIZE);
     let (n, s) = random_accesses(mem, fills.len(), &mut ledger, seconds, max_accesses, seed);
     verify(mem, fills, content, &ledger)?;
     Ok(WorkloadOutput {
@@ -500,7 +499,7 @@ pub fn run_on_memory(
     match spec.workload {
         Workload::Usemem { workers, .. } => usemem(mem, workers),
         Workload::Mix { seconds, .. } => {
-            let fills = mix_fills(n / PAGE / 3, spec.seed);
+            let fills = mix_fills(n / PAGE_SIZE / 3, spec.seed);
             fill_access_verify(mem, &fills, content, seconds, None, spec.seed)
         }
         Workload::Heap { seconds, .. } => fill_access_verify(
@@ -524,7 +523,7 @@ pub fn run_accesses_for_test(
     let n = spec.area_bytes();
     let mem = &mut mem[..n];
     let fills: Vec<Fill> = match spec.workload {
-        Workload::Mix { .. } => mix_fills(n / PAGE / 3, spec.seed).to_vec(),
+        Workload::Mix { .. } => mix_fills(n / PAGE_SIZE / 3, spec.seed).to_vec(),
         _ => vec![Fill::Compressible { first: 0 }],
     };
     fill_access_verify(

@@ -22,13 +22,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
+use zswap::PAGE_SIZE;
 
-/// Bytes in a page.
-pub const PAGE: usize = 4096;
 /// Pages in a block: one 64 KiB-aligned stretch of address space.
 pub const BLOCK_PAGES: usize = 16;
 /// Bytes in a block.
-pub const BLOCK_BYTES: usize = BLOCK_PAGES * PAGE;
+pub const BLOCK_BYTES: usize = BLOCK_PAGES * PAGE_SIZE;
 
 /// pagemap entry: the page is in RAM.
 const PM_PRESENT: u64 = 1 << 63;
@@ -145,9 +144,9 @@ pub fn resident_blocks(pagemap: &File, ranges: &[Range<u64>]) -> std::io::Result
         let aligned = aligned_blocks(range);
         let mut addr = aligned.start;
         while addr < aligned.end {
-            let pages = ((aligned.end - addr) as usize / PAGE).min(PAGEMAP_CHUNK);
+            let pages = ((aligned.end - addr) as usize / PAGE_SIZE).min(PAGEMAP_CHUNK);
             let want = &mut buf[..pages * 8];
-            let got = read_full_at(pagemap, want, addr / PAGE as u64 * 8)?;
+            let got = read_full_at(pagemap, want, addr / PAGE_SIZE as u64 * 8)?;
             // A short read: the mapping went away meanwhile; what was read still counts.
             let entries: Vec<u64> = want[..got / 8 * 8]
                 .chunks_exact(8)
@@ -161,7 +160,7 @@ pub fn resident_blocks(pagemap: &File, ranges: &[Range<u64>]) -> std::io::Result
             if got < want.len() {
                 break;
             }
-            addr += (pages * PAGE) as u64;
+            addr += (pages * PAGE_SIZE) as u64;
         }
     }
     Ok(blocks)
@@ -201,13 +200,13 @@ pub struct Capture {
 impl Capture {
     /// Pages captured.
     pub fn nr_pages(&self) -> usize {
-        self.data.len() / PAGE
+        self.data.len() / PAGE_SIZE
     }
 
     /// Pages that hold nothing but zero bytes.
     pub fn zero_pages(&self) -> usize {
         self.data
-            .chunks_exact(PAGE)
+            .chunks_exact(PAGE_SIZE)
             .filter(|p| p.iter().all(|&b| b == 0))
             .count()
     }
@@ -453,7 +452,10 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         let b = BLOCK_BYTES as u64;
         assert_eq!(aligned_blocks(&(0..3 * b)), 0..3 * b);
         assert_eq!(aligned_blocks(&(1..3 * b + 5)), b..3 * b);
-        assert_eq!(aligned_blocks(&(b + 4096..2 * b - 4096)).count(), 0);
+        assert_eq!(
+            aligned_blocks(&(b + PAGE_SIZE as u64..2 * b - PAGE_SIZE as u64)).count(),
+            0
+        );
         let r = aligned_blocks(&(0x7f0000000000..0x7f0000021000));
         assert_eq!((r.start, r.end), (0x7f0000000000, 0x7f0000020000));
     }
@@ -505,7 +507,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         }
 
         let c = capture_pid(pid, 64).unwrap();
-        assert_eq!(c.data.len(), 64 * PAGE);
+        assert_eq!(c.data.len(), 64 * PAGE_SIZE);
         assert!(c.resident_blocks >= 15);
         assert!(c.zero_pages() < c.nr_pages());
         assert!(!c.comm.is_empty());
