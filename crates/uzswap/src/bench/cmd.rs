@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use zswap::PAGE_SIZE;
 
-use super::peer::{self, PeerMachine, PeerOptions, Reclaim};
+use super::peer::{self, PeerError, PeerMachine, PeerOptions, Reclaim};
 use super::progress::Progress;
 use super::summary::{self, Column, Summary};
 use super::systems::WorkloadResult;
@@ -148,7 +148,7 @@ pub struct UzswapWorkerArgs {
 
 /// Run `uzswap bench uzswap-worker`: one workload on a uzswap region, in a process of its own.
 pub fn uzswap_worker(a: &UzswapWorkerArgs) -> Result<()> {
-    super::uzswap_side::uzswap_worker(&a.spec, &a.config)
+    Ok(super::uzswap_side::uzswap_worker(&a.spec, &a.config)?)
 }
 
 fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
@@ -157,7 +157,7 @@ fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
         names = default
             .iter()
             .map(|s| s.parse())
-            .collect::<Result<Vec<SystemName>>>()?;
+            .collect::<Result<Vec<SystemName>, _>>()?;
     }
     names.extend(c.peer.iter().cloned());
     let mut out: Vec<System> = Vec::new();
@@ -405,11 +405,11 @@ impl Runner {
         match system {
             System::Uzswap(cfg) => run_uzswap(&uzswap_spec(self.uzswap_memory_high, spec), cfg)
                 .with_context(|| system.to_string()),
-            _ => self
+            _ => Ok(self
                 .peer
                 .as_mut()
                 .expect("peer machine set up for kernel systems")
-                .run(system, spec),
+                .run(system, spec)?),
         }
     }
 
@@ -561,8 +561,8 @@ pub fn median_figures(runs: &[WorkloadResult]) -> Vec<(String, f64)> {
 type Runs = (Vec<Vec<WorkloadResult>>, Vec<Vec<String>>);
 
 /// Run every system `runs` times, alternating. A kernel peer's run whose worker could not be
-/// held to the limit (`peer::OomKilled`: an OOM wait over 10 s, a charge that failed at the
-/// hard stop, or the OOM killer, were it on) is left out, and said so, and the runs that did
+/// held to the limit ([`PeerError::left_out`]: an OOM wait over 10 s, a charge that failed at
+/// the hard stop, or the OOM killer, were it on) is left out, and said so, and the runs that did
 /// finish stand. Any other failure (a setup refused, a check of the data that failed) stops
 /// the benchmark. `cell` names the sweep's cell in the progress, if any.
 fn alternate(
@@ -581,7 +581,10 @@ fn alternate(
             progress.start(&what);
             let r = match runner.run(s, spec) {
                 Ok(r) => r,
-                Err(e) if e.chain().any(|c| c.is::<super::peer::OomKilled>()) => {
+                Err(e)
+                    if e.downcast_ref::<PeerError>()
+                        .is_some_and(PeerError::left_out) =>
+                {
                     progress.failed(&format!("{what}: failed, left out: {e:#}"));
                     failed[i].push(format!("{e:#}"));
                     continue;
@@ -862,7 +865,7 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
 
 /// Run `uzswap bench worker`: one workload on plain memory, for a kernel peer.
 pub fn worker(a: &WorkerArgs) -> Result<()> {
-    super::worker::run(&a.spec)
+    Ok(super::worker::run(&a.spec)?)
 }
 
 #[cfg(test)]

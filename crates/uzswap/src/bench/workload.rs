@@ -16,7 +16,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -27,6 +26,76 @@ const WORDS_PER_PAGE: usize = PAGE_SIZE / WORD;
 /// Accesses between two clock reads in the timed loops: about 10 ms of work when every access
 /// faults, a few microseconds when none does.
 const CLOCK_EVERY: u64 = 1024;
+
+/// Why a workload could not run, or what its check found wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// The corpus directory cannot be read.
+    #[error(
+        "corpus directory {dir} not readable (pass --corpus DIR, a directory of *.pages files)"
+    )]
+    CorpusUnreadable {
+        /// The directory as given.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The corpus directory has no page files.
+    #[error("corpus directory {dir} holds no *.pages files (pass --corpus DIR)")]
+    CorpusEmpty {
+        /// The directory as given.
+        dir: PathBuf,
+    },
+    /// A page file of the corpus cannot be used.
+    #[error(transparent)]
+    PageFile(#[from] crate::pages::PageFileError),
+    /// The workload needs the corpus and was given none.
+    #[error("this workload needs the corpus content")]
+    NoContent,
+    /// The memory given is smaller than the workload's area.
+    #[error("memory of {len} bytes is smaller than the workload's {need}")]
+    MemoryTooSmall {
+        /// Bytes given.
+        len: usize,
+        /// Bytes the workload works on.
+        need: usize,
+    },
+    /// usemem without a worker, or with less than a page for each.
+    #[error("usemem needs at least one worker and one page per worker")]
+    UsememTooSmall,
+    /// mix or heap with less than a page for each area.
+    #[error("the area is too small: {0} bytes")]
+    AreaTooSmall(usize),
+    /// usemem's check found a word that is not its index.
+    #[error("usemem check failed: word {word} (byte {byte}) holds {held:#x}, expected {word:#x}")]
+    UsememCheck {
+        /// The word's index, which it should hold.
+        word: usize,
+        /// Its byte offset.
+        byte: usize,
+        /// What it holds.
+        held: u64,
+    },
+    /// The check of mix or heap found a byte that is not what the fills and the accesses made.
+    #[error(
+        "check failed: page {page} (area {area}) byte {byte} holds {held:#04x}, expected \
+         {expected:#04x} ({accesses} accesses counted on that page)"
+    )]
+    Check {
+        /// The page, counted over the whole memory.
+        page: usize,
+        /// The area it is in.
+        area: usize,
+        /// The first wrong byte in it.
+        byte: usize,
+        /// What that byte holds.
+        held: u8,
+        /// What it should hold.
+        expected: u8,
+        /// Accesses the ledger counted on the page.
+        accesses: u32,
+    },
+}
 
 /// Which workload, with its own parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,12 +200,10 @@ pub struct Content {
 
 impl Content {
     /// Load every `*.pages` file of `dir`, in name order.
-    pub fn load(dir: &Path) -> Result<Content> {
-        let entries = std::fs::read_dir(dir).with_context(|| {
-            format!(
-                "corpus directory {} not readable (pass --corpus DIR, a directory of *.pages files)",
-                dir.display()
-            )
+    pub fn load(dir: &Path) -> Result<Content, WorkloadError> {
+        let entries = std::fs::read_dir(dir).map_err(|source| WorkloadError::CorpusUnreadable {
+            dir: dir.to_path_buf(),
+            source,
         })?;
         let mut paths: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -144,10 +211,9 @@ impl Content {
             .collect();
         paths.sort();
         if paths.is_empty() {
-            bail!(
-                "corpus directory {} holds no *.pages files (pass --corpus DIR)",
-                dir.display()
-            );
+            return Err(WorkloadError::CorpusEmpty {
+                dir: dir.to_path_buf(),
+            });
         }
         let files = crate::pages::load_page_files(&paths)?;
         Ok(Content::from_pages(
@@ -166,7 +232,7 @@ impl Content {
     }
 
     /// The `*.pages` files of `dir`, or the built-in corpus.
-    pub fn load_or_builtin(dir: Option<&Path>) -> Result<Content> {
+    pub fn load_or_builtin(dir: Option<&Path>) -> Result<Content, WorkloadError> {
         match dir {
             Some(dir) => Content::load(dir),
             None => Ok(Content::builtin()),
@@ -211,14 +277,15 @@ pub fn usemem_write(mem: &mut [u8]) {
 }
 
 /// Check `p[i] == i` in every word; the first wrong word is the error.
-pub fn usemem_check(mem: &[u8]) -> Result<()> {
+pub fn usemem_check(mem: &[u8]) -> Result<(), WorkloadError> {
     for (i, w) in mem.chunks_exact(WORD).enumerate() {
         let v = u64::from_ne_bytes(w.try_into().expect("8-byte chunk"));
         if v != i as u64 {
-            bail!(
-                "usemem check failed: word {i} (byte {}) holds {v:#x}, expected {i:#x}",
-                i * WORD
-            );
+            return Err(WorkloadError::UsememCheck {
+                word: i,
+                byte: i * WORD,
+                held: v,
+            });
         }
     }
     Ok(())
@@ -227,12 +294,12 @@ pub fn usemem_check(mem: &[u8]) -> Result<()> {
 /// usemem over `area`, split into `workers` equal slices, one thread each: all write, then
 /// all re-read and check (each worker starts its re-read when it finished writing, as
 /// usemem's processes do).
-pub fn usemem(area: &mut [u8], workers: usize) -> Result<WorkloadOutput> {
+pub fn usemem(area: &mut [u8], workers: usize) -> Result<WorkloadOutput, WorkloadError> {
     if workers == 0 || area.len() < workers * PAGE_SIZE {
-        bail!("usemem needs at least one worker and one page per worker");
+        return Err(WorkloadError::UsememTooSmall);
     }
     let per = page_floor(area.len() / workers);
-    let results: Vec<Result<(f64, f64)>> = std::thread::scope(|s| {
+    let results: Vec<Result<(f64, f64), WorkloadError>> = std::thread::scope(|s| {
         let handles: Vec<_> = area
             .chunks_mut(per)
             .take(workers)
@@ -252,7 +319,7 @@ pub fn usemem(area: &mut [u8], workers: usize) -> Result<WorkloadOutput> {
             .map(|h| h.join().expect("usemem worker panicked"))
             .collect()
     });
-    let times = results.into_iter().collect::<Result<Vec<_>>>()?;
+    let times = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let phase = |name: &str, pick: fn(&(f64, f64)) -> f64| {
         let per_worker: Vec<f64> = times.iter().map(|t| kb_s(per, pick(t))).collect();
         Phase {
@@ -383,7 +450,7 @@ pub fn verify(
     fills: &[Fill],
     content: Option<&Content>,
     ledger: &Ledger,
-) -> Result<()> {
+) -> Result<(), WorkloadError> {
     let per_area = mem.len() / PAGE_SIZE / fills.len();
     let mut expect = vec![0u8; PAGE_SIZE];
     for (a, f) in fills.iter().enumerate() {
@@ -411,13 +478,14 @@ pub fn verify(
                     .zip(&expect)
                     .position(|(x, y)| x != y)
                     .unwrap_or(0);
-                bail!(
-                    "check failed: page {page} (area {a}) byte {byte} holds {:#04x}, expected {:#04x} \
-                     ({} accesses counted on that page)",
-                    got[byte],
-                    expect[byte],
-                    ledger.count(page)
-                );
+                return Err(WorkloadError::Check {
+                    page,
+                    area: a,
+                    byte,
+                    held: got[byte],
+                    expected: expect[byte],
+                    accesses: ledger.count(page),
+                });
             }
         }
     }
@@ -461,9 +529,9 @@ fn fill_access_verify(
     seconds: f64,
     max_accesses: Option<u64>,
     seed: u64,
-) -> Result<WorkloadOutput> {
+) -> Result<WorkloadOutput, WorkloadError> {
     if mem.len() < fills.len() * PAGE_SIZE {
-        bail!("the area is too small: {} bytes", mem.len());
+        return Err(WorkloadError::AreaTooSmall(mem.len()));
     }
     let fill_phase = fill_areas(mem, fills, content);
     let mut ledger = Ledger::new(mem.len() / PAGE_SIZE);
@@ -484,17 +552,17 @@ pub fn run_on_memory(
     spec: &WorkloadSpec,
     content: Option<&Content>,
     mem: &mut [u8],
-) -> Result<WorkloadOutput> {
+) -> Result<WorkloadOutput, WorkloadError> {
     let n = spec.area_bytes();
     if mem.len() < n {
-        bail!(
-            "memory of {} bytes is smaller than the workload's {n}",
-            mem.len()
-        );
+        return Err(WorkloadError::MemoryTooSmall {
+            len: mem.len(),
+            need: n,
+        });
     }
     let mem = &mut mem[..n];
     if spec.needs_content() && content.is_none() {
-        bail!("this workload needs the corpus content");
+        return Err(WorkloadError::NoContent);
     }
     match spec.workload {
         Workload::Usemem { workers, .. } => usemem(mem, workers),
@@ -519,7 +587,7 @@ pub fn run_accesses_for_test(
     content: &Content,
     mem: &mut [u8],
     max_accesses: u64,
-) -> Result<WorkloadOutput> {
+) -> Result<WorkloadOutput, WorkloadError> {
     let n = spec.area_bytes();
     let mem = &mut mem[..n];
     let fills: Vec<Fill> = match spec.workload {

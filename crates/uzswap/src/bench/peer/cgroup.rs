@@ -8,11 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use zswap::PAGE_SIZE;
 
 use super::controller::{Monitor, MonitorReport};
 use super::machine::{read_trim, write_setting};
+use super::PeerError;
 
 /// Where the cgroup v1 memory controller is mounted.
 pub const CGROUP_V1_MEMORY: &str = "/sys/fs/cgroup/memory";
@@ -27,19 +27,23 @@ pub(super) struct Cgroup {
 }
 
 impl Cgroup {
-    pub(super) fn create(name: &str) -> Result<Cgroup> {
+    pub(super) fn create(name: &str) -> Result<Cgroup, PeerError> {
         let dir = Path::new(CGROUP_V1_MEMORY).join(name);
-        std::fs::create_dir(&dir)
-            .with_context(|| format!("cannot create cgroup {}", dir.display()))?;
-        Ok(Cgroup { dir })
+        match std::fs::create_dir(&dir) {
+            Ok(()) => Ok(Cgroup { dir }),
+            Err(source) => Err(PeerError::Cgroup { path: dir, source }),
+        }
     }
     pub(super) fn file(&self, f: &str) -> PathBuf {
         self.dir.join(f)
     }
-    pub(super) fn read_u64(&self, f: &str) -> Result<u64> {
+    pub(super) fn read_u64(&self, f: &str) -> Result<u64, PeerError> {
         read_trim(&self.file(f))?
             .parse()
-            .with_context(|| format!("bad number in {}", self.file(f).display()))
+            .map_err(|source| PeerError::Number {
+                path: self.file(f),
+                source,
+            })
     }
     /// A line of `memory.oom_control`: `oom_kill` (kills so far), `under_oom` (1 while a
     /// charge waits with the OOM killer off).

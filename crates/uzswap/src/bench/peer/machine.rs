@@ -9,12 +9,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{anyhow, bail, Context, Result};
-
 use super::cgroup::CGROUP_V1_MEMORY;
 use super::protocol::check_interrupted;
 use super::run::run_worker;
-use super::{PeerOptions, Reclaim};
+use super::{PeerError, PeerOptions, Reclaim};
 use crate::bench::stats;
 use crate::bench::systems::{System, WorkloadResult};
 use crate::bench::workload::WorkloadSpec;
@@ -35,42 +33,48 @@ pub const PAGE_CLUSTER: &str = "/proc/sys/vm/page-cluster";
 const DEBUGFS: &str = "/sys/kernel/debug";
 
 /// The root check: the peers write kernel settings, swap files and cgroups.
-pub fn check_root(euid: u32) -> Result<()> {
-    if euid != 0 {
-        bail!(
-            "the kernel peers need root (they set up a swap file, a memory cgroup and zswap \
-             parameters): run as root, or drop --peer and pick --system uzswap"
-        );
+pub fn check_root(euid: u32) -> Result<(), PeerError> {
+    match euid {
+        0 => Ok(()),
+        _ => Err(PeerError::NotRoot),
     }
-    Ok(())
 }
 
-pub(super) fn read_trim(p: &Path) -> Result<String> {
+pub(super) fn read_trim(p: &Path) -> Result<String, PeerError> {
     Ok(std::fs::read_to_string(p)
-        .with_context(|| format!("cannot read {}", p.display()))?
+        .map_err(|source| PeerError::Read {
+            path: p.to_path_buf(),
+            source,
+        })?
         .trim()
         .to_string())
 }
 
-pub(super) fn write_setting(p: &Path, v: &str) -> Result<()> {
-    std::fs::write(p, v).with_context(|| format!("cannot write '{v}' to {}", p.display()))
+pub(super) fn write_setting(p: &Path, v: &str) -> Result<(), PeerError> {
+    std::fs::write(p, v).map_err(|source| PeerError::Write {
+        path: p.to_path_buf(),
+        value: v.to_string(),
+        source,
+    })
 }
 
 fn zswap_param(name: &str) -> PathBuf {
     Path::new(ZSWAP_PARAMS).join(name)
 }
 
-fn run_tool(cmd: &str, args: &[&str]) -> Result<()> {
+fn run_tool(cmd: &str, args: &[&str]) -> Result<(), PeerError> {
     let out = Command::new(cmd)
         .args(args)
         .output()
-        .with_context(|| format!("cannot run {cmd}"))?;
+        .map_err(|source| PeerError::Tool {
+            tool: cmd.to_string(),
+            source,
+        })?;
     if !out.status.success() {
-        bail!(
-            "{cmd} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        return Err(PeerError::ToolFailed {
+            command: format!("{cmd} {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(())
 }
@@ -86,11 +90,11 @@ pub struct SavedSettings {
 
 impl SavedSettings {
     /// Read them from the machine.
-    pub fn read() -> Result<SavedSettings> {
+    pub fn read() -> Result<SavedSettings, PeerError> {
         let zswap = SAVED_PARAMS
             .iter()
             .map(|p| Ok((p.to_string(), read_trim(&zswap_param(p))?)))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, PeerError>>()?;
         Ok(SavedSettings {
             zswap,
             page_cluster: read_trim(Path::new(PAGE_CLUSTER))?,
@@ -113,13 +117,12 @@ pub struct PeerMachine {
 impl PeerMachine {
     /// Set the machine up (needs root and a cgroup v1 memory controller): page-cluster and
     /// `max_pool_percent` as `opts` says, debugfs, and a swap file turned on.
-    pub fn new(opts: PeerOptions) -> Result<PeerMachine> {
+    pub fn new(opts: PeerOptions) -> Result<PeerMachine, PeerError> {
         check_root(rustix::process::geteuid().as_raw())?;
         if !Path::new(CGROUP_V1_MEMORY).join("cgroup.procs").exists() {
-            bail!("no cgroup v1 memory controller at {CGROUP_V1_MEMORY}");
+            return Err(PeerError::NoCgroupV1);
         }
-        let saved = SavedSettings::read()
-            .context("the kernel's zswap is needed (built in or module loaded)")?;
+        let saved = SavedSettings::read().map_err(|e| PeerError::NoZswap(Box::new(e)))?;
         let mut m = PeerMachine {
             opts,
             saved,
@@ -151,27 +154,29 @@ impl PeerMachine {
         }
     }
 
-    fn make_swap(&mut self) -> Result<()> {
+    fn make_swap(&mut self) -> Result<(), PeerError> {
         let path = self
             .opts
             .swap_dir
             .join(format!("uzswap-peer-{}.swap", std::process::id()));
-        let f = std::fs::File::create(&path)
-            .with_context(|| format!("cannot create swap file {}", path.display()))?;
+        let swap_file = |source| PeerError::SwapFile {
+            path: path.clone(),
+            source,
+        };
+        let f = std::fs::File::create(&path).map_err(swap_file)?;
         self.swap_file = Some(path.clone());
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(swap_file)?;
         rustix::fs::fallocate(
             &f,
             rustix::fs::FallocateFlags::empty(),
             0,
             self.opts.swap_bytes,
         )
-        .map_err(|e| {
-            anyhow!(
-                "cannot allocate {} MiB for {}: {e}",
-                self.opts.swap_bytes >> 20,
-                path.display()
-            )
+        .map_err(|source| PeerError::SwapSpace {
+            path: path.clone(),
+            mib: self.opts.swap_bytes >> 20,
+            source,
         })?;
         drop(f);
         let p = path.to_string_lossy().into_owned();
@@ -214,7 +219,7 @@ impl PeerMachine {
     }
 
     /// Put zswap in the state `system` needs.
-    fn configure(&self, system: &System) -> Result<()> {
+    fn configure(&self, system: &System) -> Result<(), PeerError> {
         match system {
             System::KernelZswap { compressor } => {
                 // A name the kernel does not know fails the write (ENOENT); one it knows but
@@ -222,35 +227,39 @@ impl PeerMachine {
                 let written = write_setting(&zswap_param("compressor"), compressor);
                 let now = read_trim(&zswap_param("compressor"))?;
                 if written.is_err() || now != *compressor {
-                    bail!(
-                        "the kernel refused zswap compressor '{compressor}' (it kept '{now}'; \
-                         this kernel offers lzo, lzo-rle and deflate here)"
-                    );
+                    return Err(PeerError::CompressorRefused {
+                        compressor: compressor.clone(),
+                        kept: now,
+                    });
                 }
                 write_setting(&zswap_param("enabled"), "Y")?;
             }
             System::KernelSwap => write_setting(&zswap_param("enabled"), "N")?,
-            System::Uzswap(_) => bail!("{system} is not a kernel peer"),
+            System::Uzswap(_) => return Err(PeerError::NotKernel(system.to_string())),
         }
         Ok(())
     }
 
     /// Set zswap up for `system` (a kernel system) and turn it off again: a compressor the
     /// kernel refuses is found before any run.
-    pub fn check(&self, system: &System) -> Result<()> {
+    pub fn check(&self, system: &System) -> Result<(), PeerError> {
         let r = self.configure(system);
         let _ = write_setting(&zswap_param("enabled"), "N");
-        r.with_context(|| system.to_string())
+        r.map_err(|e| e.in_system(system))
     }
 
     /// One run of `spec` on `system` (a kernel system).
-    pub fn run(&mut self, system: &System, spec: &WorkloadSpec) -> Result<WorkloadResult> {
+    pub fn run(
+        &mut self,
+        system: &System,
+        spec: &WorkloadSpec,
+    ) -> Result<WorkloadResult, PeerError> {
         check_interrupted()?;
         self.configure(system)?;
         let r = run_worker(&self.opts, system, spec);
         // zswap off between runs: nothing of ours should land in it while idle.
         let _ = write_setting(&zswap_param("enabled"), "N");
-        let mut r = r.with_context(|| system.to_string())?;
+        let mut r = r.map_err(|e| e.in_system(system))?;
         r.settings.extend(self.settings.clone());
         if let System::KernelZswap { compressor } = system {
             r.settings
@@ -267,17 +276,19 @@ impl PeerMachine {
 
 impl Drop for PeerMachine {
     fn drop(&mut self) {
-        let warn = |what: &str, e: anyhow::Error| eprintln!("uzswap: restoring {what}: {e:#}");
+        let warn = |what: &str, e: &(dyn std::error::Error + 'static)| {
+            eprintln!("uzswap: restoring {what}: {}", crate::report::error_line(e))
+        };
         if self.swap_on {
             if let Some(p) = &self.swap_file {
                 if let Err(e) = run_tool("swapoff", &[&p.to_string_lossy()]) {
-                    warn("swap", e);
+                    warn("swap", &e);
                 }
             }
         }
         if let Some(p) = &self.swap_file {
             if let Err(e) = std::fs::remove_file(p) {
-                warn("swap file", e.into());
+                warn("swap file", &e);
             }
         }
         // enabled last: the other knobs are restored while zswap is off.
@@ -286,16 +297,16 @@ impl Drop for PeerMachine {
         for (k, v) in &params {
             if read_trim(&zswap_param(k)).ok().as_deref() != Some(v.as_str()) {
                 if let Err(e) = write_setting(&zswap_param(k), v) {
-                    warn(k, e);
+                    warn(k, &e);
                 }
             }
         }
         if let Err(e) = write_setting(Path::new(PAGE_CLUSTER), &self.saved.page_cluster) {
-            warn("page-cluster", e);
+            warn("page-cluster", &e);
         }
         if self.mounted_debugfs {
             if let Err(e) = run_tool("umount", &[DEBUGFS]) {
-                warn("debugfs", e);
+                warn("debugfs", &e);
             }
         }
     }

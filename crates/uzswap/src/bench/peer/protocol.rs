@@ -10,31 +10,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Once;
 
-use anyhow::{anyhow, bail, Context, Result};
-
+use super::PeerError;
 use crate::bench::worker;
 use crate::bench::workload::WorkloadSpec;
-
-/// A peer's worker was killed by the OOM killer in its cgroup, stood in an OOM wait longer
-/// than `OOM_WAIT_MAX` (10 s), or had a charge fail at the hard stop. A property of that run, not
-/// of the setup: the benchmark leaves the run out and goes on.
-#[derive(Debug)]
-pub struct OomKilled {
-    /// The worker's exit status and what ended it.
-    pub(super) why: String,
-}
-
-impl std::fmt::Display for OomKilled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the worker died ({}: the limit is too tight for this reclaim policy)",
-            self.why
-        )
-    }
-}
-
-impl std::error::Error for OomKilled {}
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// The running worker's pid, 0 when none: what the signal thread kills.
@@ -43,12 +21,11 @@ static WORKER_PID: AtomicI32 = AtomicI32::new(0);
 /// Block SIGINT/SIGTERM and start a thread that waits for them: it kills the running worker,
 /// so the command's next step fails and every guard restores what it changed. Call from the
 /// command before any other thread starts (threads inherit the blocked mask).
-pub fn install_interrupt_handler() -> Result<()> {
+pub fn install_interrupt_handler() -> Result<(), PeerError> {
     static ONCE: Once = Once::new();
     let mut result = Ok(());
     ONCE.call_once(|| {
-        result = uffd::process::block_termination_signals()
-            .map_err(|e| anyhow!("cannot block SIGINT/SIGTERM: {e}"));
+        result = uffd::process::block_termination_signals().map_err(PeerError::Signals);
         if result.is_ok() {
             std::thread::spawn(|| {
                 while let Ok(sig) = uffd::process::wait_termination_signal() {
@@ -74,11 +51,11 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-pub(super) fn check_interrupted() -> Result<()> {
-    if interrupted() {
-        bail!("interrupted");
+pub(super) fn check_interrupted() -> Result<(), PeerError> {
+    match interrupted() {
+        true => Err(PeerError::Interrupted),
+        false => Ok(()),
     }
-    Ok(())
 }
 
 /// The worker process; killed and reaped on drop if still running.
@@ -95,14 +72,18 @@ pub(super) struct Worker {
 impl Worker {
     /// Start the worker on `spec` (`exe bench worker SPEC`), its stderr relayed above any
     /// progress bar; the signal thread kills it from now on.
-    pub(super) fn spawn(exe: &Path, spec: &WorkloadSpec) -> Result<Worker> {
+    pub(super) fn spawn(exe: &Path, spec: &WorkloadSpec) -> Result<Worker, PeerError> {
+        let spec = serde_json::to_string(spec).map_err(PeerError::Spec)?;
         let mut child = Command::new(exe)
-            .args(["bench", "worker", &serde_json::to_string(spec)?])
+            .args(["bench", "worker", &spec])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .with_context(|| format!("cannot start worker {}", exe.display()))?;
+            .map_err(|source| PeerError::Start {
+                path: exe.to_path_buf(),
+                source,
+            })?;
         // Its warnings, above any progress bar.
         let relay = child.stderr.take().map(crate::bench::progress::relay);
         let stdin = child.stdin.take();
@@ -124,14 +105,11 @@ impl Worker {
         self.child.id() as i32
     }
 
-    pub(super) fn send(&mut self, line: &str) -> Result<()> {
-        let i = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| anyhow!("worker stdin closed"))?;
+    pub(super) fn send(&mut self, line: &str) -> Result<(), PeerError> {
+        let i = self.stdin.as_mut().ok_or(PeerError::StdinClosed)?;
         writeln!(i, "{line}")
             .and_then(|_| i.flush())
-            .map_err(|e| anyhow!("worker gone: {e}"))
+            .map_err(PeerError::WorkerGone)
     }
 
     /// What is left to read of a worker that has ended: its "error ..." line, if any, kept
@@ -148,9 +126,14 @@ impl Worker {
 
     /// The next line that starts with `want`; None if the worker ended instead, after an
     /// "error ..." line (kept in `error`) or without a word.
-    pub(super) fn expect(&mut self, want: &str) -> Result<Option<String>> {
+    pub(super) fn expect(&mut self, want: &str) -> Result<Option<String>, PeerError> {
         let mut line = String::new();
-        if self.stdout.read_line(&mut line)? == 0 {
+        if self
+            .stdout
+            .read_line(&mut line)
+            .map_err(PeerError::WorkerRead)?
+            == 0
+        {
             return Ok(None);
         }
         let line = line.trim_end();
@@ -160,7 +143,10 @@ impl Worker {
         }
         match line.strip_prefix(want) {
             Some(rest) => Ok(Some(rest.trim().to_string())),
-            None => bail!("worker said '{line}', expected '{want}'"),
+            None => Err(PeerError::OutOfTurn {
+                line: line.to_string(),
+                want: want.to_string(),
+            }),
         }
     }
 }
@@ -183,24 +169,24 @@ pub(super) fn worker_ended(
     status: Option<ExitStatus>,
     said: Option<String>,
     ooms: u64,
-) -> anyhow::Error {
+) -> PeerError {
     let status_text = status.map(|s| s.to_string()).unwrap_or_default();
     if ooms > 0 {
-        return anyhow::Error::new(OomKilled {
+        return PeerError::OomKilled {
             why: format!("{status_text}; {ooms} OOM kills in its cgroup"),
-        });
+        };
     }
     if status.is_some_and(|s| s.code() == Some(worker::NOMEM_EXIT)) {
-        return anyhow::Error::new(OomKilled {
+        return PeerError::OomKilled {
             why: format!(
                 "{status_text}; a charge failed at the hard stop: {}",
                 said.as_deref().unwrap_or("ENOMEM")
             ),
-        });
+        };
     }
     match said {
-        Some(e) => anyhow!("worker: {e}"),
-        None => anyhow!("the worker died ({status_text})"),
+        Some(e) => PeerError::Worker(e),
+        None => PeerError::Died(status_text),
     }
 }
 
@@ -211,15 +197,22 @@ mod tests {
     #[test]
     fn a_worker_whose_charge_failed_is_left_out_like_an_oom_kill() {
         use std::os::unix::process::ExitStatusExt;
-        let is_oom = |e: &anyhow::Error| e.chain().any(|c| c.is::<OomKilled>());
+        let is_oom = |e: &PeerError| e.left_out();
         let exited = |code: i32| Some(ExitStatus::from_raw(code << 8));
         let nomem = worker_ended(
             exited(worker::NOMEM_EXIT),
             Some("writing the result: Cannot allocate memory (os error 12)".into()),
             0,
         );
-        assert!(is_oom(&nomem), "{nomem:#}");
-        assert!(format!("{nomem:#}").contains("a charge failed at the hard stop"));
+        assert!(is_oom(&nomem), "{nomem}");
+        // As the run reports it: in the system's name.
+        let run_error = worker_ended(exited(worker::NOMEM_EXIT), None, 0).in_system(&"kernel-swap");
+        assert!(is_oom(&run_error), "{run_error}");
+        let line = crate::report::error_line(&run_error);
+        assert!(line.starts_with("kernel-swap: the worker died ("), "{line}");
+        assert!(nomem
+            .to_string()
+            .contains("a charge failed at the hard stop"));
         // The line that would have said so may be the charge that failed.
         assert!(is_oom(&worker_ended(exited(worker::NOMEM_EXIT), None, 0)));
         assert!(is_oom(&worker_ended(
@@ -229,7 +222,7 @@ mod tests {
         )));
         let own = worker_ended(exited(2), Some("bad spec".into()), 0);
         assert!(!is_oom(&own));
-        assert_eq!(format!("{own:#}"), "worker: bad spec");
+        assert_eq!(own.to_string(), "worker: bad spec");
         assert!(!is_oom(&worker_ended(exited(0), None, 0)));
     }
 }

@@ -7,13 +7,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Result};
-
 use super::cgroup::{Cgroup, OOM_WAIT_MAX};
 use super::controller::{monitor, vm_rss, zswap_pool_bytes, Monitor};
 use super::machine::write_setting;
-use super::protocol::{interrupted, worker_ended, OomKilled, Worker};
-use super::{PeerOptions, Reclaim};
+use super::protocol::{interrupted, worker_ended, Worker};
+use super::{PeerError, PeerOptions, Reclaim};
 use crate::bench::stats::{self, CpuTimes, Snapshot};
 use crate::bench::systems::{System, WorkloadResult};
 use crate::bench::worker;
@@ -30,7 +28,7 @@ pub(super) fn run_worker(
     opts: &PeerOptions,
     system: &System,
     spec: &WorkloadSpec,
-) -> Result<WorkloadResult> {
+) -> Result<WorkloadResult, PeerError> {
     let cg = Cgroup::create(&format!(
         "uzswap-peer-{}-{}",
         std::process::id(),
@@ -43,10 +41,10 @@ pub(super) fn run_worker(
     }
     // Into the cgroup before it allocates anything: it waits for "start".
     write_setting(&cg.file("cgroup.procs"), &pid.to_string())?;
-    let died = |w: &mut Worker, cg: &Cgroup| -> anyhow::Error {
+    let died = |w: &mut Worker, cg: &Cgroup| -> PeerError {
         let status = w.child.wait();
         if interrupted() {
-            return anyhow!("interrupted");
+            return PeerError::Interrupted;
         }
         // Gone before we read what it said (it failed before reading "start", say).
         w.read_error_line();
@@ -81,13 +79,13 @@ pub(super) fn run_worker(
     };
     let mut it = area.split_whitespace().map(|s| s.parse::<usize>());
     let (Some(Ok(addr)), Some(Ok(len))) = (it.next(), it.next()) else {
-        bail!("worker said 'area {area}'");
+        return Err(PeerError::BadArea(area));
     };
     let pidfd = rustix::process::pidfd_open(
         rustix::process::Pid::from_raw(pid).expect("child pid > 0"),
         rustix::process::PidfdFlags::empty(),
     )
-    .map_err(|e| anyhow!("pidfd_open: {e}"))?;
+    .map_err(PeerError::Pidfd)?;
     let stop = Arc::new(AtomicBool::new(false));
     let mon = Monitor {
         pid,
@@ -113,17 +111,15 @@ pub(super) fn run_worker(
     let cpu = CpuTimes::from_stat_file(Path::new(&format!("/proc/{pid}/stat")));
     let majflt = stats::major_faults(pid);
     stop.store(true, Ordering::Relaxed);
-    let rep = handle
-        .join()
-        .map_err(|_| anyhow!("monitor thread panicked"))?;
+    let rep = handle.join().map_err(|_| PeerError::MonitorPanicked)?;
     if rep.oom_wait_gave_up {
         let status = w.child.wait().map(|s| s.to_string()).unwrap_or_default();
-        return Err(anyhow::Error::new(OomKilled {
+        return Err(PeerError::OomKilled {
             why: format!(
                 "{status}; killed after an OOM wait of {} s in its cgroup",
                 OOM_WAIT_MAX.as_secs()
             ),
-        }));
+        });
     }
     let line = match result_line? {
         Some(l) => l,
@@ -138,7 +134,7 @@ pub(super) fn run_worker(
             if status.is_some_and(|s| s.code() == Some(worker::NOMEM_EXIT)) {
                 return Err(worker_ended(status, Some(line), 0));
             }
-            bail!("bad worker result: {e}");
+            return Err(PeerError::BadResult(e));
         }
     };
     let max_usage = cg.read_u64("memory.max_usage_in_bytes").ok();
