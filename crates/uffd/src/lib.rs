@@ -36,3 +36,17 @@ pub use raw_region::{
 };
 pub use staging::{StageError, StagedFolio, Staging};
 pub use userfaultfd::{CopyMode, Filled, MoveMode, Uffd, EVENT_BATCH};
+
+/// The page size all of uzswap works in, in bytes: mappings, userfaultfd ranges, the engine's
+/// pages and slots, page files. It is the base page of x86-64 (and of arm64 kernels built with
+/// 4 KiB pages); [`page_size`] is what the running kernel uses, and a test checks that they
+/// agree. Defined here, in the lowest crate, so that every crate above names the same one.
+pub const PAGE_SIZE: usize = 4096;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_kernel_page_is_page_size() {
+        assert_eq!(super::page_size(), super::PAGE_SIZE);
+    }
+}

@@ -7,8 +7,7 @@
 use std::io;
 use std::ptr::NonNull;
 
-/// The page size every mapping is a multiple of.
-const PAGE_SIZE: usize = 4096;
+use crate::PAGE_SIZE;
 
 /// Why a mapping could not be made or its pages not be given back.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +46,8 @@ unsafe impl Send for AnonMapping {}
 unsafe impl Sync for AnonMapping {}
 
 impl AnonMapping {
-    /// Map `len` bytes (a multiple of 4096; MAP_NORESERVE). Pages read as zero until written.
+    /// Map `len` bytes (a multiple of [`PAGE_SIZE`]; MAP_NORESERVE). Pages read as zero until
+    /// written.
     pub fn new(len: usize) -> Result<Self, MappingError> {
         if len == 0 || !len.is_multiple_of(PAGE_SIZE) {
             return Err(MappingError::Mmap {

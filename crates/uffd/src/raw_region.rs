@@ -18,7 +18,7 @@ pub fn page_size() -> usize {
     if n > 0 {
         n as usize
     } else {
-        4096
+        crate::PAGE_SIZE
     }
 }
 

@@ -75,8 +75,8 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     let result = match &cli.command {
-        Command::Bench(Bench::Codecs(args)) => uzswap::bench::codecs::run(args),
-        Command::Bench(Bench::Engine(args)) => uzswap::bench::engine::run(args),
+        Command::Bench(Bench::Codecs(args)) => uzswap::bench::codecs::run(args).map_err(Into::into),
+        Command::Bench(Bench::Engine(args)) => uzswap::bench::engine::run(args).map_err(Into::into),
         Command::Bench(Bench::Usemem(args)) => uzswap::bench::cmd::usemem(args),
         Command::Bench(Bench::Mix(args)) => uzswap::bench::cmd::mix(args),
         Command::Bench(Bench::Sweep(args)) => uzswap::bench::cmd::sweep(args),

@@ -3,8 +3,34 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Result};
 use zswap::PAGE_SIZE;
+
+/// A page file that cannot be used; the message names the file and says what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum PageFileError {
+    /// The file cannot be read.
+    #[error("{path}: cannot read")]
+    Read {
+        /// The file as given.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is empty.
+    #[error("{path}: empty file, expected pages of {PAGE_SIZE} bytes")]
+    Empty {
+        /// The file as given.
+        path: PathBuf,
+    },
+    /// The file's size is not a whole number of pages.
+    #[error("{path}: size {len} bytes is not a multiple of the {PAGE_SIZE}-byte page size")]
+    NotWholePages {
+        /// The file as given.
+        path: PathBuf,
+        /// Its size in bytes.
+        len: usize,
+    },
+}
 
 /// One loaded page file.
 #[derive(Debug, Clone)]
@@ -31,26 +57,30 @@ impl PageFile {
 
 /// Load every file, in order. The first bad file is an error whose one-line message names
 /// it and says what is wrong, because that line is all the command prints.
-pub fn load_page_files(paths: &[PathBuf]) -> Result<Vec<PageFile>> {
+pub fn load_page_files(paths: &[PathBuf]) -> Result<Vec<PageFile>, PageFileError> {
     paths.iter().map(|p| load_page_file(p)).collect()
 }
 
-fn load_page_file(path: &Path) -> Result<PageFile> {
-    let shown = path.display();
-    let data = std::fs::read(path).map_err(|e| anyhow!("{shown}: cannot read: {e}"))?;
+fn load_page_file(path: &Path) -> Result<PageFile, PageFileError> {
+    let data = std::fs::read(path).map_err(|source| PageFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if data.is_empty() {
-        bail!("{shown}: empty file, expected pages of {PAGE_SIZE} bytes");
+        return Err(PageFileError::Empty {
+            path: path.to_path_buf(),
+        });
     }
     if data.len() % PAGE_SIZE != 0 {
-        bail!(
-            "{shown}: size {} bytes is not a multiple of the {PAGE_SIZE}-byte page size",
-            data.len()
-        );
+        return Err(PageFileError::NotWholePages {
+            path: path.to_path_buf(),
+            len: data.len(),
+        });
     }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| shown.to_string());
+        .unwrap_or_else(|| path.display().to_string());
     Ok(PageFile {
         path: path.to_path_buf(),
         name,

@@ -4,6 +4,7 @@
 //! output piped into `head`) ends the command quietly, with the status a shell reports for a
 //! tool that SIGPIPE stopped.
 
+use std::error::Error;
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -28,7 +29,7 @@ impl std::fmt::Display for AlreadyTold {
     }
 }
 
-impl std::error::Error for AlreadyTold {}
+impl Error for AlreadyTold {}
 
 /// Parse the command line. On a usage error: one line on stderr, and the exit code to end
 /// with; `--help` and `--version` print as clap prints them and end with 0.
@@ -111,17 +112,31 @@ pub fn usage_error_line(kind: ErrorKind, text: &str, command: &str) -> String {
 /// End the command: exit status 0, or the error as one line on stderr and status 2. An
 /// error after stdout was closed is that closing, and ends quietly; an error already told
 /// ([`AlreadyTold`]) ends with status 2 and nothing more.
-pub fn exit(result: anyhow::Result<()>) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(_) if stdout_closed() => ExitCode::from(STDOUT_CLOSED),
-        Err(e) if e.is::<AlreadyTold>() => ExitCode::from(FAILED),
-        Err(e) => {
-            // `{:#}` joins the error chain with ": " on one line.
-            say(&format!("{e:#}"));
-            ExitCode::from(FAILED)
-        }
+pub fn exit<E>(result: Result<(), E>) -> ExitCode
+where
+    E: AsRef<dyn Error + Send + Sync + 'static>,
+{
+    let e = match &result {
+        Ok(()) => return ExitCode::SUCCESS,
+        Err(_) if stdout_closed() => return ExitCode::from(STDOUT_CLOSED),
+        Err(e) => e.as_ref(),
+    };
+    if !chain(e).any(|c| c.is::<AlreadyTold>()) {
+        say(&error_line(e));
     }
+    ExitCode::from(FAILED)
+}
+
+/// An error and its causes, each the `source` of the one before.
+pub fn chain<'a>(e: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
+    std::iter::successors(Some(e), |&e| e.source())
+}
+
+/// An error as one line: its message and its causes' (each the `source` of the one before),
+/// joined with ": ": "creating the uzswap region: swap file: No such file or directory".
+pub fn error_line(e: &(dyn Error + 'static)) -> String {
+    let parts: Vec<String> = chain(e).map(|c| c.to_string()).collect();
+    parts.join(": ").replace('\n', " ")
 }
 
 /// One `uzswap: ...` line on stderr. A stray newline inside a message (from an OS or library
@@ -189,6 +204,15 @@ mod tests {
             "the following required arguments were not provided: --size <SIZE> --memory-high \
              <SIZE> (see 'uzswap bench usemem --help')"
         );
+    }
+
+    #[test]
+    fn an_error_line_joins_the_causes() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("creating the region")]
+        struct Outer(#[source] std::io::Error);
+        let e = Outer(std::io::Error::other("no\nspace"));
+        assert_eq!(error_line(&e), "creating the region: no space");
     }
 
     #[test]

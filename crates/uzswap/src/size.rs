@@ -1,10 +1,24 @@
 //! Sizes on the command line: `4096`, `64K`, `64KiB`, `2M`, `1G` (binary units; a `B` or
 //! `iB` suffix is allowed), and folio sizes, which must be a power of two from 4 KiB to 2 MiB.
 
-use anyhow::{bail, Result};
+use zswap::PAGE_SIZE;
+
+/// A size on the command line that does not parse, or is out of range; the text as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Not a number with an optional suffix.
+    #[error("bad size '{0}': expected a number with an optional K, M, G or T suffix")]
+    NotASize(String),
+    /// More bytes than a u64 holds.
+    #[error("bad size '{0}': too large")]
+    TooLarge(String),
+    /// A folio size that is not a power of two from 4 KiB to 2 MiB.
+    #[error("bad folio size '{0}': must be a power of two from 4K to 2M")]
+    FolioSize(String),
+}
 
 /// Parse a byte size with an optional K/M/G/T suffix (powers of 1024).
-pub fn parse_size(text: &str) -> Result<u64> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let upper = t.to_ascii_uppercase();
     let body = upper
@@ -19,12 +33,10 @@ pub fn parse_size(text: &str) -> Result<u64> {
         _ => (body, 0),
     };
     let Ok(n) = digits.trim().parse::<u64>() else {
-        bail!("bad size '{text}': expected a number with an optional K, M, G or T suffix");
+        return Err(SizeError::NotASize(text.to_string()));
     };
-    match n.checked_mul(1u64 << shift) {
-        Some(v) => Ok(v),
-        None => bail!("bad size '{text}': too large"),
-    }
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| SizeError::TooLarge(text.to_string()))
 }
 
 /// `bytes` as the command line takes it: in the largest of T, G, M, K that divides it (so
@@ -63,10 +75,10 @@ pub fn fmt_human(bytes: u64) -> String {
 }
 
 /// Parse a folio size: a power of two from 4 KiB to 2 MiB.
-pub fn parse_folio_size(text: &str) -> Result<usize> {
+pub fn parse_folio_size(text: &str) -> Result<usize, SizeError> {
     let v = parse_size(text)?;
-    if !(4096..=2 << 20).contains(&v) || !v.is_power_of_two() {
-        bail!("bad folio size '{text}': must be a power of two from 4K to 2M");
+    if !(PAGE_SIZE as u64..=2 << 20).contains(&v) || !v.is_power_of_two() {
+        return Err(SizeError::FolioSize(text.to_string()));
     }
     Ok(v as usize)
 }
@@ -101,7 +113,7 @@ mod tests {
 
     #[test]
     fn folio_sizes_are_powers_of_two_from_4k_to_2m() {
-        assert_eq!(parse_folio_size("4K").unwrap(), 4096);
+        assert_eq!(parse_folio_size("4K").unwrap(), PAGE_SIZE);
         assert_eq!(parse_folio_size("2M").unwrap(), 2 << 20);
         for bad in ["2K", "4M", "48K", "0", "x"] {
             assert!(parse_folio_size(bad).is_err(), "{bad}");

@@ -3,12 +3,13 @@
 
 use uzswap::bench::workload::{
     self, access_word, fill, mix_fills, run_accesses_for_test, run_on_memory, usemem_check,
-    usemem_write, Content, Fill, Ledger, Workload, WorkloadSpec, PAGE,
+    usemem_write, Content, Fill, Ledger, Workload, WorkloadSpec,
 };
+use uzswap::PAGE_SIZE;
 
 fn content() -> Content {
     // Two distinct "compressible" pages: enough to tell pages apart in the check.
-    let mut pages = vec![0u8; 2 * PAGE];
+    let mut pages = vec![0u8; 2 * PAGE_SIZE];
     for (i, b) in pages.iter_mut().enumerate() {
         *b = (i / 7 % 251) as u8;
     }
@@ -19,7 +20,7 @@ fn spec(workload: Workload) -> WorkloadSpec {
     WorkloadSpec {
         workload,
         memory_high: 1 << 20,
-        folio_size: PAGE,
+        folio_size: PAGE_SIZE,
         corpus: None,
         seed: 7,
     }
@@ -27,7 +28,7 @@ fn spec(workload: Workload) -> WorkloadSpec {
 
 #[test]
 fn usemem_writes_index_words_and_checks_them() {
-    let mut mem = vec![0u8; 16 * PAGE];
+    let mut mem = vec![0u8; 16 * PAGE_SIZE];
     usemem_write(&mut mem);
     usemem_check(&mem).unwrap();
     assert_eq!(u64::from_ne_bytes(mem[8..16].try_into().unwrap()), 1);
@@ -35,18 +36,21 @@ fn usemem_writes_index_words_and_checks_them() {
 
 #[test]
 fn usemem_check_catches_a_flipped_word() {
-    let mut mem = vec![0u8; 16 * PAGE];
+    let mut mem = vec![0u8; 16 * PAGE_SIZE];
     usemem_write(&mut mem);
-    mem[5 * PAGE + 24] ^= 0x10;
+    mem[5 * PAGE_SIZE + 24] ^= 0x10;
     let e = usemem_check(&mem).unwrap_err().to_string();
-    assert!(e.contains(&format!("word {}", (5 * PAGE + 24) / 8)), "{e}");
+    assert!(
+        e.contains(&format!("word {}", (5 * PAGE_SIZE + 24) / 8)),
+        "{e}"
+    );
 }
 
 #[test]
 fn usemem_reports_every_worker() {
     let s = spec(Workload::Usemem {
         workers: 3,
-        size: 8 * PAGE as u64,
+        size: 8 * PAGE_SIZE as u64,
     });
     let mut mem = vec![0u8; s.area_bytes()];
     let out = run_on_memory(&s, None, &mut mem).unwrap();
@@ -54,7 +58,7 @@ fn usemem_reports_every_worker() {
     for p in &out.phases {
         assert_eq!(p.per_worker_kb_s.len(), 3);
         assert!(p.total_kb_s > 0.0);
-        assert_eq!(p.bytes, 24 * PAGE as u64);
+        assert_eq!(p.bytes, 24 * PAGE_SIZE as u64);
     }
     assert!(out.verified);
 }
@@ -63,7 +67,7 @@ fn usemem_reports_every_worker() {
 fn mix_fills_three_areas_and_verifies_after_accesses() {
     let c = content();
     let s = spec(Workload::Mix {
-        size: 3 * 32 * PAGE as u64,
+        size: 3 * 32 * PAGE_SIZE as u64,
         seconds: 1.0,
     });
     let mut mem = vec![0u8; s.area_bytes()];
@@ -71,7 +75,7 @@ fn mix_fills_three_areas_and_verifies_after_accesses() {
     assert_eq!(out.accesses, Some(20_480)); // whole batches of 1024
     assert!(out.verified);
     // The third area is random, not the content.
-    assert_ne!(&mem[64 * PAGE..65 * PAGE], c.page(0));
+    assert_ne!(&mem[64 * PAGE_SIZE..65 * PAGE_SIZE], c.page(0));
 }
 
 #[test]
@@ -79,8 +83,8 @@ fn mix_verification_catches_a_lost_access_and_a_changed_byte() {
     let c = content();
     let pages = 3 * 8;
     let fills = mix_fills(8, 3);
-    let mut mem = vec![0u8; pages * PAGE];
-    for (chunk, f) in mem.chunks_mut(8 * PAGE).zip(&fills) {
+    let mut mem = vec![0u8; pages * PAGE_SIZE];
+    for (chunk, f) in mem.chunks_mut(8 * PAGE_SIZE).zip(&fills) {
         fill(chunk, *f, Some(&c));
     }
     let mut ledger = Ledger::new(pages);
@@ -91,7 +95,7 @@ fn mix_verification_catches_a_lost_access_and_a_changed_byte() {
     // An access the ledger does not know of (a write lost or doubled by the memory system).
     let mut bad = mem.clone();
     let page = 17; // in the random area
-    let w = page * PAGE + access_word(page) * 8;
+    let w = page * PAGE_SIZE + access_word(page) * 8;
     bad[w] = bad[w].wrapping_add(1);
     let e = workload::verify(&bad, &fills, Some(&c), &ledger)
         .unwrap_err()
@@ -100,7 +104,7 @@ fn mix_verification_catches_a_lost_access_and_a_changed_byte() {
 
     // A byte elsewhere in a compressible page.
     let mut bad = mem.clone();
-    bad[3 * PAGE + 100] ^= 1;
+    bad[3 * PAGE_SIZE + 100] ^= 1;
     let e = workload::verify(&bad, &fills, Some(&c), &ledger)
         .unwrap_err()
         .to_string();
@@ -111,7 +115,7 @@ fn mix_verification_catches_a_lost_access_and_a_changed_byte() {
 fn heap_is_one_compressible_area() {
     let c = content();
     let s = spec(Workload::Heap {
-        size: 10 * PAGE as u64,
+        size: 10 * PAGE_SIZE as u64,
         seconds: 1.0,
     });
     let mut mem = vec![0u8; s.area_bytes()];
@@ -121,11 +125,11 @@ fn heap_is_one_compressible_area() {
     let p = 4;
     let w = access_word(p);
     let off = if w == 0 { 8 } else { 0 };
-    assert_eq!(mem[p * PAGE + off], c.page(p)[off]);
+    assert_eq!(mem[p * PAGE_SIZE + off], c.page(p)[off]);
     // A fill is reproducible: the check regenerates it.
-    let mut again = vec![0u8; 2 * PAGE];
+    let mut again = vec![0u8; 2 * PAGE_SIZE];
     fill(&mut again, Fill::Random { seed: 5 }, None);
-    let mut twice = vec![0u8; 2 * PAGE];
+    let mut twice = vec![0u8; 2 * PAGE_SIZE];
     fill(&mut twice, Fill::Random { seed: 5 }, None);
     assert_eq!(again, twice);
 }
@@ -149,7 +153,7 @@ fn specs_round_trip_as_json() {
     });
     let j = serde_json::to_string(&s).unwrap();
     assert_eq!(serde_json::from_str::<WorkloadSpec>(&j).unwrap(), s);
-    assert_eq!(s.area_bytes() % (3 * PAGE), 0);
+    assert_eq!(s.area_bytes() % (3 * PAGE_SIZE), 0);
 }
 
 #[test]
@@ -161,7 +165,7 @@ fn the_built_in_corpus_is_the_repository_corpus() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "pages"))
-        .map(|p| std::fs::metadata(p).unwrap().len() / PAGE as u64)
+        .map(|p| std::fs::metadata(p).unwrap().len() / PAGE_SIZE as u64)
         .sum();
     assert!(pages >= 1024, "{pages} pages in {}", dir.display());
     // One whole cycle and the start of the next: the same pages in the same order.

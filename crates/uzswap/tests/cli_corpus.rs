@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use uzswap::PAGE_SIZE;
+
 mod common;
 use common::{assert_one_line_error, stderr, uzswap};
 
-const PAGE: usize = 4096;
-const BLOCK: usize = 16 * PAGE;
+const BLOCK: usize = 16 * PAGE_SIZE;
 /// What the script puts in memory, many times over.
 const MARKER: &[u8] = b"uzswap-capture-test-";
 /// A dict of 100,000 distinct strings holding the marker, then a stop for the capture.
@@ -55,7 +56,7 @@ impl Drop for TempFile {
 }
 
 fn zero_pages(data: &[u8]) -> usize {
-    data.chunks_exact(PAGE)
+    data.chunks_exact(PAGE_SIZE)
         .filter(|p| p.iter().all(|&b| b == 0))
         .count()
 }
@@ -98,7 +99,7 @@ fn captures_a_program_that_stops_itself() {
         "{} bytes",
         data.len()
     );
-    let pages = data.len() / PAGE;
+    let pages = data.len() / PAGE_SIZE;
     assert!(pages >= 256, "only {pages} pages");
     assert!(
         zero_pages(&data) * 4 < pages,

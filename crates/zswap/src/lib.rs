@@ -15,5 +15,5 @@ pub mod zswap;
 
 pub use crate::zswap::{Zswap, ZswapConfig, ZswapGroup};
 
-/// The page size everything here works in.
-pub const PAGE_SIZE: usize = 4096;
+/// The page size everything here works in: uffd's, the one page size of uzswap.
+pub use uffd::PAGE_SIZE;

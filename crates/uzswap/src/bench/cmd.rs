@@ -9,8 +9,9 @@ use std::io::Write;
 
 use anyhow::{bail, Context, Result};
 use serde_json::json;
+use zswap::PAGE_SIZE;
 
-use super::peer::{self, PeerMachine, PeerOptions, Reclaim};
+use super::peer::{self, PeerError, PeerMachine, PeerOptions, Reclaim};
 use super::progress::Progress;
 use super::summary::{self, Column, Summary};
 use super::systems::WorkloadResult;
@@ -147,7 +148,7 @@ pub struct UzswapWorkerArgs {
 
 /// Run `uzswap bench uzswap-worker`: one workload on a uzswap region, in a process of its own.
 pub fn uzswap_worker(a: &UzswapWorkerArgs) -> Result<()> {
-    super::uzswap_side::uzswap_worker(&a.spec, &a.config)
+    Ok(super::uzswap_side::uzswap_worker(&a.spec, &a.config)?)
 }
 
 fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
@@ -156,7 +157,7 @@ fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
         names = default
             .iter()
             .map(|s| s.parse())
-            .collect::<Result<Vec<SystemName>>>()?;
+            .collect::<Result<Vec<SystemName>, _>>()?;
     }
     names.extend(c.peer.iter().cloned());
     let mut out: Vec<System> = Vec::new();
@@ -347,7 +348,7 @@ fn folio_hint(c: &CommonArgs, systems: &[System], spec: &WorkloadSpec) -> Option
     let spec = uzswap_spec(c.uzswap_memory_high, spec);
     let smaller = match spec.folio_size {
         f if f > 64 << 10 => 64 << 10,
-        f if f > 4 << 10 => 4 << 10,
+        f if f > PAGE_SIZE => PAGE_SIZE,
         _ => return None,
     };
     let room = data_room(&spec, cfg)?;
@@ -404,11 +405,11 @@ impl Runner {
         match system {
             System::Uzswap(cfg) => run_uzswap(&uzswap_spec(self.uzswap_memory_high, spec), cfg)
                 .with_context(|| system.to_string()),
-            _ => self
+            _ => Ok(self
                 .peer
                 .as_mut()
                 .expect("peer machine set up for kernel systems")
-                .run(system, spec),
+                .run(system, spec)?),
         }
     }
 
@@ -441,7 +442,7 @@ fn uzswap_spec(uzswap_memory_high: Option<u64>, spec: &WorkloadSpec) -> Workload
 fn spec(c: &CommonArgs, workload: Workload) -> WorkloadSpec {
     let default_folio = match workload {
         Workload::Usemem { .. } => 2 << 20,
-        Workload::Mix { .. } | Workload::Heap { .. } => 4 << 10,
+        Workload::Mix { .. } | Workload::Heap { .. } => PAGE_SIZE,
     };
     WorkloadSpec {
         workload,
@@ -560,8 +561,8 @@ pub fn median_figures(runs: &[WorkloadResult]) -> Vec<(String, f64)> {
 type Runs = (Vec<Vec<WorkloadResult>>, Vec<Vec<String>>);
 
 /// Run every system `runs` times, alternating. A kernel peer's run whose worker could not be
-/// held to the limit (`peer::OomKilled`: an OOM wait over 10 s, a charge that failed at the
-/// hard stop, or the OOM killer, were it on) is left out, and said so, and the runs that did
+/// held to the limit ([`PeerError::left_out`]: an OOM wait over 10 s, a charge that failed at
+/// the hard stop, or the OOM killer, were it on) is left out, and said so, and the runs that did
 /// finish stand. Any other failure (a setup refused, a check of the data that failed) stops
 /// the benchmark. `cell` names the sweep's cell in the progress, if any.
 fn alternate(
@@ -580,7 +581,10 @@ fn alternate(
             progress.start(&what);
             let r = match runner.run(s, spec) {
                 Ok(r) => r,
-                Err(e) if e.chain().any(|c| c.is::<super::peer::OomKilled>()) => {
+                Err(e)
+                    if e.downcast_ref::<PeerError>()
+                        .is_some_and(PeerError::left_out) =>
+                {
                     progress.failed(&format!("{what}: failed, left out: {e:#}"));
                     failed[i].push(format!("{e:#}"));
                     continue;
@@ -706,7 +710,7 @@ fn workers_text(n: usize) -> String {
 
 /// Run `uzswap bench usemem`: the systems alternately, medians side by side.
 pub fn usemem(a: &UsememArgs) -> Result<()> {
-    if a.size < 4096 {
+    if a.size < PAGE_SIZE as u64 {
         bail!(
             "--size {} is below one page: give at least 4K",
             fmt_size(a.size)
@@ -734,7 +738,7 @@ pub fn usemem(a: &UsememArgs) -> Result<()> {
 
 /// Run `uzswap bench mix`: the systems alternately, medians side by side.
 pub fn mix(a: &MixArgs) -> Result<()> {
-    if a.size < 3 * 4096 {
+    if a.size < 3 * PAGE_SIZE as u64 {
         bail!(
             "--size {} is below three pages: give at least 12K",
             fmt_size(a.size)
@@ -769,7 +773,8 @@ pub fn sweep_sizes(limit: u64) -> Vec<(f64, u64)> {
     (0..9)
         .map(|i| {
             let pct = 75.0 + 12.5 * i as f64;
-            (pct, (limit as f64 * pct / 100.0) as u64 / 4096 * 4096)
+            let page = PAGE_SIZE as u64;
+            (pct, (limit as f64 * pct / 100.0) as u64 / page * page)
         })
         .collect()
 }
@@ -860,7 +865,7 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
 
 /// Run `uzswap bench worker`: one workload on plain memory, for a kernel peer.
 pub fn worker(a: &WorkerArgs) -> Result<()> {
-    super::worker::run(&a.spec)
+    Ok(super::worker::run(&a.spec)?)
 }
 
 #[cfg(test)]
@@ -874,7 +879,7 @@ mod tests {
         assert_eq!(s[0].0, 75.0);
         assert_eq!(s[8].0, 175.0);
         assert_eq!(s[0].1, 3 << 28);
-        assert_eq!(s[8].1 % 4096, 0);
+        assert_eq!(s[8].1 % PAGE_SIZE as u64, 0);
     }
 
     #[test]

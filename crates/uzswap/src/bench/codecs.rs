@@ -12,16 +12,61 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use zswap::compress::{CompressError, Compressor, CompressorSpec};
 use zswap::PAGE_SIZE;
 
 use super::cmd::parse_seconds;
 use super::progress::Progress;
-use super::systems::{compressor_arg, parse_compressor};
-use crate::pages::{load_page_files, PageFile};
+use super::systems::{compressor_arg, parse_compressor, SystemError};
+use crate::pages::{load_page_files, PageFile, PageFileError};
 use crate::report;
+
+/// Why `uzswap bench codecs` stopped: a bad input, a codec that failed a page file, or the
+/// output that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecsError {
+    /// A compressor this build does not have.
+    #[error(transparent)]
+    Compressor(#[from] SystemError),
+    /// A page file that cannot be used.
+    #[error(transparent)]
+    PageFile(#[from] PageFileError),
+    /// A codec failed to compress a unit (other than its not fitting).
+    #[error("{file}: {codec}: compress failed")]
+    Compress {
+        /// The page file.
+        file: String,
+        /// The codec.
+        codec: String,
+        /// Why.
+        source: CompressError,
+    },
+    /// A codec failed to decompress what it compressed.
+    #[error("{file}: {codec}: decompress failed")]
+    Decompress {
+        /// The page file.
+        file: String,
+        /// The codec.
+        codec: String,
+        /// Why.
+        source: CompressError,
+    },
+    /// A codec gave back other bytes than it was given.
+    #[error("{file}: {codec}: round trip failed: the codec returned different bytes")]
+    RoundTrip {
+        /// The page file.
+        file: String,
+        /// The codec.
+        codec: String,
+    },
+    /// The table or the JSON could not be written.
+    #[error("writing the output")]
+    Output(#[from] std::io::Error),
+    /// The JSON report does not encode.
+    #[error("encoding the report")]
+    Json(#[from] serde_json::Error),
+}
 
 /// Rounds per measurement; the median is reported, so one disturbed round (another process,
 /// a frequency change) does not move the figure.
@@ -89,13 +134,13 @@ struct Report<'a> {
 }
 
 /// Run `uzswap bench codecs`: measure every codec on every file and print a table or JSON.
-pub fn run(args: &CodecsArgs) -> Result<()> {
+pub fn run(args: &CodecsArgs) -> Result<(), CodecsError> {
     // Every name was checked by the parser, before anything loads.
     let specs = args
         .compressor
         .iter()
         .map(|s| parse_compressor(s))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let files = load_page_files(&args.pages)?;
 
     let mut table = (!args.json).then(|| Table::new(&files, &specs));
@@ -110,8 +155,7 @@ pub fn run(args: &CodecsArgs) -> Result<()> {
             let codec = spec.build();
             for unit in UNITS {
                 progress.start(&format!("{} {spec} {}K", file.name, unit >> 10));
-                let r = measure_codec(&*codec, file, unit, args.seconds)
-                    .with_context(|| format!("{}: {spec}", file.name))?;
+                let r = measure_codec(&*codec, file, unit, args.seconds)?;
                 // Rows stream as they finish: a full run takes a minute or more.
                 if let Some(t) = &mut table {
                     progress.suspend(|| t.row(&mut report::stdout(), &r))?;
@@ -188,7 +232,9 @@ fn measure_codec(
     file: &PageFile,
     unit: usize,
     seconds: f64,
-) -> Result<CodecResult> {
+) -> Result<CodecResult, CodecsError> {
+    let name = || file.name.clone();
+    let spec = || codec.spec().to_string();
     let units: Vec<&[u8]> = file.data.chunks(unit).collect();
     let mut dst = vec![0u8; unit - 1];
     let mut out = vec![0u8; unit];
@@ -209,13 +255,28 @@ fn measure_codec(
                 incompressible += 1;
                 stored_bytes += u.len() as u64;
             }
-            Err(e) => bail!("compress failed: {e}"),
+            Err(source) => {
+                return Err(CodecsError::Compress {
+                    file: name(),
+                    codec: spec(),
+                    source,
+                })
+            }
         }
     }
     for (range, original) in &stored {
-        let n = codec.decompress(&compressed[range.clone()], &mut out[..original.len()])?;
+        let n = codec
+            .decompress(&compressed[range.clone()], &mut out[..original.len()])
+            .map_err(|source| CodecsError::Decompress {
+                file: name(),
+                codec: spec(),
+                source,
+            })?;
         if n != original.len() || out[..n] != **original {
-            bail!("round trip failed: the codec returned different bytes");
+            return Err(CodecsError::RoundTrip {
+                file: name(),
+                codec: spec(),
+            });
         }
     }
 
@@ -297,7 +358,7 @@ impl Table {
         }
     }
 
-    fn header(&self, out: &mut impl Write) -> Result<()> {
+    fn header(&self, out: &mut impl Write) -> std::io::Result<()> {
         writeln!(
             out,
             "{:<fw$}  {:<cw$}  {:>6}  {:>13}  {:>15}  {:>6}  {:>14}",
@@ -314,7 +375,7 @@ impl Table {
         Ok(())
     }
 
-    fn row(&mut self, out: &mut impl Write, r: &CodecResult) -> Result<()> {
+    fn row(&mut self, out: &mut impl Write, r: &CodecResult) -> std::io::Result<()> {
         let decompress = r
             .decompress_mb_s
             .map_or_else(|| "-".to_string(), |v| format!("{v:.0}"));

@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
@@ -22,9 +21,58 @@ use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 use super::cmd::count_in;
 use super::progress::Progress;
 use super::systems::parse_compressor;
-use crate::pages::{load_page_files, PageFile};
+use crate::pages::{load_page_files, PageFile, PageFileError};
 use crate::report;
 use crate::size::parse_folio_size;
+
+/// Why `uzswap bench engine` stopped: a page file that cannot be used, the engine failing
+/// one (it names the file), or the output that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A page file that cannot be used.
+    #[error(transparent)]
+    PageFile(#[from] PageFileError),
+    /// The engine failed the page file `path`.
+    #[error("{path}")]
+    File {
+        /// The page file.
+        path: PathBuf,
+        /// How.
+        source: Box<EngineError>,
+    },
+    /// The file holds less than one folio.
+    #[error("has {pages} pages, fewer than one {folio_kib} KiB folio")]
+    FewerThanAFolio {
+        /// Pages in the file.
+        pages: usize,
+        /// The folio size, in KiB.
+        folio_kib: usize,
+    },
+    /// Folio stores failed (with no pool limit and a device attached, none should).
+    #[error("{0} folio stores failed")]
+    StoresFailed(usize),
+    /// A page came back from the engine with other bytes than it was stored with.
+    #[error("page {0} read back wrong")]
+    ReadBackWrong(usize),
+    /// The engine's audit found its state inconsistent after a round.
+    #[error("engine inconsistent after round {round}: {why}")]
+    Inconsistent {
+        /// The round.
+        round: usize,
+        /// What the audit found.
+        why: String,
+    },
+    /// The engine's audit found its state inconsistent after half the pages were freed and
+    /// the pool compacted.
+    #[error("engine inconsistent after compaction: {0}")]
+    InconsistentCompacted(String),
+    /// The table or the JSON could not be written.
+    #[error("writing the output")]
+    Output(#[from] std::io::Error),
+    /// The JSON report does not encode.
+    #[error("encoding the report")]
+    Json(#[from] serde_json::Error),
+}
 
 /// The arguments of `uzswap bench engine`.
 #[derive(Debug, Clone, clap::Args)]
@@ -111,7 +159,7 @@ fn parse_seconds_or_zero(text: &str) -> Result<f64, String> {
 
 /// Run `uzswap bench engine`: store and load every page of each file through the engine and
 /// print a table or JSON.
-pub fn run(args: &EngineArgs) -> Result<()> {
+pub fn run(args: &EngineArgs) -> Result<(), EngineError> {
     let (spec, folio_size) = (args.compressor, args.folio_size);
     let files = load_page_files(&args.pages)?;
     let progress = Progress::new(files.len() as u64, "files", false);
@@ -127,7 +175,10 @@ pub fn run(args: &EngineArgs) -> Result<()> {
                 args.rounds,
                 args.seconds,
             )
-            .with_context(|| format!("{}", file.path.display()))?,
+            .map_err(|e| EngineError::File {
+                path: file.path.clone(),
+                source: Box::new(e),
+            })?,
         );
         progress.done("");
     }
@@ -266,7 +317,12 @@ fn on_threads(threads: usize, nr_folios: usize, f: impl Fn(usize) + Sync) -> f64
     t0.elapsed().as_secs_f64()
 }
 
-fn store_all(group: &ZswapGroup, data: &[u8], folio_pages: usize, threads: usize) -> Result<f64> {
+fn store_all(
+    group: &ZswapGroup,
+    data: &[u8],
+    folio_pages: usize,
+    threads: usize,
+) -> Result<f64, EngineError> {
     let order = folio_pages.trailing_zeros() as u8;
     let nr_folios = data.len() / (folio_pages * PAGE_SIZE);
     let failures = std::sync::atomic::AtomicUsize::new(0);
@@ -279,7 +335,7 @@ fn store_all(group: &ZswapGroup, data: &[u8], folio_pages: usize, threads: usize
     });
     let failed = failures.into_inner();
     if failed > 0 {
-        bail!("{failed} folio stores failed");
+        return Err(EngineError::StoresFailed(failed));
     }
     Ok(secs)
 }
@@ -311,7 +367,7 @@ struct BareCodec<'a> {
 }
 
 impl<'a> BareCodec<'a> {
-    fn new(spec: CompressorSpec, data: &'a [u8]) -> Result<Self> {
+    fn new(spec: CompressorSpec, data: &'a [u8]) -> Self {
         let codec = spec.build();
         let pages: Vec<&[u8]> = data.chunks(PAGE_SIZE).collect();
         let mut buf = vec![0u8; PAGE_SIZE - 1];
@@ -320,12 +376,12 @@ impl<'a> BareCodec<'a> {
             .filter_map(|p| codec.compress(p, &mut buf).ok().map(|n| buf[..n].to_vec()))
             .collect();
         let decompressed_bytes = compressed.len() * PAGE_SIZE;
-        Ok(BareCodec {
+        BareCodec {
             codec,
             pages,
             compressed,
             decompressed_bytes,
-        })
+        }
     }
 
     fn compress_pass(&self) -> f64 {
@@ -361,23 +417,23 @@ fn bench_file(
     threads: usize,
     rounds: usize,
     min_secs: f64,
-) -> Result<EngineResult> {
+) -> Result<EngineResult, EngineError> {
     let folio_pages = folio_size / PAGE_SIZE;
     let nr_pages = file.data.len() / PAGE_SIZE;
     // Whole folios only: a tail shorter than a folio is left out.
     let usable = nr_pages / folio_pages * folio_pages * PAGE_SIZE;
     if usable == 0 {
-        bail!(
-            "has {nr_pages} pages, fewer than one {} KiB folio",
-            folio_size / 1024
-        );
+        return Err(EngineError::FewerThanAFolio {
+            pages: nr_pages,
+            folio_kib: folio_size / 1024,
+        });
     }
     let data = &file.data[..usable];
     let mut out = vec![0u8; usable];
     // The bare codec writes its own buffer: `out` was just read by the check, and writing it
     // again at once would find it in cache, which the engine's load into it does not.
     let mut codec_out = vec![0u8; usable];
-    let codec = BareCodec::new(spec, data)?;
+    let codec = BareCodec::new(spec, data);
     let mut rates: [Vec<f64>; 4] = Default::default();
     let mut stats = serde_json::Value::Null;
     for round in 0..rounds {
@@ -394,7 +450,7 @@ fn bench_file(
                     .zip(data.chunks(PAGE_SIZE))
                     .position(|(a, b)| a != b)
                     .expect("they differ somewhere");
-                bail!("page {page} read back wrong");
+                return Err(EngineError::ReadBackWrong(page));
             }
             secs[2] += codec.compress_pass();
             secs[3] += codec.decompress_pass(&mut codec_out);
@@ -406,7 +462,7 @@ fn bench_file(
         zswap.compact();
         zswap
             .audit()
-            .map_err(|e| anyhow::anyhow!("engine inconsistent after round {round}: {e}"))?;
+            .map_err(|why| EngineError::Inconsistent { round, why })?;
         let n = f64::from(passes);
         rates[0].push(n * usable as f64 / 1e6 / secs[0]);
         rates[1].push(n * usable as f64 / 1e6 / secs[1]);
@@ -433,7 +489,7 @@ fn bench_file(
     }
     zswap.compact();
     let density_compacted = ratio(pool.stored_bytes(), pool.total_size());
-    zswap.audit().map_err(anyhow::Error::msg)?;
+    zswap.audit().map_err(EngineError::InconsistentCompacted)?;
 
     Ok(EngineResult {
         file: file.name.clone(),

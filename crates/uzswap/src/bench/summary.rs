@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use zswap::PAGE_SIZE;
+
 use super::systems::{System, WorkloadResult};
 use crate::size::fmt_unit;
 
@@ -78,7 +80,7 @@ impl Column<'_> {
     /// limit counts them) if that is more.
     fn allowance(&self) -> u64 {
         let folios = match self.system {
-            System::Uzswap(_) => 4 * self.folio_size().unwrap_or(4096),
+            System::Uzswap(_) => 4 * self.folio_size().unwrap_or(PAGE_SIZE as u64),
             _ => 0,
         };
         folios.max(1 << 20)
@@ -249,7 +251,7 @@ fn over_note(c: &Column, has_uzswap: bool) -> String {
     );
     match c.system {
         System::Uzswap(_) => {
-            let folio = fmt_unit(c.folio_size().unwrap_or(4096));
+            let folio = fmt_unit(c.folio_size().unwrap_or(PAGE_SIZE as u64));
             if c.notably_over() {
                 format!(
                     "{head}: more than the folios in flight explain (a {folio} folio per thread \

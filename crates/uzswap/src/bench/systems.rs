@@ -8,30 +8,71 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use zswap::compress::{Algorithm, CompressorSpec};
+use zswap::compress::{Algorithm, CompressorSpec, UnknownCompressor};
 
 use super::stats::CpuTimes;
 use super::workload::WorkloadOutput;
 
+/// A system or a codec named on the command line that does not parse, or that this build does
+/// not have; the message says what it takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SystemError {
+    /// A codec this build does not have, or a malformed name.
+    #[error(transparent)]
+    UnknownCompressor(#[from] UnknownCompressor),
+    /// A level given to a codec that takes none.
+    #[error("compressor '{text}': {name} takes no level (give '{name}')")]
+    NoLevel {
+        /// The compressor as given.
+        text: String,
+        /// The codec.
+        name: String,
+    },
+    /// A level the codec does not take.
+    #[error("compressor '{text}': {name}'s levels are {min}..={max} (default {default})")]
+    Level {
+        /// The compressor as given.
+        text: String,
+        /// The codec.
+        name: String,
+        /// Its lowest level.
+        min: i32,
+        /// Its highest level.
+        max: i32,
+        /// Its default level.
+        default: i32,
+    },
+    /// `NAME:` with nothing after the ':'.
+    #[error("system '{0}': empty compressor after ':'")]
+    EmptyCompressor(String),
+    /// A name that is none of [`SYSTEM_NAMES`].
+    #[error("unknown system '{0}': expected one of {names}", names = SYSTEM_NAMES.join(", "))]
+    UnknownSystem(String),
+    /// A compressor given to a system that compresses nothing.
+    #[error("system '{0}' compresses nothing: no ':COMPRESSOR' allowed")]
+    CompressesNothing(String),
+}
+
 /// A codec as `NAME` or `NAME:LEVEL`. A codec this build has, given a level it does not
 /// take, is answered with its levels (the engine's parser calls the whole text unknown).
-pub fn parse_compressor(text: &str) -> Result<CompressorSpec> {
+pub fn parse_compressor(text: &str) -> Result<CompressorSpec, SystemError> {
     if let Some((name, level)) = text.trim().split_once(':') {
         if let Some(a) = Algorithm::ALL.iter().find(|a| a.name() == name) {
             let levels = a.levels();
             if !level.parse().is_ok_and(|l: i32| levels.contains(&l)) {
+                let (text, name) = (text.to_string(), name.to_string());
                 if levels.start() == levels.end() {
-                    bail!("compressor '{text}': {name} takes no level (give '{name}')");
+                    return Err(SystemError::NoLevel { text, name });
                 }
-                bail!(
-                    "compressor '{text}': {name}'s levels are {}..={} (default {})",
-                    levels.start(),
-                    levels.end(),
-                    a.default_level()
-                );
+                return Err(SystemError::Level {
+                    text,
+                    name,
+                    min: *levels.start(),
+                    max: *levels.end(),
+                    default: a.default_level(),
+                });
             }
         }
     }
@@ -39,7 +80,7 @@ pub fn parse_compressor(text: &str) -> Result<CompressorSpec> {
 }
 
 /// [`parse_compressor`] for clap: the text as given, once it parses.
-pub fn compressor_arg(text: &str) -> Result<String> {
+pub fn compressor_arg(text: &str) -> Result<String, SystemError> {
     parse_compressor(text).map(|_| text.to_string())
 }
 
@@ -127,21 +168,18 @@ pub const SYSTEM_NAMES: [&str; 5] = [
 ];
 
 impl FromStr for SystemName {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Self> {
+    type Err = SystemError;
+    fn from_str(s: &str) -> Result<Self, SystemError> {
         let (name, comp) = match s.split_once(':') {
             Some((n, c)) if !c.is_empty() => (n, Some(c.to_string())),
-            Some(_) => bail!("system '{s}': empty compressor after ':'"),
+            Some(_) => return Err(SystemError::EmptyCompressor(s.to_string())),
             None => (s, None),
         };
         if !SYSTEM_NAMES.contains(&name) {
-            bail!(
-                "unknown system '{name}': expected one of {}",
-                SYSTEM_NAMES.join(", ")
-            );
+            return Err(SystemError::UnknownSystem(name.to_string()));
         }
         if comp.is_some() && matches!(name, "kernel-swap" | "uzswap-nocompress") {
-            bail!("system '{name}' compresses nothing: no ':COMPRESSOR' allowed");
+            return Err(SystemError::CompressesNothing(name.to_string()));
         }
         // uzswap's codecs are known here; the kernel's only to the kernel (checked when the
         // machine is set up, before any run).

@@ -9,15 +9,55 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-use region::{Region, RegionConfig, Usage};
-use zswap::compress::CompressorSpec;
+use region::{Region, RegionConfig, RegionError, Usage};
+use zswap::compress::{CompressorSpec, UnknownCompressor};
 use zswap::stats::StatsSnapshot;
 
 use super::stats::CpuTimes;
 use super::systems::{Latency, System, UzswapConfig, UzswapMode, WorkloadResult};
-use super::workload::{run_on_memory, Content, WorkloadSpec};
+use super::workload::{run_on_memory, Content, WorkloadError, WorkloadSpec};
 use crate::report::AlreadyTold;
+
+/// Why a run on the uzswap side failed: starting or hearing from its child process (the
+/// parent's side), or the run itself (the child's side, told by the parent as the child's
+/// "error" line).
+#[derive(Debug, thiserror::Error)]
+pub enum UzswapSideError {
+    /// This program's own path is unknown (the child runs it again).
+    #[error("finding the uzswap binary")]
+    Exe(#[source] std::io::Error),
+    /// The spec or the configuration does not encode for the child, or its result does not
+    /// encode for the parent.
+    #[error("encoding for the uzswap worker")]
+    Encode(#[source] serde_json::Error),
+    /// The child could not be started.
+    #[error("starting the uzswap worker")]
+    Start(#[source] std::io::Error),
+    /// Waiting for the child failed.
+    #[error("waiting for the uzswap worker")]
+    Wait(#[source] std::io::Error),
+    /// The child's error, as its "error" line said it.
+    #[error("{0}")]
+    Worker(String),
+    /// The child ended without a result line.
+    #[error("the uzswap worker ended without a result ({0})")]
+    NoResult(std::process::ExitStatus),
+    /// The child's result line does not parse.
+    #[error("bad result from the uzswap worker")]
+    BadResult(#[source] serde_json::Error),
+    /// The spec or the configuration the parent gave does not parse.
+    #[error("bad workload spec or configuration")]
+    BadInput(#[source] serde_json::Error),
+    /// The configuration's compressor is not one this build has.
+    #[error(transparent)]
+    Compressor(#[from] UnknownCompressor),
+    /// The region could not be made.
+    #[error("creating the uzswap region")]
+    Region(#[source] RegionError),
+    /// The workload could not run, or its check failed.
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+}
 
 /// The value of `key` (in kB, as /proc prints it) in the /proc file `path`, in bytes.
 pub(crate) fn proc_kb(path: &str, key: &str) -> u64 {
@@ -96,52 +136,57 @@ fn process_cpu() -> CpuTimes {
 /// child goes, and this process still restores every kernel setting the peers changed. The
 /// child's stderr (warnings, the trace) is passed on above any progress bar; an error of the
 /// child's comes back as its "error" line, to be told once, by this process.
-pub fn run_uzswap(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {
-    let exe = std::env::current_exe().context("finding the uzswap binary")?;
+pub fn run_uzswap(
+    spec: &WorkloadSpec,
+    config: &UzswapConfig,
+) -> Result<WorkloadResult, UzswapSideError> {
+    let exe = std::env::current_exe().map_err(UzswapSideError::Exe)?;
+    let spec_json = serde_json::to_string(spec).map_err(UzswapSideError::Encode)?;
+    let config_json = serde_json::to_string(config).map_err(UzswapSideError::Encode)?;
     let mut child = std::process::Command::new(exe)
-        .args([
-            "bench",
-            "uzswap-worker",
-            &serde_json::to_string(spec)?,
-            &serde_json::to_string(config)?,
-        ])
+        .args(["bench", "uzswap-worker", &spec_json, &config_json])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .context("starting the uzswap worker")?;
+        .map_err(UzswapSideError::Start)?;
     let relay = child.stderr.take().map(super::progress::relay);
     let out = child.wait_with_output();
     if let Some(r) = relay {
         let _ = r.join();
     }
-    let out = out.context("waiting for the uzswap worker")?;
+    let out = out.map_err(UzswapSideError::Wait)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if let Some(e) = stdout.lines().find_map(|l| l.strip_prefix("error ")) {
-        anyhow::bail!("{e}");
+        return Err(UzswapSideError::Worker(e.to_string()));
     }
     match stdout.lines().find_map(|l| l.strip_prefix("result ")) {
-        Some(json) if out.status.success() => Ok(serde_json::from_str(json)?),
-        _ => anyhow::bail!("the uzswap worker ended without a result ({})", out.status),
+        Some(json) if out.status.success() => {
+            serde_json::from_str(json).map_err(UzswapSideError::BadResult)
+        }
+        _ => Err(UzswapSideError::NoResult(out.status)),
     }
 }
 
 /// The child's side of `run_uzswap`: run here and print `result JSON`, or `error MSG` (on
 /// stdout, for the parent to tell) and end with [`AlreadyTold`].
-pub fn uzswap_worker(spec_json: &str, config_json: &str) -> Result<()> {
-    let run = || -> Result<WorkloadResult> {
-        let spec: WorkloadSpec = serde_json::from_str(spec_json)?;
-        let config: UzswapConfig = serde_json::from_str(config_json)?;
-        run_uzswap_here(&spec, &config)
+pub fn uzswap_worker(spec_json: &str, config_json: &str) -> Result<(), AlreadyTold> {
+    let run = || -> Result<String, UzswapSideError> {
+        let spec: WorkloadSpec =
+            serde_json::from_str(spec_json).map_err(UzswapSideError::BadInput)?;
+        let config: UzswapConfig =
+            serde_json::from_str(config_json).map_err(UzswapSideError::BadInput)?;
+        let result = run_uzswap_here(&spec, &config)?;
+        serde_json::to_string(&result).map_err(UzswapSideError::Encode)
     };
     match run() {
-        Ok(result) => {
-            println!("result {}", serde_json::to_string(&result)?);
+        Ok(json) => {
+            println!("result {json}");
             Ok(())
         }
         Err(e) => {
-            println!("error {}", format!("{e:#}").replace('\n', " "));
-            Err(AlreadyTold.into())
+            println!("error {}", crate::report::error_line(&e));
+            Err(AlreadyTold)
         }
     }
 }
@@ -177,7 +222,10 @@ pub fn data_room(spec: &WorkloadSpec, config: &UzswapConfig) -> Option<u64> {
     spec.memory_high.checked_sub(min_limit(spec, config)?)
 }
 
-fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<WorkloadResult> {
+fn run_uzswap_here(
+    spec: &WorkloadSpec,
+    config: &UzswapConfig,
+) -> Result<WorkloadResult, UzswapSideError> {
     let system = System::Uzswap(config.clone());
     let compressor: CompressorSpec = config.compressor.parse()?;
     let content = if spec.needs_content() {
@@ -186,7 +234,7 @@ fn run_uzswap_here(spec: &WorkloadSpec, config: &UzswapConfig) -> Result<Workloa
         None
     };
     let cfg = region_config(spec, config).compressor(compressor);
-    let mut region = Region::new(spec.area_bytes(), cfg).context("creating the uzswap region")?;
+    let mut region = Region::new(spec.area_bytes(), cfg).map_err(UzswapSideError::Region)?;
     if config.mode == UzswapMode::NoCompression {
         // Every cold page goes straight to the swap file.
         region.zswap().params().set_enabled(false);

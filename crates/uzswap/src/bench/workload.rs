@@ -16,18 +16,86 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
+use zswap::PAGE_SIZE;
 
-/// The page size the workloads work in, in bytes.
-pub const PAGE: usize = 4096;
 const WORD: usize = 8;
-const WORDS_PER_PAGE: usize = PAGE / WORD;
+const WORDS_PER_PAGE: usize = PAGE_SIZE / WORD;
 /// Accesses between two clock reads in the timed loops: about 10 ms of work when every access
 /// faults, a few microseconds when none does.
 const CLOCK_EVERY: u64 = 1024;
+
+/// Why a workload could not run, or what its check found wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// The corpus directory cannot be read.
+    #[error(
+        "corpus directory {dir} not readable (pass --corpus DIR, a directory of *.pages files)"
+    )]
+    CorpusUnreadable {
+        /// The directory as given.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The corpus directory has no page files.
+    #[error("corpus directory {dir} holds no *.pages files (pass --corpus DIR)")]
+    CorpusEmpty {
+        /// The directory as given.
+        dir: PathBuf,
+    },
+    /// A page file of the corpus cannot be used.
+    #[error(transparent)]
+    PageFile(#[from] crate::pages::PageFileError),
+    /// The workload needs the corpus and was given none.
+    #[error("this workload needs the corpus content")]
+    NoContent,
+    /// The memory given is smaller than the workload's area.
+    #[error("memory of {len} bytes is smaller than the workload's {need}")]
+    MemoryTooSmall {
+        /// Bytes given.
+        len: usize,
+        /// Bytes the workload works on.
+        need: usize,
+    },
+    /// usemem without a worker, or with less than a page for each.
+    #[error("usemem needs at least one worker and one page per worker")]
+    UsememTooSmall,
+    /// mix or heap with less than a page for each area.
+    #[error("the area is too small: {0} bytes")]
+    AreaTooSmall(usize),
+    /// usemem's check found a word that is not its index.
+    #[error("usemem check failed: word {word} (byte {byte}) holds {held:#x}, expected {word:#x}")]
+    UsememCheck {
+        /// The word's index, which it should hold.
+        word: usize,
+        /// Its byte offset.
+        byte: usize,
+        /// What it holds.
+        held: u64,
+    },
+    /// The check of mix or heap found a byte that is not what the fills and the accesses made.
+    #[error(
+        "check failed: page {page} (area {area}) byte {byte} holds {held:#04x}, expected \
+         {expected:#04x} ({accesses} accesses counted on that page)"
+    )]
+    Check {
+        /// The page, counted over the whole memory.
+        page: usize,
+        /// The area it is in.
+        area: usize,
+        /// The first wrong byte in it.
+        byte: usize,
+        /// What that byte holds.
+        held: u8,
+        /// What it should hold.
+        expected: u8,
+        /// Accesses the ledger counted on the page.
+        accesses: u32,
+    },
+}
 
 /// Which workload, with its own parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,7 +158,7 @@ impl WorkloadSpec {
 }
 
 fn page_floor(n: usize) -> usize {
-    n / PAGE * PAGE
+    n / PAGE_SIZE * PAGE_SIZE
 }
 
 /// One timed phase.
@@ -132,12 +200,10 @@ pub struct Content {
 
 impl Content {
     /// Load every `*.pages` file of `dir`, in name order.
-    pub fn load(dir: &Path) -> Result<Content> {
-        let entries = std::fs::read_dir(dir).with_context(|| {
-            format!(
-                "corpus directory {} not readable (pass --corpus DIR, a directory of *.pages files)",
-                dir.display()
-            )
+    pub fn load(dir: &Path) -> Result<Content, WorkloadError> {
+        let entries = std::fs::read_dir(dir).map_err(|source| WorkloadError::CorpusUnreadable {
+            dir: dir.to_path_buf(),
+            source,
         })?;
         let mut paths: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -145,10 +211,9 @@ impl Content {
             .collect();
         paths.sort();
         if paths.is_empty() {
-            bail!(
-                "corpus directory {} holds no *.pages files (pass --corpus DIR)",
-                dir.display()
-            );
+            return Err(WorkloadError::CorpusEmpty {
+                dir: dir.to_path_buf(),
+            });
         }
         let files = crate::pages::load_page_files(&paths)?;
         Ok(Content::from_pages(
@@ -167,23 +232,23 @@ impl Content {
     }
 
     /// The `*.pages` files of `dir`, or the built-in corpus.
-    pub fn load_or_builtin(dir: Option<&Path>) -> Result<Content> {
+    pub fn load_or_builtin(dir: Option<&Path>) -> Result<Content, WorkloadError> {
         match dir {
             Some(dir) => Content::load(dir),
             None => Ok(Content::builtin()),
         }
     }
 
-    /// Content from pages in memory (a non-empty multiple of 4096 bytes).
+    /// Content from pages in memory (a non-empty multiple of `PAGE_SIZE` bytes).
     pub fn from_pages(pages: Vec<u8>) -> Content {
-        assert!(!pages.is_empty() && pages.len() / PAGE * PAGE == pages.len());
+        assert!(!pages.is_empty() && pages.len() / PAGE_SIZE * PAGE_SIZE == pages.len());
         Content { pages }
     }
 
     /// Page `n` of the cycle.
     pub fn page(&self, n: usize) -> &[u8] {
-        let i = n % (self.pages.len() / PAGE);
-        &self.pages[i * PAGE..(i + 1) * PAGE]
+        let i = n % (self.pages.len() / PAGE_SIZE);
+        &self.pages[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]
     }
 }
 
@@ -212,14 +277,15 @@ pub fn usemem_write(mem: &mut [u8]) {
 }
 
 /// Check `p[i] == i` in every word; the first wrong word is the error.
-pub fn usemem_check(mem: &[u8]) -> Result<()> {
+pub fn usemem_check(mem: &[u8]) -> Result<(), WorkloadError> {
     for (i, w) in mem.chunks_exact(WORD).enumerate() {
         let v = u64::from_ne_bytes(w.try_into().expect("8-byte chunk"));
         if v != i as u64 {
-            bail!(
-                "usemem check failed: word {i} (byte {}) holds {v:#x}, expected {i:#x}",
-                i * WORD
-            );
+            return Err(WorkloadError::UsememCheck {
+                word: i,
+                byte: i * WORD,
+                held: v,
+            });
         }
     }
     Ok(())
@@ -228,12 +294,12 @@ pub fn usemem_check(mem: &[u8]) -> Result<()> {
 /// usemem over `area`, split into `workers` equal slices, one thread each: all write, then
 /// all re-read and check (each worker starts its re-read when it finished writing, as
 /// usemem's processes do).
-pub fn usemem(area: &mut [u8], workers: usize) -> Result<WorkloadOutput> {
-    if workers == 0 || area.len() < workers * PAGE {
-        bail!("usemem needs at least one worker and one page per worker");
+pub fn usemem(area: &mut [u8], workers: usize) -> Result<WorkloadOutput, WorkloadError> {
+    if workers == 0 || area.len() < workers * PAGE_SIZE {
+        return Err(WorkloadError::UsememTooSmall);
     }
     let per = page_floor(area.len() / workers);
-    let results: Vec<Result<(f64, f64)>> = std::thread::scope(|s| {
+    let results: Vec<Result<(f64, f64), WorkloadError>> = std::thread::scope(|s| {
         let handles: Vec<_> = area
             .chunks_mut(per)
             .take(workers)
@@ -253,7 +319,7 @@ pub fn usemem(area: &mut [u8], workers: usize) -> Result<WorkloadOutput> {
             .map(|h| h.join().expect("usemem worker panicked"))
             .collect()
     });
-    let times = results.into_iter().collect::<Result<Vec<_>>>()?;
+    let times = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let phase = |name: &str, pick: fn(&(f64, f64)) -> f64| {
         let per_worker: Vec<f64> = times.iter().map(|t| kb_s(per, pick(t))).collect();
         Phase {
@@ -294,13 +360,13 @@ pub fn fill(mem: &mut [u8], fill: Fill, content: Option<&Content>) {
     match fill {
         Fill::Compressible { first } => {
             let c = content.expect("compressible fill needs content");
-            for (n, p) in mem.chunks_exact_mut(PAGE).enumerate() {
+            for (n, p) in mem.chunks_exact_mut(PAGE_SIZE).enumerate() {
                 p.copy_from_slice(c.page(first + n));
             }
         }
         Fill::Random { seed } => {
             let mut rng = SmallRng::seed_from_u64(seed);
-            for p in mem.chunks_exact_mut(PAGE) {
+            for p in mem.chunks_exact_mut(PAGE_SIZE) {
                 rng.fill_bytes(p);
             }
         }
@@ -358,7 +424,7 @@ pub fn random_accesses(
     max_accesses: Option<u64>,
     seed: u64,
 ) -> (u64, f64) {
-    let per_area = mem.len() / PAGE / areas;
+    let per_area = mem.len() / PAGE_SIZE / areas;
     assert!(per_area > 0, "areas must hold a page each");
     let mut rng = SmallRng::seed_from_u64(seed ^ 0xacce55);
     let limit = max_accesses.unwrap_or(u64::MAX);
@@ -384,9 +450,9 @@ pub fn verify(
     fills: &[Fill],
     content: Option<&Content>,
     ledger: &Ledger,
-) -> Result<()> {
-    let per_area = mem.len() / PAGE / fills.len();
-    let mut expect = vec![0u8; PAGE];
+) -> Result<(), WorkloadError> {
+    let per_area = mem.len() / PAGE_SIZE / fills.len();
+    let mut expect = vec![0u8; PAGE_SIZE];
     for (a, f) in fills.iter().enumerate() {
         let mut rng = match f {
             Fill::Random { seed } => Some(SmallRng::seed_from_u64(*seed)),
@@ -405,20 +471,21 @@ pub fn verify(
             let w = access_word(page);
             let v = get_word(&expect, w).wrapping_add(ledger.count(page) as u64);
             put_word(&mut expect, w, v);
-            let got = &mem[page * PAGE..(page + 1) * PAGE];
+            let got = &mem[page * PAGE_SIZE..(page + 1) * PAGE_SIZE];
             if got != expect.as_slice() {
                 let byte = got
                     .iter()
                     .zip(&expect)
                     .position(|(x, y)| x != y)
                     .unwrap_or(0);
-                bail!(
-                    "check failed: page {page} (area {a}) byte {byte} holds {:#04x}, expected {:#04x} \
-                     ({} accesses counted on that page)",
-                    got[byte],
-                    expect[byte],
-                    ledger.count(page)
-                );
+                return Err(WorkloadError::Check {
+                    page,
+                    area: a,
+                    byte,
+                    held: got[byte],
+                    expected: expect[byte],
+                    accesses: ledger.count(page),
+                });
             }
         }
     }
@@ -438,7 +505,7 @@ pub fn mix_fills(pages_per_area: usize, seed: u64) -> [Fill; 3] {
 
 /// Fill `mem` with `fills` (equal areas), timed as phase "fill".
 fn fill_areas(mem: &mut [u8], fills: &[Fill], content: Option<&Content>) -> Phase {
-    let per_area = mem.len() / PAGE / fills.len() * PAGE;
+    let per_area = mem.len() / PAGE_SIZE / fills.len() * PAGE_SIZE;
     let t = Instant::now();
     for (chunk, f) in mem.chunks_mut(per_area).zip(fills) {
         fill(chunk, *f, content);
@@ -462,12 +529,12 @@ fn fill_access_verify(
     seconds: f64,
     max_accesses: Option<u64>,
     seed: u64,
-) -> Result<WorkloadOutput> {
-    if mem.len() < fills.len() * PAGE {
-        bail!("the area is too small: {} bytes", mem.len());
+) -> Result<WorkloadOutput, WorkloadError> {
+    if mem.len() < fills.len() * PAGE_SIZE {
+        return Err(WorkloadError::AreaTooSmall(mem.len()));
     }
     let fill_phase = fill_areas(mem, fills, content);
-    let mut ledger = Ledger::new(mem.len() / PAGE);
+    let mut ledger = Ledger::new(mem.len() / PAGE_SIZE);
     let (n, s) = random_accesses(mem, fills.len(), &mut ledger, seconds, max_accesses, seed);
     verify(mem, fills, content, &ledger)?;
     Ok(WorkloadOutput {
@@ -485,22 +552,22 @@ pub fn run_on_memory(
     spec: &WorkloadSpec,
     content: Option<&Content>,
     mem: &mut [u8],
-) -> Result<WorkloadOutput> {
+) -> Result<WorkloadOutput, WorkloadError> {
     let n = spec.area_bytes();
     if mem.len() < n {
-        bail!(
-            "memory of {} bytes is smaller than the workload's {n}",
-            mem.len()
-        );
+        return Err(WorkloadError::MemoryTooSmall {
+            len: mem.len(),
+            need: n,
+        });
     }
     let mem = &mut mem[..n];
     if spec.needs_content() && content.is_none() {
-        bail!("this workload needs the corpus content");
+        return Err(WorkloadError::NoContent);
     }
     match spec.workload {
         Workload::Usemem { workers, .. } => usemem(mem, workers),
         Workload::Mix { seconds, .. } => {
-            let fills = mix_fills(n / PAGE / 3, spec.seed);
+            let fills = mix_fills(n / PAGE_SIZE / 3, spec.seed);
             fill_access_verify(mem, &fills, content, seconds, None, spec.seed)
         }
         Workload::Heap { seconds, .. } => fill_access_verify(
@@ -520,11 +587,11 @@ pub fn run_accesses_for_test(
     content: &Content,
     mem: &mut [u8],
     max_accesses: u64,
-) -> Result<WorkloadOutput> {
+) -> Result<WorkloadOutput, WorkloadError> {
     let n = spec.area_bytes();
     let mem = &mut mem[..n];
     let fills: Vec<Fill> = match spec.workload {
-        Workload::Mix { .. } => mix_fills(n / PAGE / 3, spec.seed).to_vec(),
+        Workload::Mix { .. } => mix_fills(n / PAGE_SIZE / 3, spec.seed).to_vec(),
         _ => vec![Fill::Compressible { first: 0 }],
     };
     fill_access_verify(

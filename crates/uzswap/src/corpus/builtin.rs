@@ -50,7 +50,10 @@ mod tests {
         assert!(built_in == on_disk, "a built-in file differs from corpus/");
         for (name, data) in FILES {
             assert!(
-                !data.is_empty() && data.len().is_multiple_of(16 * 4096),
+                !data.is_empty()
+                    && data
+                        .len()
+                        .is_multiple_of(crate::corpus::capture::BLOCK_BYTES),
                 "{name}"
             );
         }

@@ -21,14 +21,12 @@ use std::os::unix::fs::FileExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Result};
+use zswap::PAGE_SIZE;
 
-/// Bytes in a page.
-pub const PAGE: usize = 4096;
 /// Pages in a block: one 64 KiB-aligned stretch of address space.
 pub const BLOCK_PAGES: usize = 16;
 /// Bytes in a block.
-pub const BLOCK_BYTES: usize = BLOCK_PAGES * PAGE;
+pub const BLOCK_BYTES: usize = BLOCK_PAGES * PAGE_SIZE;
 
 /// pagemap entry: the page is in RAM.
 const PM_PRESENT: u64 = 1 << 63;
@@ -36,6 +34,133 @@ const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAPPED: u64 = 1 << 62;
 /// pagemap entries read at once (512 KiB of entries, 256 MiB of address space).
 const PAGEMAP_CHUNK: usize = 64 * 1024;
+
+/// Why a capture failed; the message names the process or program, or the /proc file.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// A line of a maps file that does not parse.
+    #[error("bad maps line: {0:?}")]
+    BadMapsLine(String),
+    /// Fewer pages asked than a block holds.
+    #[error("at least {BLOCK_PAGES} pages (one 64 KiB block) are captured, {0} asked")]
+    TooFewPages(usize),
+    /// No such process.
+    #[error("no process {0}")]
+    NoProcess(u32),
+    /// Reading the process's memory is not allowed; the message says what allows it.
+    #[error(
+        "{path}: permission denied: reading another process's memory needs ptrace access to \
+         it: run as root, or as its user{yama_hint}, or start the program with `-- PROG ARGS`"
+    )]
+    PermissionDenied {
+        /// The /proc file refused.
+        path: String,
+        /// What Yama asks of the same user, if it restricts ptrace.
+        yama_hint: String,
+    },
+    /// A /proc file of the process cannot be read.
+    #[error("cannot read {path}")]
+    Proc {
+        /// The /proc file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The process's memory cannot be read at a block it has in memory.
+    #[error("cannot read /proc/{pid}/mem at {addr:#x}")]
+    Mem {
+        /// The process.
+        pid: u32,
+        /// The block's address.
+        addr: u64,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No block of the process's anonymous memory is wholly in memory.
+    #[error(
+        "process {pid} ({comm}) has no anonymous memory to capture: no 64 KiB-aligned block \
+         of its {mappings} anonymous mappings ({kib} KiB) is wholly in memory"
+    )]
+    NothingResident {
+        /// The process.
+        pid: u32,
+        /// Its command name.
+        comm: String,
+        /// Its anonymous private mappings, merged.
+        mappings: usize,
+        /// Their size in KiB.
+        kib: u64,
+    },
+    /// Every block chosen went away before it was read.
+    #[error("process {pid} ({comm}): none of the {blocks} blocks chosen could be read")]
+    NoneReadable {
+        /// The process.
+        pid: u32,
+        /// Its command name.
+        comm: String,
+        /// The blocks chosen.
+        blocks: usize,
+    },
+    /// An empty program line.
+    #[error("no program given")]
+    NoProgram,
+    /// The program could not be started.
+    #[error("cannot start {program}")]
+    Start {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Waiting for the program failed.
+    #[error("waiting for {program}")]
+    Wait {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The program ended before the capture was due.
+    #[error(
+        "{program} ended ({status}) before the capture (due {after:.1} s after its start): \
+         give a shorter --after, or keep it running (it may stop itself with SIGSTOP when \
+         ready)"
+    )]
+    EndedBefore {
+        /// The program.
+        program: String,
+        /// How it ended.
+        status: std::process::ExitStatus,
+        /// When the capture was due, in seconds after its start.
+        after: f64,
+    },
+    /// The program could not be stopped.
+    #[error("cannot stop {program} (pid {pid})")]
+    Stop {
+        /// The program.
+        program: String,
+        /// Its pid.
+        pid: u32,
+        /// Why.
+        source: rustix::io::Errno,
+    },
+    /// The program ended as it was being stopped.
+    #[error("{program} ended ({status}) as it was stopped for the capture")]
+    EndedStopping {
+        /// The program.
+        program: String,
+        /// How it ended.
+        status: std::process::ExitStatus,
+    },
+    /// The program did not stop in time.
+    #[error("{program} (pid {pid}) did not stop within 5 s of SIGSTOP")]
+    DidNotStop {
+        /// The program.
+        program: String,
+        /// Its pid.
+        pid: u32,
+    },
+}
 
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,10 +192,12 @@ impl Mapping {
 
 /// Parse `/proc/PID/maps`. A line that does not parse is an error (the format is the kernel's,
 /// so a bad line means the text is not a maps file).
-pub fn parse_maps(text: &str) -> Result<Vec<Mapping>> {
+pub fn parse_maps(text: &str) -> Result<Vec<Mapping>, CaptureError> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|line| parse_maps_line(line).ok_or_else(|| anyhow!("bad maps line: {line:?}")))
+        .map(|line| {
+            parse_maps_line(line).ok_or_else(|| CaptureError::BadMapsLine(line.to_string()))
+        })
         .collect()
 }
 
@@ -145,9 +272,9 @@ pub fn resident_blocks(pagemap: &File, ranges: &[Range<u64>]) -> std::io::Result
         let aligned = aligned_blocks(range);
         let mut addr = aligned.start;
         while addr < aligned.end {
-            let pages = ((aligned.end - addr) as usize / PAGE).min(PAGEMAP_CHUNK);
+            let pages = ((aligned.end - addr) as usize / PAGE_SIZE).min(PAGEMAP_CHUNK);
             let want = &mut buf[..pages * 8];
-            let got = read_full_at(pagemap, want, addr / PAGE as u64 * 8)?;
+            let got = read_full_at(pagemap, want, addr / PAGE_SIZE as u64 * 8)?;
             // A short read: the mapping went away meanwhile; what was read still counts.
             let entries: Vec<u64> = want[..got / 8 * 8]
                 .chunks_exact(8)
@@ -161,7 +288,7 @@ pub fn resident_blocks(pagemap: &File, ranges: &[Range<u64>]) -> std::io::Result
             if got < want.len() {
                 break;
             }
-            addr += (pages * PAGE) as u64;
+            addr += (pages * PAGE_SIZE) as u64;
         }
     }
     Ok(blocks)
@@ -201,34 +328,33 @@ pub struct Capture {
 impl Capture {
     /// Pages captured.
     pub fn nr_pages(&self) -> usize {
-        self.data.len() / PAGE
+        self.data.len() / PAGE_SIZE
     }
 
     /// Pages that hold nothing but zero bytes.
     pub fn zero_pages(&self) -> usize {
         self.data
-            .chunks_exact(PAGE)
+            .chunks_exact(PAGE_SIZE)
             .filter(|p| p.iter().all(|&b| b == 0))
             .count()
     }
 }
 
 /// Open a file of `/proc/PID/`, with errors that say what to do.
-fn open_proc(pid: u32, file: &str) -> Result<File> {
+fn open_proc(pid: u32, file: &str) -> Result<File, CaptureError> {
     let path = format!("/proc/{pid}/{file}");
     File::open(&path).map_err(|e| match e.kind() {
-        ErrorKind::NotFound => anyhow!("no process {pid}"),
-        ErrorKind::PermissionDenied => permission_denied(&path),
-        _ => anyhow!("{path}: {e}"),
+        ErrorKind::NotFound => CaptureError::NoProcess(pid),
+        ErrorKind::PermissionDenied => permission_denied(path),
+        _ => CaptureError::Proc { path, source: e },
     })
 }
 
-fn permission_denied(path: &str) -> anyhow::Error {
-    anyhow!(
-        "{path}: permission denied: reading another process's memory needs ptrace access to \
-         it: run as root, or as its user{}, or start the program with `-- PROG ARGS`",
-        yama_hint()
-    )
+fn permission_denied(path: String) -> CaptureError {
+    CaptureError::PermissionDenied {
+        path,
+        yama_hint: yama_hint(),
+    }
 }
 
 /// Where Yama restricts ptrace, what it takes as the same user.
@@ -244,14 +370,18 @@ fn yama_hint() -> String {
 /// Capture up to `max_pages` pages (whole blocks of [`BLOCK_PAGES`]) of process `pid`'s
 /// anonymous memory. The process keeps running: a page it writes while it is read may be
 /// torn (`capture_program` stops its program first).
-pub fn capture_pid(pid: u32, max_pages: usize) -> Result<Capture> {
+pub fn capture_pid(pid: u32, max_pages: usize) -> Result<Capture, CaptureError> {
     if max_pages < BLOCK_PAGES {
-        bail!("at least {BLOCK_PAGES} pages (one 64 KiB block) are captured, {max_pages} asked");
+        return Err(CaptureError::TooFewPages(max_pages));
     }
+    let proc_error = |file: &str, source| CaptureError::Proc {
+        path: format!("/proc/{pid}/{file}"),
+        source,
+    };
     let maps_file = open_proc(pid, "maps")?;
     let mut maps_text = Vec::new();
     std::io::Read::read_to_end(&mut &maps_file, &mut maps_text)
-        .map_err(|e| anyhow!("/proc/{pid}/maps: {e}"))?;
+        .map_err(|e| proc_error("maps", e))?;
     let maps = parse_maps(&String::from_utf8_lossy(&maps_text))?;
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|s| s.trim().to_string())
@@ -262,15 +392,15 @@ pub fn capture_pid(pid: u32, max_pages: usize) -> Result<Capture> {
         Vec::new()
     } else {
         let pagemap = open_proc(pid, "pagemap")?;
-        resident_blocks(&pagemap, &ranges).map_err(|e| anyhow!("/proc/{pid}/pagemap: {e}"))?
+        resident_blocks(&pagemap, &ranges).map_err(|e| proc_error("pagemap", e))?
     };
     if blocks.is_empty() {
-        bail!(
-            "process {pid} ({comm}) has no anonymous memory to capture: no 64 KiB-aligned \
-             block of its {} anonymous mappings ({} KiB) is wholly in memory",
-            ranges.len(),
-            anonymous_bytes / 1024
-        );
+        return Err(CaptureError::NothingResident {
+            pid,
+            comm,
+            mappings: ranges.len(),
+            kib: anonymous_bytes / 1024,
+        });
     }
     let mem = open_proc(pid, "mem")?;
     let chosen = sample_evenly(blocks.len(), max_pages / BLOCK_PAGES);
@@ -286,15 +416,23 @@ pub fn capture_pid(pid: u32, max_pages: usize) -> Result<Capture> {
                 unreadable_blocks += 1
             }
             Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-                return Err(permission_denied(&format!("/proc/{pid}/mem")))
+                return Err(permission_denied(format!("/proc/{pid}/mem")))
             }
-            Err(e) => bail!("/proc/{pid}/mem at {:#x}: {e}", blocks[i]),
+            Err(source) => {
+                return Err(CaptureError::Mem {
+                    pid,
+                    addr: blocks[i],
+                    source,
+                })
+            }
         }
     }
     if data.is_empty() {
-        bail!(
-            "process {pid} ({comm}): none of the {unreadable_blocks} blocks chosen could be read"
-        );
+        return Err(CaptureError::NoneReadable {
+            pid,
+            comm,
+            blocks: unreadable_blocks,
+        });
     }
     Ok(Capture {
         pid,
@@ -331,45 +469,68 @@ impl Drop for Started {
 /// or until it stops itself (`kill -STOP $$`, `os.kill(os.getpid(), signal.SIGSTOP)`), whichever
 /// comes first, stop it (SIGSTOP), capture it, and kill it. Its stdin and stdout are
 /// /dev/null; its stderr is the caller's. A program that exits before the capture is an error.
-pub fn capture_program(program: &[OsString], after: Duration, max_pages: usize) -> Result<Capture> {
+pub fn capture_program(
+    program: &[OsString],
+    after: Duration,
+    max_pages: usize,
+) -> Result<Capture, CaptureError> {
     let Some((exe, args)) = program.split_first() else {
-        bail!("no program given");
+        return Err(CaptureError::NoProgram);
     };
-    let shown = exe.to_string_lossy();
+    let shown = exe.to_string_lossy().into_owned();
     let child = Command::new(exe)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| anyhow!("cannot start {shown}: {e}"))?;
+        .map_err(|source| CaptureError::Start {
+            program: shown.clone(),
+            source,
+        })?;
     let mut child = Started(child);
     let pid = child.0.id();
+    let try_wait = |child: &mut Started| {
+        child.0.try_wait().map_err(|source| CaptureError::Wait {
+            program: shown.clone(),
+            source,
+        })
+    };
     let deadline = Instant::now() + after;
     loop {
-        if let Some(status) = child.0.try_wait()? {
-            bail!(
-                "{shown} ended ({status}) before the capture (due {:.1} s after its start): \
-                 give a shorter --after, or keep it running (it may stop itself with SIGSTOP \
-                 when ready)",
-                after.as_secs_f64()
-            );
+        if let Some(status) = try_wait(&mut child)? {
+            return Err(CaptureError::EndedBefore {
+                program: shown,
+                status,
+                after: after.as_secs_f64(),
+            });
         }
         if is_stopped(pid) || Instant::now() >= deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    // Stopped, its memory holds still while it is read.
-    let raw = rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| anyhow!("pid {pid}"))?;
-    rustix::process::kill_process(raw, rustix::process::Signal::STOP)
-        .map_err(|e| anyhow!("cannot stop {shown} (pid {pid}): {e}"))?;
+    // Stopped, its memory holds still while it is read. A child's pid is above 0.
+    let raw = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid");
+    rustix::process::kill_process(raw, rustix::process::Signal::STOP).map_err(|source| {
+        CaptureError::Stop {
+            program: shown.clone(),
+            pid,
+            source,
+        }
+    })?;
     let stop_by = Instant::now() + Duration::from_secs(5);
     while !is_stopped(pid) {
-        if let Some(status) = child.0.try_wait()? {
-            bail!("{shown} ended ({status}) as it was stopped for the capture");
+        if let Some(status) = try_wait(&mut child)? {
+            return Err(CaptureError::EndedStopping {
+                program: shown,
+                status,
+            });
         }
         if Instant::now() >= stop_by {
-            bail!("{shown} (pid {pid}) did not stop within 5 s of SIGSTOP");
+            return Err(CaptureError::DidNotStop {
+                program: shown,
+                pid,
+            });
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -453,7 +614,10 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         let b = BLOCK_BYTES as u64;
         assert_eq!(aligned_blocks(&(0..3 * b)), 0..3 * b);
         assert_eq!(aligned_blocks(&(1..3 * b + 5)), b..3 * b);
-        assert_eq!(aligned_blocks(&(b + 4096..2 * b - 4096)).count(), 0);
+        assert_eq!(
+            aligned_blocks(&(b + PAGE_SIZE as u64..2 * b - PAGE_SIZE as u64)).count(),
+            0
+        );
         let r = aligned_blocks(&(0x7f0000000000..0x7f0000021000));
         assert_eq!((r.start, r.end), (0x7f0000000000, 0x7f0000020000));
     }
@@ -505,7 +669,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         }
 
         let c = capture_pid(pid, 64).unwrap();
-        assert_eq!(c.data.len(), 64 * PAGE);
+        assert_eq!(c.data.len(), 64 * PAGE_SIZE);
         assert!(c.resident_blocks >= 15);
         assert!(c.zero_pages() < c.nr_pages());
         assert!(!c.comm.is_empty());

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 
-use super::capture::{capture_pid, capture_program, BLOCK_PAGES, PAGE};
+use zswap::PAGE_SIZE;
+
+use super::capture::{capture_pid, capture_program, BLOCK_PAGES};
 
 /// The arguments of `uzswap corpus capture`.
 #[derive(Debug, Clone, clap::Args)]
@@ -64,7 +66,7 @@ pub fn capture(args: &CaptureArgs) -> Result<()> {
          blocks{unreadable} of {} MiB of anonymous memory; {:.1}% zero pages",
         args.out.display(),
         pages / BLOCK_PAGES,
-        BLOCK_PAGES * PAGE / 1024,
+        BLOCK_PAGES * PAGE_SIZE / 1024,
         c.comm,
         c.pid,
         c.resident_blocks,

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 use rand::{RngCore, SeedableRng};
 
-pub const PAGE_SIZE: usize = 4096;
+use zswap::PAGE_SIZE;
 
 pub fn corpus_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus")
