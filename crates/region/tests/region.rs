@@ -54,7 +54,7 @@ fn every_folio_size_round_trips() {
 }
 
 #[test]
-fn a_fault_on_a_folio_still_in_the_swap_cache_needs_no_decompression() {
+fn a_fault_on_a_folio_still_staged_needs_no_decompression() {
     // Headroom above the region's size: only the reclaim below evicts anything.
     let mut r = Region::new(4 << 20, RegionConfig::new(8 << 20)).unwrap();
     fill(r.as_mut_slice(), 3);

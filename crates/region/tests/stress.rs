@@ -232,7 +232,7 @@ fn locked_counters_rounds(r: &Region, secs: u64) {
     let z = r.zswap().stats();
     let s = r.stats();
     eprintln!(
-        "{rounds} rounds; faults {} (swap cache {}), evicted {} ({} batches), zswpout {}, \
+        "{rounds} rounds; faults {} (staged {}), evicted {} ({} batches), zswpout {}, \
          written back {}, clean installs {} / evictions {} / written {}, spare handler events {}",
         s.faults,
         s.faults_staged,

@@ -79,7 +79,7 @@ pub const TRACE_ENV: &str = "UZSWAP_BENCH_TRACE";
 fn trace_line(t0: Instant, u: &Usage, stats: &StatsSnapshot) {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     eprintln!(
-        "trace {:>5.1} s: resident {:.1} MiB, swap cache {:.1} MiB, pool {:.1} MiB, \
+        "trace {:>5.1} s: resident {:.1} MiB, staged {:.1} MiB, pool {:.1} MiB, \
          metadata {:.1} MiB; stored_pages {}, stored_incompressible_pages {}, \
          written_back_pages {}",
         t0.elapsed().as_secs_f64(),
@@ -293,7 +293,7 @@ fn run_uzswap_here(
     }
     let rs = region.stats();
     // The kernel's major faults, in uzswap's terms: faults served from the engine (pool,
-    // disk or zero marks; not a first touch, not a swap cache hit). A fault, not a page:
+    // disk or zero marks; not a first touch, not a staged folio moved back). A fault, not a page:
     // with large folios one brings back many (the kernel swaps in 4 KiB pages from a file).
     stats.insert(
         "pgmajfault".into(),
