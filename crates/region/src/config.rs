@@ -106,6 +106,11 @@ pub struct RegionConfig {
     /// kernel's `swapon --discard`). Default: off, as in the kernel: a punched hole makes
     /// every later write into it allocate blocks again.
     pub swap_discard: bool,
+    /// Bytes at the start of the region that are never reclaimed once touched, rounded up to
+    /// whole folios: memory the region's own threads may read, such as an allocator's
+    /// bookkeeping when the region is a program's heap (they must never fault on the memory
+    /// they serve). Resident, so charged to the limit. Default: 0.
+    pub pinned: usize,
     /// The reclaim and swap-in policies, each on by default.
     pub policies: Policies,
 }
@@ -127,6 +132,7 @@ impl RegionConfig {
             user_mode_only: false,
             device: None,
             swap_discard: false,
+            pinned: 0,
             policies: Policies::default(),
         }
     }
@@ -166,6 +172,15 @@ impl RegionConfig {
             return Err(invalid(
                 "max_pool_percent",
                 format!("{} is not between 0 and 100", self.max_pool_percent),
+            ));
+        }
+        if self.pinned > size {
+            return Err(invalid(
+                "pinned",
+                format!(
+                    "{} bytes is more than the region ({size} bytes)",
+                    self.pinned
+                ),
             ));
         }
         if let Some(swap) = self.swap_size {
@@ -263,6 +278,11 @@ impl RegionConfig {
     /// Set `max_pool_percent`.
     pub fn max_pool_percent(mut self, percent: u32) -> Self {
         self.max_pool_percent = percent;
+        self
+    }
+    /// Set `pinned`, in bytes.
+    pub fn pinned(mut self, bytes: usize) -> Self {
+        self.pinned = bytes;
         self
     }
     /// Set `swap_size`, in bytes.

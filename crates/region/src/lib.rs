@@ -24,6 +24,7 @@ mod events;
 mod fault;
 mod folio_buf;
 mod folio_queue;
+mod fork;
 mod handler;
 mod incompressible;
 mod inner;
@@ -43,5 +44,5 @@ mod threads;
 
 pub use config::{ConfigError, Policies, RegionConfig};
 pub use inner::Usage;
-pub use region::{Region, RegionError, UsageProbe};
+pub use region::{ForkGuard, Region, RegionError, UsageProbe};
 pub use stats::RegionStatsSnapshot;

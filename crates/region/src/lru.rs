@@ -25,6 +25,8 @@ pub(crate) struct Lru {
     queued_at: Box<[AtomicU32]>,
     seq: AtomicU32,
     folio_pages: u32,
+    /// Folios before this start are pinned (`RegionConfig::pinned`): never queued.
+    pinned_end: u32,
 }
 
 /// A folio `Lru::pop_coldest` names.
@@ -37,19 +39,24 @@ pub(crate) struct Coldest {
 }
 
 impl Lru {
-    /// Empty queues for a region of `nr_folios` folios of `folio_pages` pages.
-    pub fn new(folio_pages: u32, nr_folios: usize) -> Self {
+    /// Empty queues for a region of `nr_folios` folios of `folio_pages` pages, the first
+    /// `pinned_folios` of which are never reclaimed.
+    pub fn new(folio_pages: u32, nr_folios: usize, pinned_folios: u32) -> Self {
         Lru {
             fifo: Mutex::new(FolioQueue::new(folio_pages, nr_folios)),
             inactive: Mutex::new(VecDeque::with_capacity(INACTIVE_MAX)),
             queued_at: (0..nr_folios).map(|_| AtomicU32::new(0)).collect(),
             seq: AtomicU32::new(0),
             folio_pages,
+            pinned_end: pinned_folios * folio_pages,
         }
     }
 
     /// Queue the folio at `start` at the back of the FIFO (the youngest).
     pub fn queue(&self, start: u32) {
+        if start < self.pinned_end {
+            return;
+        }
         let mut fifo = self.fifo.lock();
         let seq = self.seq.fetch_add(1, Relaxed);
         self.queued_at[(start / self.folio_pages) as usize].store(seq, Relaxed);
@@ -73,7 +80,7 @@ impl Lru {
     /// A sequential scan has passed these folios: they go before the oldest ones.
     pub fn drop_behind(&self, starts: impl Iterator<Item = u32>) {
         let mut inactive = self.inactive.lock();
-        for start in starts {
+        for start in starts.filter(|&s| s >= self.pinned_end) {
             if inactive.len() == INACTIVE_MAX {
                 inactive.pop_front();
             }
@@ -111,7 +118,7 @@ mod tests {
 
     #[test]
     fn dropped_behind_folios_go_first_then_the_oldest() {
-        let q = Lru::new(16, 8);
+        let q = Lru::new(16, 8, 0);
         q.queue(0);
         q.queue(16);
         q.drop_behind([32u32, 48].into_iter());
@@ -122,8 +129,21 @@ mod tests {
     }
 
     #[test]
+    fn pinned_folios_are_never_queued() {
+        let q = Lru::new(16, 8, 2);
+        q.queue(0);
+        q.queue(16);
+        q.queue(32);
+        q.drop_behind([16u32, 48].into_iter());
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop_coldest())
+            .map(|c| c.start)
+            .collect();
+        assert_eq!(order, [48, 32]);
+    }
+
+    #[test]
     fn age_counts_queueings_since() {
-        let q = Lru::new(1, 4);
+        let q = Lru::new(1, 4, 0);
         q.queue(0);
         q.queue(1);
         q.queue(2);

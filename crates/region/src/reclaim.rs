@@ -117,6 +117,7 @@ pub(crate) fn wait_for_reclaim(inner: &Inner, target: u64) {
 /// next is stored whatever it is. What is freed wakes those who wait for it
 /// (`wait_for_reclaim`).
 fn reclaim_one(inner: &Inner, kept_max: usize) -> bool {
+    let _reclaiming = inner.reclaim_wait.reclaiming();
     let freed = free_one(inner, kept_max);
     if freed {
         inner.reclaim_wait.freed();

@@ -1,11 +1,12 @@
 //! What reclaim's threads wait on, as mm/vmscan.c's `kswapd_wait` and `reclaim_wait`: kswapd
 //! sleeps until it is woken (a fault found the region near its limit) or its period passes,
 //! and a caller of `Region::reclaim_to` that found nothing left to take waits for another
-//! reclaimer to free something (an eviction it had in flight, a discard processed).
+//! reclaimer to free something (an eviction it had in flight, a discard processed). Reclaim
+//! can also be held off (a fork, fork.rs).
 
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 #[derive(Debug, Default)]
 pub(crate) struct ReclaimWait {
@@ -15,6 +16,8 @@ pub(crate) struct ReclaimWait {
     /// Folios freed by reclaim or discards, ever: a waiter looks for it to change.
     freed: Mutex<u64>,
     reclaim_wait: Condvar,
+    /// Held shared by each eviction, exclusively while reclaim is held off (a fork).
+    held_off: RwLock<()>,
 }
 
 impl ReclaimWait {
@@ -42,6 +45,18 @@ impl ReclaimWait {
     /// How many times something was freed so far, to wait for more with `wait_freed`.
     pub fn freed_count(&self) -> u64 {
         *self.freed.lock()
+    }
+
+    /// Held by reclaim around each attempt to free something: waits while reclaim is held
+    /// off.
+    pub fn reclaiming(&self) -> RwLockReadGuard<'_, ()> {
+        self.held_off.read()
+    }
+
+    /// Hold reclaim off until the guard drops: evictions under way finish first, and no
+    /// new one starts.
+    pub fn hold_off(&self) -> RwLockWriteGuard<'_, ()> {
+        self.held_off.write()
     }
 
     /// Wait until something is freed after `seen` (a `freed_count`), or `deadline` passes;

@@ -243,7 +243,7 @@ impl Region {
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,
             pages: PageFlags::new(nr_pages),
-            lru: Lru::new(folio_pages, nr_folios),
+            lru: Lru::new(folio_pages, nr_folios, config.pinned.div_ceil(fs) as u32),
             staged: StagedFolios::new(staged_budget, folio_pages, nr_folios),
             discards: Default::default(),
             deferred: DeferredEvents::new()?,
@@ -397,6 +397,22 @@ impl Region {
         crate::reclaim::wait_for_reclaim(&self.inner, target);
     }
 
+    /// Make the region's memory safe to fork until the guard drops: reclaim is held off,
+    /// every evicted page is brought back (the region may pass its limit meanwhile), and
+    /// the mapping is inherited by a child (otherwise it is not: fork.rs). Call it just
+    /// before `fork` (a `pthread_atfork` prepare handler) and drop the guard in the parent
+    /// just after; in the child, forget it (`std::mem::forget`): the child's copy is plain
+    /// memory, and nothing of the region runs there.
+    pub fn prepare_fork(&self) -> Result<ForkGuard<'_>, uffd::RawRegionError> {
+        let held_off = self.inner.reclaim_wait.hold_off();
+        crate::fork::bring_all_back(&self.inner);
+        self.mem.do_fork()?;
+        Ok(ForkGuard {
+            region: self,
+            _held_off: held_off,
+        })
+    }
+
     /// Move the whole region to a new address with `mremap`, keeping its pages, as a
     /// program's `realloc` of a large block does; `as_ptr` and `as_mut_slice` give the new
     /// place. Blocks until a fault handler has read the move. For tests of the `Remap`
@@ -412,6 +428,19 @@ impl Region {
     #[cfg(feature = "test-hooks")]
     pub fn fault_again(&self, offset: usize) {
         crate::fault::serve_fault(&self.inner, self.inner.mapping.base() + offset, false);
+    }
+}
+
+/// A region made safe to fork (`Region::prepare_fork`): dropping it lets reclaim go on and
+/// stops the mapping from being inherited again.
+pub struct ForkGuard<'a> {
+    region: &'a Region,
+    _held_off: parking_lot::RwLockWriteGuard<'a, ()>,
+}
+
+impl Drop for ForkGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.region.mem.dont_fork();
     }
 }
 

@@ -30,6 +30,58 @@ use crate::folio_buf::with_folio_buf;
 use crate::inner::Inner;
 use crate::mapping::{Gate, Source, Stop};
 
+/// Bring the locked `folio`'s missing pages back (`page` is the one faulted on, served
+/// first), as a fault does: from staging, else from the engine. Returns the pages installed,
+/// and whether the folio was untouched before.
+pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) -> (u64, bool) {
+    let start = folio.start();
+    // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
+    // reclaimable (a queue entry for a folio that ends up not coming in is skipped).
+    inner.lru.queue(start);
+    let mut staged = inner.staged.take(start);
+    let first_touch = staged.is_none()
+        && folio
+            .offsets()
+            .all(|p| !inner.pages.is_resident(p) && folio.state(p).kind == Kind::Empty);
+    // Pages this fault found unreadable once: its own retries do not count as a second
+    // failure (from_engine).
+    let mut unread_here = Vec::new();
+    let installed = crate::events::retry(inner, |gate| {
+        let pending = inner.discards.pending_mask(folio.start(), folio.end());
+        let r = match staged.as_mut() {
+            Some(s) if pending.is_none() => from_staged(inner, gate, folio, s),
+            _ => {
+                // A discard touches this folio: its staged copy must not come back (the
+                // engine holds every page of it anyway).
+                staged = None;
+                from_engine(
+                    inner,
+                    folio,
+                    page,
+                    write,
+                    (gate, pending.as_deref()),
+                    &mut unread_here,
+                )
+            }
+        };
+        if let Err(Stop::Gone) = r {
+            if let Some(s) = staged.take() {
+                inner.staged.insert(start, s);
+            }
+        }
+        r
+    })
+    .unwrap_or(0);
+    drop(staged);
+    inner.stats.pages_in.fetch_add(installed, Relaxed);
+    if installed > 0 && !first_touch && inner.incompressible.is_marked(start) {
+        // Back from a store as-is (a kept folio never left): refault detection.
+        inner.incompressible.refaulted();
+        inner.stats.incompressible_refaults.fetch_add(1, Relaxed);
+    }
+    (installed, first_touch)
+}
+
 /// The folio is still staged: move it back. Its stored copy is dropped, since the program may
 /// now write the page.
 pub(crate) fn from_staged(

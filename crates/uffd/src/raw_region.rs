@@ -164,6 +164,13 @@ impl RawRegion {
         unsafe { madvise(self.addr, self.len, Advice::DontFork) }
     }
 
+    /// Undo [`dont_fork`](Self::dont_fork): a forked child gets a copy of the mapping (not
+    /// its userfaultfd registration: pages missing at the fork read as zero in the child).
+    pub fn do_fork(&self) -> Result<(), RawRegionError> {
+        // SAFETY: changes only what a fork inherits, not this process's memory.
+        unsafe { madvise(self.addr, self.len, Advice::DoFork) }
+    }
+
     /// `MADV_NOHUGEPAGE` on the whole region: only base pages back it.
     pub fn no_huge_pages(&self) -> Result<(), RawRegionError> {
         // SAFETY: changes how the range may be backed in future, never its contents.

@@ -35,4 +35,5 @@ pub mod bench;
 pub mod corpus;
 pub mod pages;
 pub mod report;
+pub mod run;
 pub mod size;

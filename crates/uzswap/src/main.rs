@@ -26,6 +26,9 @@ enum Command {
     /// Page files of real memory.
     #[command(subcommand)]
     Corpus(Corpus),
+    /// Run a program with its heap held under a memory limit (exit status: the program's;
+    /// 125 when uzswap fails, 126 when the program cannot run, 127 when it is not found).
+    Run(uzswap::run::RunArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,7 +73,13 @@ fn init_logging() {
 
 fn main() -> ExitCode {
     init_logging();
-    let cli = match uzswap::report::parse::<Cli>() {
+    // `uzswap run` fails as timeout(1) does, with 125, so that its own failures are told
+    // apart from the program's exit status.
+    let status = match std::env::args_os().nth(1).is_some_and(|a| a == "run") {
+        true => uzswap::run::FAILED,
+        false => uzswap::report::FAILED,
+    };
+    let cli = match uzswap::report::parse_failing_with::<Cli>(status) {
         Ok(cli) => cli,
         Err(code) => return code,
     };
@@ -83,6 +92,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Worker(args)) => uzswap::bench::cmd::worker(args),
         Command::Bench(Bench::UzswapWorker(args)) => uzswap::bench::cmd::uzswap_worker(args),
         Command::Corpus(Corpus::Capture(args)) => uzswap::corpus::cmd::capture(args),
+        Command::Run(args) => return uzswap::run::run(args),
     };
     uzswap::report::exit(result)
 }

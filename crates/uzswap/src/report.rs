@@ -34,12 +34,25 @@ impl Error for AlreadyTold {}
 /// Parse the command line. On a usage error: one line on stderr, and the exit code to end
 /// with; `--help` and `--version` print as clap prints them and end with 0.
 pub fn parse<P: clap::Parser>() -> Result<P, ExitCode> {
-    parse_from(std::env::args_os())
+    parse_failing_with(FAILED)
+}
+
+/// [`parse`], with `status` for a usage error instead of [`FAILED`] (`uzswap run` fails with
+/// 125, as `timeout(1)`).
+pub fn parse_failing_with<P: clap::Parser>(status: u8) -> Result<P, ExitCode> {
+    parse_args(std::env::args_os(), status)
 }
 
 /// [`parse`] from the given arguments (the first is the program's name).
 pub fn parse_from<P: clap::Parser>(
     args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+) -> Result<P, ExitCode> {
+    parse_args(args, FAILED)
+}
+
+fn parse_args<P: clap::Parser>(
+    args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+    status: u8,
 ) -> Result<P, ExitCode> {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     P::try_parse_from(&args).map_err(|e| match e.kind() {
@@ -51,7 +64,7 @@ pub fn parse_from<P: clap::Parser>(
         kind => {
             let command = command_path(&P::command(), &args);
             say(&usage_error_line(kind, &e.render().to_string(), &command));
-            ExitCode::from(FAILED)
+            ExitCode::from(status)
         }
     })
 }

@@ -1,0 +1,92 @@
+//! The configuration `uzswap run` passes in the environment: `UZSWAP_RUN`, a list of
+//! `name=value` separated by `;` (sizes in bytes). The variable, and `LD_PRELOAD`'s mention
+//! of this library, are removed once read, so that the program's children run as they
+//! would without uzswap.
+
+use region::RegionConfig;
+
+/// The environment variable that carries the configuration.
+pub const ENV: &str = "UZSWAP_RUN";
+
+/// What the preload makes.
+#[derive(Debug)]
+pub struct RunConfig {
+    pub region: RegionConfig,
+    /// Bytes of address space the region reserves for the heap.
+    pub max_heap: u64,
+    /// Where to write the statistics when the program exits (`uzswap run --stats`).
+    pub stats_file: Option<std::path::PathBuf>,
+    /// Only the process whose parent this is (`uzswap run` itself) writes them: the program,
+    /// through any exec, and not the children it starts.
+    pub stats_parent: Option<u32>,
+}
+
+/// Parse `UZSWAP_RUN`'s value.
+pub fn parse(text: &str) -> Result<RunConfig, String> {
+    let mut limit = None;
+    let mut max_heap = None;
+    let mut stats_file = None;
+    let mut stats_parent = None;
+    let mut region = RegionConfig::new(0);
+    for item in text.split(';').filter(|s| !s.is_empty()) {
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("{item:?} is not name=value"))?;
+        let bytes = || {
+            value
+                .parse::<u64>()
+                .map_err(|_| format!("{name}: {value:?} is not a number of bytes"))
+        };
+        let on = || match value {
+            "0" => Ok(false),
+            "1" => Ok(true),
+            _ => Err(format!("{name}: {value:?} is not 0 or 1")),
+        };
+        match name {
+            "memory_high" => limit = Some(bytes()?),
+            "max_heap" => max_heap = Some(bytes()?),
+            "folio_size" => region.folio_size = bytes()? as usize,
+            "compressor" => {
+                region.compressor = value.parse().map_err(|e| format!("compressor: {e}"))?
+            }
+            "max_pool_percent" => region.max_pool_percent = bytes()? as u32,
+            "writethrough" => region.writethrough = on()?,
+            "user_mode_only" => region.user_mode_only = on()?,
+            "swap_dir" => region.swap_dir = Some(value.into()),
+            "stats_file" => stats_file = Some(value.into()),
+            "stats_parent" => stats_parent = Some(bytes()? as u32),
+            _ => return Err(format!("unknown setting {name:?}")),
+        }
+    }
+    region.memory_limit = limit.ok_or("memory_high is missing")?;
+    let max_heap = max_heap.ok_or("max_heap is missing")?;
+    Ok(RunConfig {
+        region,
+        max_heap,
+        stats_file,
+        stats_parent,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_configuration_parses_and_errors_name_the_setting() {
+        let c = parse(
+            "memory_high=1048576;max_heap=4194304;folio_size=16384;compressor=zstd;writethrough=1",
+        )
+        .unwrap();
+        assert_eq!((c.region.memory_limit, c.max_heap), (1 << 20, 4 << 20));
+        assert_eq!(c.region.folio_size, 16 << 10);
+        assert!(c.region.writethrough);
+        assert!(parse("max_heap=1").unwrap_err().contains("memory_high"));
+        assert!(parse("memory_high=x;max_heap=1")
+            .unwrap_err()
+            .starts_with("memory_high"));
+        assert!(parse("memory_high=1;max_heap=1;colour=red")
+            .unwrap_err()
+            .contains("colour"));
+    }
+}

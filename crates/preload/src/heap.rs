@@ -1,0 +1,132 @@
+//! The region heap: one mimalloc heap whose only arena is the region, shared by every thread
+//! of the program (mimalloc's heaps allocate and free from any thread), and which threads
+//! may use it.
+//!
+//! Two per-thread facts decide where a call goes:
+//! - `Role`: the region's own threads (named `uzswap-*`) never allocate from the region heap
+//!   and their mappings are never redirected: a thread that serves faults must not fault on
+//!   the memory it serves.
+//! - `enter`: inside mimalloc, its own anonymous mappings (its page map, its threads'
+//!   state) pass straight to the kernel instead of coming back here.
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::Acquire, Ordering::Release};
+
+use libmimalloc_sys as mi;
+
+/// The region heap, null until the region is made (init.rs).
+static HEAP: AtomicPtr<mi::mi_heap_t> = AtomicPtr::new(std::ptr::null_mut());
+/// The region, `[START, END)`.
+static START: AtomicUsize = AtomicUsize::new(0);
+static END: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Unknown,
+    Program,
+    Uzswap,
+}
+
+thread_local! {
+    static ROLE: Cell<Role> = const { Cell::new(Role::Unknown) };
+    /// Calls into mimalloc this thread is inside.
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Held while a thread is inside mimalloc (`enter`).
+pub struct Inside(());
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get() - 1));
+    }
+}
+
+/// Mark this thread as inside mimalloc until the guard drops.
+pub fn enter() -> Inside {
+    DEPTH.with(|d| d.set(d.get() + 1));
+    Inside(())
+}
+
+/// Whether this thread is inside mimalloc.
+pub fn inside() -> bool {
+    DEPTH.with(Cell::get) > 0
+}
+
+/// Whether this thread is one of the region's own (named `uzswap-*` by the region, or
+/// `zswap-*` by the engine).
+fn is_uzswap_thread() -> bool {
+    ROLE.with(|role| {
+        if role.get() == Role::Unknown {
+            let mut name = [0u8; 16];
+            // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included, into `name`.
+            let r = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+            let ours = r == 0 && (name.starts_with(b"uzswap-") || name.starts_with(b"zswap-"));
+            // Until the region exists no thread of it runs: stay undecided until then.
+            if !HEAP.load(Acquire).is_null() {
+                role.set(if ours { Role::Uzswap } else { Role::Program });
+            }
+            return ours;
+        }
+        role.get() == Role::Uzswap
+    })
+}
+
+/// The region heap, for a program thread once the region exists; None otherwise (the call
+/// goes to glibc's malloc, outside the region).
+pub fn region_heap() -> Option<*mut mi::mi_heap_t> {
+    let heap = HEAP.load(Acquire);
+    if heap.is_null() || is_uzswap_thread() {
+        return None;
+    }
+    Some(heap)
+}
+
+/// Whether `p` lies in the region.
+pub fn in_region(p: *const c_void) -> bool {
+    (START.load(Acquire)..END.load(Acquire)).contains(&(p as usize))
+}
+
+/// The region heap, which exists once a pointer in the region does.
+pub fn shared_heap() -> *mut mi::mi_heap_t {
+    HEAP.load(Acquire)
+}
+
+/// Bytes mimalloc keeps at the start of an arena of `len` bytes for its own bookkeeping (the
+/// arena's header and bitmaps, `mi_arena_info_slices_needed` in mimalloc's arena.c: about 96
+/// bitmaps of a bit per 64 KiB slice), rounded up generously to whole slices.
+pub fn arena_info_bytes(len: usize) -> usize {
+    const SLICE: usize = 64 << 10;
+    let slices = len.div_ceil(SLICE);
+    (96 * slices.div_ceil(8) + (128 << 10)).next_multiple_of(SLICE)
+}
+
+/// Make the region heap: an arena of mimalloc's on the region's memory (`len` bytes at
+/// `region`, untouched, its first `arena_info_bytes(len)` pinned), and turn the heap on.
+///
+/// mimalloc keeps the arena's bookkeeping at its start, and every thread that allocates
+/// reads it (to see whether the arena is one it may use); the region's own threads do too,
+/// and they must never fault on region memory: hence the pinned start.
+pub fn start(region: *mut u8, len: usize) -> Result<(), String> {
+    let _inside = enter();
+    let mut arena: mi::mi_arena_id_t = std::ptr::null_mut();
+    // SAFETY: the region is a private mapping of `len` bytes that nothing else uses and that
+    // stays mapped for the life of the process (it is never dropped); it reads as zeros.
+    // Committed: its pages come in on first touch, through the region.
+    let managed = unsafe {
+        mi::mi_manage_os_memory_ex(region.cast(), len, true, false, true, -1, true, &mut arena)
+    };
+    if !managed {
+        return Err("mimalloc refused the region as an arena".into());
+    }
+    // SAFETY: `arena` was just made.
+    let heap = unsafe { mi::mi_heap_new_in_arena(arena) };
+    if heap.is_null() {
+        return Err("mimalloc could not make a heap in the region".into());
+    }
+    START.store(region as usize, Release);
+    END.store(region as usize + len, Release);
+    HEAP.store(heap, Release);
+    Ok(())
+}

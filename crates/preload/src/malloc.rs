@@ -1,0 +1,213 @@
+//! The malloc family, on the region heap (heap.rs) for the program's threads once it exists;
+//! on glibc's own malloc before (the loader's and libc's start-up allocations) and for the
+//! region's own threads. A pointer outside the region is glibc's (including a library's
+//! bound to libc's malloc with `RTLD_DEEPBIND`) and goes back to glibc.
+//!
+//! `free` keeps `errno`, as glibc's does. Not compiled into this crate's unit tests, whose
+//! process would otherwise allocate through them.
+#![cfg(not(test))]
+
+use std::ffi::{c_int, c_void};
+
+use libmimalloc_sys as mi;
+
+use crate::heap::{enter, in_region, region_heap, shared_heap};
+
+extern "C" {
+    fn __libc_malloc(size: usize) -> *mut c_void;
+    fn __libc_calloc(count: usize, size: usize) -> *mut c_void;
+    fn __libc_memalign(align: usize, size: usize) -> *mut c_void;
+    fn __libc_free(p: *mut c_void);
+    fn __libc_realloc(p: *mut c_void, size: usize) -> *mut c_void;
+}
+
+const PAGE: usize = 4096;
+
+fn set_errno(e: c_int) {
+    // SAFETY: `__errno_location` returns this thread's errno, always valid.
+    unsafe { *libc::__errno_location() = e };
+}
+
+fn errno() -> c_int {
+    // SAFETY: as `set_errno`.
+    unsafe { *libc::__errno_location() }
+}
+
+/// `size` bytes at `align` (a power of two), from the region heap if there is one.
+fn alloc_aligned(size: usize, align: usize) -> *mut c_void {
+    let _inside = enter();
+    // SAFETY: mimalloc takes any size and power-of-two alignment; the heap is the live region
+    // heap.
+    unsafe {
+        match region_heap() {
+            Some(h) => mi::mi_heap_malloc_aligned(h, size, align),
+            None => __libc_memalign(align, size),
+        }
+    }
+}
+
+/// # Safety
+/// As C's `malloc`.
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    let _inside = enter();
+    // SAFETY: any size.
+    unsafe {
+        match region_heap() {
+            Some(h) => mi::mi_heap_malloc(h, size),
+            None => __libc_malloc(size),
+        }
+    }
+}
+
+/// # Safety
+/// As C's `calloc`.
+#[no_mangle]
+pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+    let _inside = enter();
+    // SAFETY: mimalloc checks `count * size` for overflow.
+    unsafe {
+        match region_heap() {
+            Some(h) => mi::mi_heap_calloc(h, count, size),
+            None => __libc_calloc(count, size),
+        }
+    }
+}
+
+/// # Safety
+/// As C's `free`: `p` is null or a live allocation of this family.
+#[no_mangle]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    let saved = errno();
+    if in_region(p) {
+        let _inside = enter();
+        // SAFETY: the region heap handed `p` out, and it is live (the caller's part).
+        unsafe { mi::mi_free(p) };
+    } else {
+        // SAFETY: not ours: libc's own malloc handed it out.
+        unsafe { __libc_free(p) };
+    }
+    set_errno(saved);
+}
+
+/// # Safety
+/// As C's `realloc`.
+#[no_mangle]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if p.is_null() {
+        // SAFETY: as `malloc`.
+        return unsafe { malloc(size) };
+    }
+    if !in_region(p) {
+        // SAFETY: libc's own allocation, resized by libc.
+        return unsafe { __libc_realloc(p, size) };
+    }
+    if size == 0 {
+        // glibc frees and returns null.
+        // SAFETY: `p` is live and ours.
+        unsafe { free(p) };
+        return std::ptr::null_mut();
+    }
+    let _inside = enter();
+    // SAFETY: `p` is the region heap's and live; it is resized there.
+    unsafe { mi::mi_heap_realloc(shared_heap(), p, size) }
+}
+
+/// # Safety
+/// As glibc's `reallocarray`.
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, count: usize, size: usize) -> *mut c_void {
+    match count.checked_mul(size) {
+        // SAFETY: as `realloc`.
+        Some(bytes) => unsafe { realloc(p, bytes) },
+        None => {
+            set_errno(libc::ENOMEM);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// As C's `posix_memalign`: `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    if !align.is_power_of_two() || !align.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
+        return libc::EINVAL;
+    }
+    let p = alloc_aligned(size, align);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: the caller's part.
+    unsafe { *out = p };
+    0
+}
+
+/// # Safety
+/// As C's `aligned_alloc`.
+#[no_mangle]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    alloc_aligned(size, align)
+}
+
+/// # Safety
+/// As glibc's `memalign`.
+#[no_mangle]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    // glibc rounds an alignment that is not a power of two up to one.
+    alloc_aligned(size, align.max(1).next_power_of_two())
+}
+
+/// # Safety
+/// As glibc's `valloc`.
+#[no_mangle]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    alloc_aligned(size, PAGE)
+}
+
+/// # Safety
+/// As glibc's `pvalloc`.
+#[no_mangle]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    match size.checked_next_multiple_of(PAGE) {
+        Some(rounded) => alloc_aligned(rounded.max(PAGE), PAGE),
+        None => {
+            set_errno(libc::ENOMEM);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// As glibc's `malloc_usable_size`: `p` is null or a live allocation.
+#[no_mangle]
+pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    if p.is_null() {
+        return 0;
+    }
+    if in_region(p) {
+        let _inside = enter();
+        // SAFETY: the region heap's live block.
+        return unsafe { mi::mi_usable_size(p) };
+    }
+    // libc's own block: what libc says (looked up once; dlsym may allocate, through us).
+    static LIBC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let f = *LIBC.get_or_init(|| {
+        // SAFETY: a NUL-terminated symbol name; RTLD_NEXT finds libc's definition after ours.
+        unsafe { libc::dlsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr()) as usize }
+    });
+    if f == 0 {
+        return 0;
+    }
+    // SAFETY: `f` is libc's `malloc_usable_size`, which has this signature.
+    let f: unsafe extern "C" fn(*mut c_void) -> usize = unsafe { std::mem::transmute(f) };
+    // SAFETY: `p` is libc's live block.
+    unsafe { f(p) }
+}

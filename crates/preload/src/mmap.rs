@@ -1,0 +1,247 @@
+//! Anonymous private mappings on the region heap: what a runtime maps for its own heap
+//! (CPython's object arenas, the jemalloc in Redis) is a block of the region heap, zeroed,
+//! page aligned, and its munmap, mremap and madvise are applied to the block:
+//! - munmap of a whole block frees it; of part of one, discards that part (the region frees
+//!   what it held) and frees the block once all of it is unmapped;
+//! - mremap shrinks a block in place (discarding the tail) or moves it to a larger one;
+//! - madvise passes through, except `MADV_HUGEPAGE`, which the region's base pages refuse.
+//!
+//! Everything else (file mappings, shared or fixed mappings, stacks, the region's own
+//! threads, mimalloc's own mappings) goes straight to the kernel.
+#![cfg(not(test))]
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_long, c_void};
+use std::sync::Mutex;
+
+use libmimalloc_sys as mi;
+
+use crate::heap::{enter, in_region, inside, region_heap};
+
+const PAGE: usize = 4096;
+
+/// A block handed out by `mmap`: its length, and how much of it was unmapped since.
+struct Block {
+    len: usize,
+    unmapped: usize,
+}
+
+/// The blocks `mmap` handed out, by start address.
+static BLOCKS: Mutex<BTreeMap<usize, Block>> = Mutex::new(BTreeMap::new());
+
+fn fail(e: c_int) -> *mut c_void {
+    // SAFETY: this thread's errno.
+    unsafe { *libc::__errno_location() = e };
+    libc::MAP_FAILED
+}
+
+fn raw_mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
+    // SAFETY: the kernel's mmap, with the caller's arguments.
+    unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) as *mut c_void }
+}
+
+fn raw_madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
+    // SAFETY: the kernel's madvise, with the caller's arguments.
+    unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) as c_int }
+}
+
+/// Whether a mapping with these arguments is heap memory: anonymous, private, readable and
+/// writable, placed by the kernel.
+fn is_heap(addr: *mut c_void, prot: c_int, flags: c_int, fd: c_int) -> bool {
+    let refused = libc::MAP_FIXED
+        | libc::MAP_FIXED_NOREPLACE
+        | libc::MAP_SHARED
+        | libc::MAP_GROWSDOWN
+        | libc::MAP_STACK
+        | libc::MAP_HUGETLB;
+    addr.is_null()
+        && fd == -1
+        && prot == libc::PROT_READ | libc::PROT_WRITE
+        && flags & (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS)
+            == libc::MAP_PRIVATE | libc::MAP_ANONYMOUS
+        && flags & refused == 0
+}
+
+/// # Safety
+/// As C's `mmap`.
+#[no_mangle]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
+    let heap = match inside() || !is_heap(addr, prot, flags, fd) || len == 0 {
+        true => None,
+        false => region_heap(),
+    };
+    let Some(heap) = heap else {
+        return raw_mmap(addr, len, prot, flags, fd, off);
+    };
+    let Some(len) = len.checked_next_multiple_of(PAGE) else {
+        return fail(libc::ENOMEM);
+    };
+    let p = {
+        let _inside = enter();
+        // SAFETY: the live region heap; any size, page alignment.
+        unsafe { mi::mi_heap_zalloc_aligned(heap, len, PAGE) }
+    };
+    if p.is_null() {
+        return fail(libc::ENOMEM);
+    }
+    BLOCKS
+        .lock()
+        .unwrap()
+        .insert(p as usize, Block { len, unmapped: 0 });
+    p
+}
+
+/// # Safety
+/// As glibc's `mmap64` (the same as `mmap` on 64-bit).
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
+    // SAFETY: as `mmap`.
+    unsafe { mmap(addr, len, prot, flags, fd, off) }
+}
+
+/// Free the block at `start`.
+fn free_block(start: usize) {
+    let _inside = enter();
+    // SAFETY: `start` is a live block of the region heap, removed from `BLOCKS`.
+    unsafe { mi::mi_free(start as *mut c_void) };
+}
+
+/// The block that holds `[addr, addr + len)`: its start.
+fn block_of(blocks: &BTreeMap<usize, Block>, addr: usize, len: usize) -> Option<usize> {
+    let (&start, b) = blocks.range(..=addr).next_back()?;
+    (addr + len <= start + b.len).then_some(start)
+}
+
+/// # Safety
+/// As C's `munmap`.
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
+    if inside() || !in_region(addr) {
+        // SAFETY: the kernel's munmap.
+        return unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int };
+    }
+    let a = addr as usize;
+    let len = len.next_multiple_of(PAGE);
+    let mut blocks = BLOCKS.lock().unwrap();
+    let Some(start) = block_of(&blocks, a, len).filter(|_| a.is_multiple_of(PAGE)) else {
+        // Never unmap part of the region itself: memory the program did not map.
+        drop(blocks);
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::EINVAL };
+        return -1;
+    };
+    let block = blocks.get_mut(&start).expect("found");
+    if a == start && len >= block.len {
+        blocks.remove(&start);
+        drop(blocks);
+        free_block(start);
+        return 0;
+    }
+    block.unmapped += len;
+    let gone = block.unmapped >= block.len;
+    if gone {
+        blocks.remove(&start);
+    }
+    drop(blocks);
+    // The part's memory goes now (the region frees what it held); what is left of the block
+    // stays until the rest is unmapped.
+    raw_madvise(addr, len, libc::MADV_DONTNEED);
+    if gone {
+        free_block(start);
+    }
+    0
+}
+
+/// # Safety
+/// As C's `mremap` (`new_addr` only with `MREMAP_FIXED`, which region blocks refuse).
+#[no_mangle]
+pub unsafe extern "C" fn mremap(
+    old: *mut c_void,
+    old_len: usize,
+    new_len: usize,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    if inside() || !in_region(old) {
+        // SAFETY: the kernel's mremap.
+        return unsafe {
+            libc::syscall(
+                libc::SYS_mremap,
+                old,
+                old_len,
+                new_len,
+                flags as c_long,
+                new_addr,
+            ) as *mut c_void
+        };
+    }
+    let o = old as usize;
+    let blocks = BLOCKS.lock().unwrap();
+    let Some(start) = blocks.get(&o).map(|_| o) else {
+        return fail(libc::EINVAL);
+    };
+    let capacity = blocks[&start].len;
+    drop(blocks);
+    let new_len = new_len.next_multiple_of(PAGE);
+    if new_len <= capacity {
+        // Shrunk (or grown within the block): what lies past the new end reads as zero.
+        if new_len < old_len {
+            raw_madvise(
+                (o + new_len) as *mut c_void,
+                old_len.next_multiple_of(PAGE) - new_len,
+                libc::MADV_DONTNEED,
+            );
+        }
+        return old;
+    }
+    if flags & libc::MREMAP_MAYMOVE == 0 || flags & libc::MREMAP_FIXED != 0 {
+        return fail(libc::ENOMEM);
+    }
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    // SAFETY: a new heap mapping.
+    let new = unsafe { mmap(std::ptr::null_mut(), new_len, prot, flags, -1, 0) };
+    if new == libc::MAP_FAILED {
+        return new;
+    }
+    // SAFETY: both blocks are live, `old_len` bytes of the old one are the program's, and the
+    // new one is larger; they do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(old.cast::<u8>(), new.cast::<u8>(), old_len.min(capacity))
+    };
+    // SAFETY: the old block, whole.
+    unsafe { munmap(old, capacity) };
+    new
+}
+
+/// # Safety
+/// As C's `madvise`.
+#[no_mangle]
+pub unsafe extern "C" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
+    if !inside() && in_region(addr) && advice == libc::MADV_HUGEPAGE {
+        // The region keeps base pages (a huge page would be split by every move).
+        return 0;
+    }
+    raw_madvise(addr, len, advice)
+}

@@ -1,0 +1,239 @@
+//! The command: options, the child, its signals and its exit status.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use clap::Args;
+
+use crate::size::parse_size;
+
+/// Exit status when uzswap itself fails (as `timeout(1)`).
+pub const FAILED: u8 = 125;
+
+/// `uzswap run`'s options.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The memory limit: the heap's resident pages, staged folios, compressed pool and
+    /// uzswap's metadata stay under it (e.g. 2G, 512M).
+    #[arg(long, value_parser = parse_size)]
+    pub memory_high: u64,
+    /// The address space reserved for the heap: the most the program can allocate.
+    /// Default: four times the limit, at least 1 GiB.
+    #[arg(long, value_parser = parse_size)]
+    pub max_heap: Option<u64>,
+    /// The pool's codec (lz4, zstd, deflate, ...; `name:level` for a level).
+    #[arg(long)]
+    pub compressor: Option<String>,
+    /// The pool's share of the limit, in percent.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_pool_percent: u32,
+    /// The unit of reclaim and swap-in: a power of two from 4K to 2M.
+    #[arg(long, value_parser = parse_size, default_value = "64K")]
+    pub folio_size: u64,
+    /// Where the (unnamed) swap file goes. Default: the system temp directory.
+    #[arg(long)]
+    pub swap_dir: Option<PathBuf>,
+    /// Write every stored page to the swap file at store time too.
+    #[arg(long)]
+    pub writethrough: bool,
+    /// Run without kernel-mode userfaultfd: a system call on an evicted buffer then fails
+    /// with EFAULT instead of bringing it back.
+    #[arg(long)]
+    pub user_mode_only: bool,
+    /// Print the statistics when the program exits (to stderr): the kernel-named counters,
+    /// fault latency and where the memory was.
+    #[arg(long)]
+    pub stats: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub program: Vec<OsString>,
+}
+
+/// Run the program; the exit status is the program's (see the module's documentation).
+pub fn run(args: &RunArgs) -> ExitCode {
+    match start(args) {
+        Ok(code) => code,
+        Err((status, line)) => {
+            crate::report::say(&line);
+            ExitCode::from(status)
+        }
+    }
+}
+
+/// A failure before the program ran: its exit status and line.
+type Refusal = (u8, String);
+
+fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
+    let fail = |line: String| (FAILED, line);
+    let name = args.program[0]
+        .to_str()
+        .ok_or_else(|| fail("the program's name is not UTF-8".into()))?;
+    let path = super::program::find(name).map_err(|e| (e.status(), e.to_string()))?;
+    super::program::check(&path).map_err(|e| (e.status(), e.to_string()))?;
+    let preload = preload_library().map_err(fail)?;
+    if !args.user_mode_only {
+        kernel_mode_faults().map_err(fail)?;
+    }
+    let stats = args
+        .stats
+        .then(|| std::env::temp_dir().join(format!("uzswap-run-stats-{}", std::process::id())));
+    let config = environment(args, stats.as_deref()).map_err(fail)?;
+
+    let mut command = Command::new(&path);
+    command
+        .arg0(&args.program[0])
+        .args(&args.program[1..])
+        .env("UZSWAP_RUN", config)
+        .env("LD_PRELOAD", ld_preload(&preload))
+        // mimalloc (the heap's allocator): purge freed memory with MADV_FREE rather than
+        // decommit it, and never ask for huge pages, which the region refuses.
+        .env("MIMALLOC_PURGE_DECOMMITS", "0")
+        .env("MIMALLOC_ALLOW_THP", "0");
+    let mut child = command.spawn().map_err(|e| {
+        let status = match e.kind() {
+            std::io::ErrorKind::NotFound => 127,
+            _ => 126,
+        };
+        (status, format!("{}: {e}", path.display()))
+    })?;
+    let forwarding = forward_signals(child.id());
+    let status = child
+        .wait()
+        .map_err(|e| fail(format!("waiting for the program: {e}")))?;
+    if let Some(h) = forwarding {
+        h.close();
+    }
+    if let Some(stats) = &stats {
+        print_stats(stats);
+    }
+    Ok(ExitCode::from(exit_status(status)))
+}
+
+use std::os::unix::process::CommandExt;
+
+/// The exit status of a shell for a child that ended so: its code, or 128+N for death by
+/// signal N.
+fn exit_status(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(signal)) => 128u8.wrapping_add(signal as u8),
+        _ => FAILED,
+    }
+}
+
+/// The preload library: next to this binary (a workspace build puts both in the same
+/// target directory), or in `../lib/uzswap/` beside its `bin/` (an install).
+fn preload_library() -> Result<PathBuf, String> {
+    const NAME: &str = "libuzswap_preload.so";
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find uzswap's own path: {e}"))?;
+    let dir = exe.parent().ok_or("uzswap's path has no directory")?;
+    let candidates = [dir.join(NAME), dir.join("../lib/uzswap").join(NAME)];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "the preload library {NAME} is not next to {} (build the whole workspace: \
+                 cargo build --release)",
+                exe.display()
+            )
+        })
+}
+
+/// Whether this process may have kernel-mode faults served (system calls on evicted
+/// memory); else how to get them.
+fn kernel_mode_faults() -> Result<(), String> {
+    let uffd = uffd::UffdBuilder::new()
+        .create()
+        .map_err(|e| format!("userfaultfd is not available: {e}"))?;
+    match uffd.user_mode_only() {
+        false => Ok(()),
+        true => Err(
+            "this process may only have user-mode faults served, so a system call \
+                     on evicted memory would fail with EFAULT; grant access to \
+                     /dev/userfaultfd or CAP_SYS_PTRACE (or set vm.unprivileged_userfaultfd \
+                     = 1), or run with --user-mode-only to accept that"
+                .into(),
+        ),
+    }
+}
+
+/// `UZSWAP_RUN`'s value (crates/preload/src/config.rs reads it).
+fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String, String> {
+    let max_heap = args.max_heap.unwrap_or((args.memory_high * 4).max(1 << 30));
+    let mut config =
+        region::RegionConfig::new(args.memory_high).folio_size(args.folio_size as usize);
+    if let Some(c) = &args.compressor {
+        config = config.compressor(c.parse().map_err(|e| format!("--compressor: {e}"))?);
+    }
+    config = config.max_pool_percent(args.max_pool_percent);
+    config
+        .validate(max_heap as usize)
+        .map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+    let mut items = vec![
+        format!("memory_high={}", args.memory_high),
+        format!("max_heap={max_heap}"),
+        format!("folio_size={}", args.folio_size),
+        format!("max_pool_percent={}", args.max_pool_percent),
+        format!("writethrough={}", args.writethrough as u8),
+        format!("user_mode_only={}", args.user_mode_only as u8),
+    ];
+    if let Some(c) = &args.compressor {
+        items.push(format!("compressor={c}"));
+    }
+    if stats.is_some() {
+        // Only the program itself writes them, not the children it starts.
+        items.push(format!("stats_parent={}", std::process::id()));
+    }
+    for (name, path) in [
+        ("swap_dir", args.swap_dir.as_deref()),
+        ("stats_file", stats),
+    ] {
+        if let Some(p) = path {
+            let p = p.to_str().ok_or(format!("{name}: the path is not UTF-8"))?;
+            if p.contains(';') {
+                return Err(format!("{name}: a path with ';' is not supported"));
+            }
+            items.push(format!("{name}={p}"));
+        }
+    }
+    Ok(items.join(";"))
+}
+
+/// `LD_PRELOAD` with the library first, before what the environment already preloads.
+fn ld_preload(library: &std::path::Path) -> OsString {
+    let mut value = OsString::from(library);
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        value.push(":");
+        value.push(old);
+    }
+    value
+}
+
+/// Pass SIGINT, SIGTERM and SIGHUP on to the child until the returned handle is dropped.
+fn forward_signals(child: u32) -> Option<signal_hook::iterator::Handle> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).ok()?;
+    let handle = signals.handle();
+    let pid = rustix::process::Pid::from_raw(child as i32)?;
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            if let Some(s) = rustix::process::Signal::from_named_raw(signal) {
+                let _ = rustix::process::kill_process(pid, s);
+            }
+        }
+    });
+    Some(handle)
+}
+
+/// Print the statistics the preload wrote at the program's exit, and remove the file.
+fn print_stats(path: &std::path::Path) {
+    match std::fs::read_to_string(path) {
+        Ok(text) => eprint!("{text}"),
+        Err(_) => crate::report::say("no statistics: the program ended without exiting (a signal)"),
+    }
+    let _ = std::fs::remove_file(path);
+}

@@ -1,0 +1,19 @@
+//! `uzswap run`: an unmodified program with its heap in a uzswap region.
+//!
+//! The program is started with the preload library (`libuzswap_preload.so`, built by the
+//! workspace next to the `uzswap` binary) in `LD_PRELOAD` and the region's configuration in
+//! `UZSWAP_RUN`; the library makes the region before the program's `main` and puts the whole
+//! malloc family and the program's anonymous heap mappings in it (crates/preload). The
+//! program keeps its stdin, stdout and stderr. Its exit status passes through, death by
+//! signal N becomes 128+N as in a shell, and SIGINT, SIGTERM and SIGHUP are passed on to it.
+//! uzswap's own failures follow `timeout(1)`: 125 when uzswap fails, 126 when the program
+//! cannot be run, 127 when it is not found.
+//!
+//! A program that execs another (a shell script, a pyenv shim) hands the region over with
+//! the exec: the new image makes its own. Every process of the program's tree that keeps
+//! the environment gets its own region, each held under the limit.
+
+mod cmd;
+mod program;
+
+pub use cmd::{run, RunArgs, FAILED};

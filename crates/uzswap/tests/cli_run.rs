@@ -1,0 +1,186 @@
+//! `uzswap run`: real, unmodified programs with their heap under a limit, their output
+//! compared with a run without uzswap; exit status and signals passed through; uzswap's own
+//! failures as `timeout(1)` has them (125, 126, 127), each one line.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{stderr, stdout};
+
+/// The preload library next to the `uzswap` binary, built now (a test run builds the
+/// command's package, not the workspace's other libraries; a build that is up to date costs
+/// nothing), once per test process.
+fn ensure_preload() {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(build_preload);
+}
+
+fn build_preload() {
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_uzswap"));
+    let profile = exe.parent().and_then(|d| d.file_name()).unwrap();
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "-p", "uzswap-preload", "--profile"]);
+    // The test profile writes to target/debug, beside the binary, and optimizes the region
+    // enough for a real program to run under it in seconds.
+    build.arg(if profile == "release" {
+        "release"
+    } else {
+        "test"
+    });
+    let status = build.status().expect("run cargo");
+    assert!(status.success(), "building the preload library failed");
+}
+
+/// `uzswap run ARGS -- PROGRAM...`.
+fn run(args: &[&str], program: &[&str]) -> Output {
+    ensure_preload();
+    let mut all: Vec<&str> = vec!["run"];
+    all.extend_from_slice(args);
+    all.push("--");
+    all.extend_from_slice(program);
+    common::uzswap(&all)
+}
+
+/// A failure of uzswap's own: `status`, one line on stderr starting with `uzswap: ` and
+/// holding `needle`, nothing on stdout.
+fn assert_refused(o: &Output, status: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(status), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(
+        err.starts_with("uzswap: ") && err.contains(needle),
+        "{err:?}"
+    );
+    assert!(o.stdout.is_empty());
+}
+
+/// A statistic from `--stats` output.
+fn stat(o: &Output, name: &str) -> u64 {
+    stderr(o)
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {}", stderr(o)))
+}
+
+/// CPython building 150,000 small objects in a dict (about 75 MiB) under a 40 MiB limit:
+/// the same output as without uzswap, pages evicted and brought back, and the process's peak
+/// resident memory within the limit plus what lies outside the region (the interpreter, its
+/// libraries, uzswap's threads and bookkeeping).
+#[test]
+fn cpython_under_a_limit_prints_what_it_prints_without_uzswap() {
+    let script = r#"
+import hashlib
+d = {}
+for i in range(150000):
+    d[f"key{i}"] = [i, str(i) * 5, (i, i * 2)]
+h = hashlib.sha256()
+for k in sorted(d):
+    h.update(repr(d[k]).encode())
+print(len(d), h.hexdigest())
+"#;
+    let plain = Command::new("python3")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let o = run(
+        &["--memory-high", "40M", "--stats"],
+        &["python3", "-c", script],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), stdout(&plain));
+    assert!(stat(&o, "zswpout") > 0, "nothing evicted: {}", stderr(&o));
+    assert!(stat(&o, "faults") > 0);
+    let limit = stat(&o, "memory_limit_bytes");
+    let outside_allowance = 48 << 20;
+    let peak = stat(&o, "peak_rss_bytes");
+    assert!(
+        peak <= limit + outside_allowance,
+        "peak {} MiB over {} MiB + {} MiB outside",
+        peak >> 20,
+        limit >> 20,
+        outside_allowance >> 20
+    );
+}
+
+/// A forked child (CPython's `os.fork`) sees its parent's heap as it was at the fork,
+/// evicted pages included, and the parent goes on with its own.
+#[test]
+fn a_forked_child_sees_its_parents_heap() {
+    let script = r#"
+import os, hashlib
+data = [bytes([i % 251]) * 1000 + str(i).encode() for i in range(40000)]
+digest = hashlib.sha256(b"".join(data)).hexdigest()
+pid = os.fork()
+if pid == 0:
+    ok = hashlib.sha256(b"".join(data)).hexdigest() == digest
+    data[0] = b"child"
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status), "parent", hashlib.sha256(b"".join(data)).hexdigest() == digest)
+"#;
+    let o = run(
+        &["--memory-high", "24M", "--stats"],
+        &["python3", "-c", script],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "child 0 parent True\n");
+    assert!(
+        stat(&o, "zswpout") > 0,
+        "nothing was evicted before the fork"
+    );
+}
+
+#[test]
+fn the_exit_status_and_death_by_signal_pass_through() {
+    let o = run(
+        &["--memory-high", "64M"],
+        &["sh", "-c", "echo out; echo err >&2; exit 7"],
+    );
+    assert_eq!(o.status.code(), Some(7));
+    assert_eq!(stdout(&o), "out\n");
+    assert_eq!(stderr(&o), "err\n");
+    let o = run(&["--memory-high", "64M"], &["sh", "-c", "kill -TERM $$"]);
+    assert_eq!(o.status.code(), Some(128 + 15));
+}
+
+#[test]
+fn a_signal_to_uzswap_reaches_the_program() {
+    ensure_preload();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uzswap"))
+        .args(["run", "--memory-high", "64M", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 2), "{status:?}");
+}
+
+#[test]
+fn uzswap_failures_are_125_126_127_in_one_line() {
+    let o = run(&["--memory-high", "64M"], &["no-such-program-uzswap"]);
+    assert_refused(&o, 127, "no-such-program-uzswap: command not found");
+    let not_executable =
+        std::env::temp_dir().join(format!("uzswap-run-test-{}", std::process::id()));
+    std::fs::write(&not_executable, "data").unwrap();
+    let o = run(
+        &["--memory-high", "64M"],
+        &[not_executable.to_str().unwrap()],
+    );
+    std::fs::remove_file(&not_executable).unwrap();
+    assert_refused(&o, 126, "Permission denied");
+    // A statically linked program ignores LD_PRELOAD: refused rather than run unheld.
+    let o = run(&["--memory-high", "64M"], &["/sbin/ldconfig", "-p"]);
+    assert_refused(&o, 126, "statically linked");
+    let o = run(&["--memory-high", "lots"], &["true"]);
+    assert_refused(&o, 125, "lots");
+    let o = run(&["--memory-high", "64M", "--folio-size", "12K"], &["true"]);
+    assert_refused(&o, 125, "--folio-size");
+    let o = run(&["--memory-high", "64M", "--compressor", "nope"], &["true"]);
+    assert_refused(&o, 125, "nope");
+    let o = common::uzswap(&["run", "--memory-high", "64M"]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+}
