@@ -3,9 +3,9 @@
 //! may use it.
 //!
 //! Two per-thread facts decide where a call goes:
-//! - `Role`: the region's own threads (named `uzswap-*`) never allocate from the region heap
-//!   and their mappings are never redirected: a thread that serves faults must not fault on
-//!   the memory it serves.
+//! - `Role`: the region's own threads (those that exist right after the region is made) never
+//!   allocate from the region heap and their mappings are never redirected: a thread that
+//!   serves faults must not fault on the memory it serves.
 //! - `enter`: inside mimalloc, its own anonymous mappings (its page map, its threads'
 //!   state) pass straight to the kernel instead of coming back here.
 
@@ -54,15 +54,30 @@ pub fn inside() -> bool {
     DEPTH.with(Cell::get) > 0
 }
 
-/// Whether this thread is one of the region's own (named `uzswap-*` by the region, or
-/// `zswap-*` by the engine).
+/// The region's own threads (and the engine's), by thread id: the threads that exist right
+/// after the region is made, the loading thread aside (init.rs, `set_uzswap_threads`).
+static UZSWAP_THREADS: std::sync::OnceLock<Vec<i32>> = std::sync::OnceLock::new();
+
+/// Record the region's threads: every thread of the process but `main_thread`, called
+/// right after the region is made, before the program's `main` (nothing else runs yet).
+pub fn set_uzswap_threads(main_thread: i32) {
+    let tids = std::fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .filter(|&tid| tid != main_thread)
+                .collect()
+        })
+        .unwrap_or_default();
+    let _ = UZSWAP_THREADS.set(tids);
+}
+
+/// Whether this thread is one of the region's own.
 fn is_uzswap_thread() -> bool {
     ROLE.with(|role| {
         if role.get() == Role::Unknown {
-            let mut name = [0u8; 16];
-            // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included, into `name`.
-            let r = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
-            let ours = r == 0 && (name.starts_with(b"uzswap-") || name.starts_with(b"zswap-"));
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            let ours = UZSWAP_THREADS.get().is_some_and(|t| t.contains(&tid));
             // Until the region exists no thread of it runs: stay undecided until then.
             if !HEAP.load(Acquire).is_null() {
                 role.set(if ours { Role::Uzswap } else { Role::Program });

@@ -30,6 +30,8 @@ extern "C" fn init() {
     let region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
     let region = Region::new(size, region_config)
         .unwrap_or_else(|e| refuse(&format!("cannot make the region: {}", e.chain())));
+    // SAFETY: getpid has no preconditions.
+    crate::heap::set_uzswap_threads(unsafe { libc::getpid() });
     if let Err(e) = crate::heap::start(region.as_ptr(), region.len()) {
         refuse(&e);
     }

@@ -106,7 +106,13 @@ mod tests {
         let e = find("no-such-program-uzswap").unwrap_err();
         assert_eq!(e.status(), 127);
         assert_eq!(e.to_string(), "no-such-program-uzswap: command not found");
-        let e = check(Path::new("/etc/hostname")).unwrap_err();
+        let plain = std::env::temp_dir().join(format!("uzswap-program-{}", std::process::id()));
+        std::fs::write(&plain, "data").unwrap();
+        let e = check(&plain).unwrap_err();
+        std::fs::remove_file(&plain).unwrap();
         assert_eq!(e.status(), 126);
+        assert!(e.to_string().ends_with("Permission denied"), "{e}");
+        let e = check(Path::new("/sbin/ldconfig")).unwrap_err();
+        assert!(e.to_string().contains("statically linked"), "{e}");
     }
 }
