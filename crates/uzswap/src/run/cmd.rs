@@ -28,8 +28,10 @@ pub struct RunArgs {
     /// The pool's share of the limit, in percent.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_pool_percent: u32,
-    /// The unit of reclaim and swap-in: a power of two from 4K to 2M.
-    #[arg(long, value_parser = parse_size, default_value = "64K")]
+    /// The unit of reclaim and swap-in: a power of two from 4K to 2M. 16K by default: a
+    /// program's heap is read in an order of its own (CPython's objects in a sorted
+    /// iteration ran 2.6x faster than with 64K, which brings in 16 pages for one).
+    #[arg(long, value_parser = parse_size, default_value = "16K")]
     pub folio_size: u64,
     /// Where the (unnamed) swap file goes. Default: the system temp directory.
     #[arg(long)]
