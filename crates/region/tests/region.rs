@@ -816,3 +816,29 @@ fn neighbouring_cold_folios_are_evicted_together_and_lose_nothing() {
         }
     }
 }
+
+/// `prepare_fork` brings every evicted page back (pool, swap file, staging) and holds reclaim
+/// off while its guard lives, even far over the limit: a child forked then would see every
+/// page. Once the guard drops, reclaim takes the region back under its limit, every byte
+/// intact. (The fork itself is `uzswap run`'s test: it needs a process to fork.)
+#[test]
+fn prepare_fork_brings_every_page_back_and_holds_reclaim_off() {
+    let size = 16 << 20;
+    let limit = 4 << 20;
+    let mut r = Region::new(size, RegionConfig::new(limit).folio_size(16 << 10)).unwrap();
+    fill(r.as_mut_slice(), 3);
+    r.reclaim_to(limit / 2);
+    assert!(r.usage().resident < size as u64 / 2, "{:?}", r.usage());
+    {
+        let _guard = r.prepare_fork().unwrap();
+        let u = r.usage();
+        assert_eq!(u.resident, size as u64, "not all back: {u:?}");
+        assert_eq!(u.staged, 0, "{u:?}");
+        // kswapd runs every 20 ms: it would have started on a region 4x over its limit.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(r.usage().resident, size as u64, "reclaimed while held off");
+    }
+    r.reclaim_to(limit);
+    assert!(r.usage().total() <= limit, "{:?}", r.usage());
+    check(r.as_mut_slice(), 3);
+}
