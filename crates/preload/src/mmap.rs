@@ -20,10 +20,36 @@ use crate::heap::{enter, in_region, inside, region_heap};
 
 const PAGE: usize = 4096;
 
-/// A block handed out by `mmap`: its length, and how much of it was unmapped since.
+/// A block handed out by `mmap`: its length, and which of its pages were unmapped since (a
+/// page unmapped twice counts once, so the block is freed only when no page of it is left).
 struct Block {
     len: usize,
-    unmapped: usize,
+    unmapped: Vec<bool>,
+    nr_unmapped: usize,
+}
+
+impl Block {
+    fn new(len: usize) -> Self {
+        Block {
+            len,
+            unmapped: Vec::new(),
+            nr_unmapped: 0,
+        }
+    }
+
+    /// The `len` bytes `offset` bytes in were unmapped; true once every page of it is.
+    fn unmap(&mut self, offset: usize, len: usize) -> bool {
+        let pages = self.len / PAGE;
+        if self.unmapped.is_empty() {
+            self.unmapped = vec![false; pages];
+        }
+        for p in offset / PAGE..(offset + len).div_ceil(PAGE).min(pages) {
+            if !std::mem::replace(&mut self.unmapped[p], true) {
+                self.nr_unmapped += 1;
+            }
+        }
+        self.nr_unmapped == pages
+    }
 }
 
 /// The blocks `mmap` handed out, by start address.
@@ -98,10 +124,7 @@ pub unsafe extern "C" fn mmap(
     if p.is_null() {
         return fail(libc::ENOMEM);
     }
-    BLOCKS
-        .lock()
-        .unwrap()
-        .insert(p as usize, Block { len, unmapped: 0 });
+    BLOCKS.lock().unwrap().insert(p as usize, Block::new(len));
     p
 }
 
@@ -158,8 +181,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
         free_block(start);
         return 0;
     }
-    block.unmapped += len;
-    let gone = block.unmapped >= block.len;
+    let gone = block.unmap(a - start, len);
     if gone {
         blocks.remove(&start);
     }
