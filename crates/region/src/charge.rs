@@ -1,5 +1,7 @@
 //! What a region charges to its limit from the start, whatever the program does: the
-//! buffers and staging of its threads, its bitmaps. A limit that cannot hold this and a few
+//! buffers and staging of its threads. What it keeps per page (the engine's state words,
+//! the page flags, the LRU's times) is charged as the program touches pages, not here: a
+//! reservation of address space costs what is touched of it. A limit that cannot hold this and a few
 //! folios besides could only be exceeded, so `RegionConfig::validate` refuses it.
 
 use zswap::PAGE_SIZE;
@@ -43,10 +45,20 @@ pub(crate) struct FixedCharge {
     /// page until the next discard (a region of incompressible data some 250 KiB past its
     /// limit). Dirty bytes past this (two batches discarding at once) still count.
     pub dirty_reserve: u64,
+    /// Charged from the start.
     pub bytes: u64,
+    /// What the region keeps per page and per folio once the program has touched every
+    /// page: charged as pages are touched (`Inner::usage`), not from the start, but a limit
+    /// that could not hold it with the rest could be exceeded by a program that uses its
+    /// whole region. The engine's state word (8 bytes a page), the resident and discarded
+    /// bits; a folio's queue time (4 bytes) and four bits (its incompressible marks, and the
+    /// LRU's and the staged queue's compaction marks); the tables of leaves (zswap::sparse)
+    /// aside, a few bytes per 16 MiB.
+    pub per_page: u64,
 }
 
 impl FixedCharge {
+    /// The charge of a region of `nr_pages` pages under `config`.
     pub fn of(config: &RegionConfig, nr_pages: u32) -> FixedCharge {
         let fs = config.folio_size as u64;
         // The fault handlers, the spare included (spare.rs).
@@ -67,19 +79,19 @@ impl FixedCharge {
                 true => ((BATCH_DISCARD_SLOTS - 1) * BATCH_PAGES * PAGE_SIZE) as u64,
                 false => 0,
             };
-        let folio_pages = (fs / PAGE_SIZE as u64) as u32;
-        let bitmaps = 2 * u64::from(nr_pages).div_ceil(8)
-            + crate::incompressible::IncompressibleFolios::bytes_for(nr_pages, folio_pages)
-            + 4 * u64::from(nr_pages.div_ceil(folio_pages));
+        let nr_pages = u64::from(nr_pages);
+        let nr_folios = nr_pages.div_ceil(fs / PAGE_SIZE as u64);
         FixedCharge {
+            per_page: nr_pages * 8
+                + 2 * nr_pages.div_ceil(8)
+                + nr_folios * 4
+                + 4 * nr_folios.div_ceil(8),
             threads,
             evicting,
             dirty_reserve,
-            // Resident and discarded bits, the incompressible marks, when each folio was
-            // queued for reclaim, folios in flight in staging, freed slots, buffers, the
-            // drop-behind queue.
-            bytes: bitmaps
-                + evicting as u64 * in_flight
+            // Folios in flight in staging, freed slots, buffers, the drop-behind queue. What
+            // is kept per page or per folio is charged as it is allocated (`Inner::usage`).
+            bytes: evicting as u64 * in_flight
                 + dirty_reserve
                 + io_buffers
                 + crate::lru::INACTIVE_MAX as u64 * 4,

@@ -191,20 +191,23 @@ impl RegionConfig {
                 ));
             }
         }
-        // Charged from the start, whatever the program does: a limit that cannot hold it and
-        // a few folios besides could only be exceeded.
+        // Charged from the start, whatever the program does, and for every page the program
+        // touches: a limit that cannot hold it all and a few folios besides could only be
+        // exceeded.
         let fixed = FixedCharge::of(self, nr_pages);
-        if self.memory_limit < fixed.bytes + 4 * fs as u64 {
+        if self.memory_limit < fixed.bytes + fixed.per_page + 4 * fs as u64 {
             return Err(invalid(
                 "memory_limit",
                 format!(
                     "{} bytes is below the region's fixed charge ({} bytes: buffers and staging \
-                     for its {} threads, bitmaps) plus four folios ({} bytes); raise the limit, \
-                     or use smaller folios or fewer threads (or, with 4 KiB folios, turn \
-                     batch_eviction off)",
+                     for its {} threads; and {} bytes of metadata once every page of the \
+                     {size}-byte region is touched) plus four folios ({} bytes); raise the \
+                     limit, or use a smaller region, smaller folios or fewer threads (or, with \
+                     4 KiB folios, turn batch_eviction off)",
                     self.memory_limit,
                     fixed.bytes,
                     fixed.threads,
+                    fixed.per_page,
                     4 * fs
                 ),
             ));

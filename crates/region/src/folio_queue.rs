@@ -9,6 +9,8 @@
 
 use std::collections::VecDeque;
 
+use zswap::sparse::SparseBitmap;
+
 #[derive(Debug)]
 pub(crate) struct FolioQueue {
     starts: VecDeque<u32>,
@@ -18,7 +20,7 @@ pub(crate) struct FolioQueue {
     /// One bit a folio, all clear between compactions: the folios a compaction has kept an
     /// entry of. Held for good rather than allocated by each compaction, which would take
     /// memory the limit does not see, at the worst moment (the queue at its longest).
-    kept: Box<[u64]>,
+    kept: SparseBitmap<512>,
 }
 
 /// Entries a queue may grow by past twice its compacted length before compacting again:
@@ -32,7 +34,7 @@ impl FolioQueue {
             starts: VecDeque::new(),
             compacted: 0,
             folio_pages,
-            kept: vec![0; nr_folios.div_ceil(64)].into_boxed_slice(),
+            kept: SparseBitmap::new(nr_folios),
         }
     }
 
@@ -64,7 +66,7 @@ impl FolioQueue {
 
     /// Memory the queue holds (charged to a region's limit as metadata).
     pub fn bytes(&self) -> u64 {
-        (self.starts.capacity() * std::mem::size_of::<u32>() + self.kept.len() * 8) as u64
+        (self.starts.capacity() * std::mem::size_of::<u32>()) as u64 + self.kept.bytes()
     }
 
     /// Keep the newest entry of each folio `wanted`, in order, in place.
@@ -75,24 +77,19 @@ impl FolioQueue {
             folio_pages,
             ..
         } = self;
-        let bit = |start: u32| {
-            let f = (start / *folio_pages) as usize;
-            (f / 64, 1u64 << (f % 64))
-        };
+        let folio = |start: u32| (start / *folio_pages) as usize;
         // Newest first, each kept entry moved to the back end of what is kept.
         let s = starts.make_contiguous();
         let mut w = s.len();
         for i in (0..s.len()).rev() {
-            let (word, b) = bit(s[i]);
-            if kept[word] & b == 0 && wanted(s[i]) {
-                kept[word] |= b;
+            if !kept.test(folio(s[i])) && wanted(s[i]) {
+                kept.assign(folio(s[i]), true);
                 w -= 1;
                 s[w] = s[i];
             }
         }
         for &start in &s[w..] {
-            let (word, b) = bit(start);
-            kept[word] &= !b;
+            kept.assign(folio(start), false);
         }
         starts.drain(..w);
         self.compacted = self.starts.len();
@@ -163,6 +160,6 @@ mod tests {
         }
         assert!(entries(&q).iter().all(|s| s % 2 == 0), "{:?}", entries(&q));
         assert_eq!(q.len(), SLACK / 2 + 1);
-        assert!(q.kept.iter().all(|&w| w == 0), "bits left set");
+        assert!((0..1000).all(|f| !q.kept.test(f)), "bits left set");
     }
 }

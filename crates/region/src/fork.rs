@@ -15,7 +15,10 @@ use crate::inner::Inner;
 /// into the mapping. Reclaim is held off by the caller, so what comes back stays.
 pub(crate) fn bring_all_back(inner: &Inner) {
     let fp = inner.folio_pages;
-    for start in (0..inner.nr_pages()).step_by(fp as usize) {
+    // A page held or staged has been locked, so its state word is allocated: the pages
+    // outside `populated` are all missing or resident.
+    let populated: Vec<_> = inner.group.cache().populated().collect();
+    for start in populated.into_iter().flat_map(|r| r.step_by(fp as usize)) {
         let out = |p: u32| !inner.pages.is_resident(p) && inner.group.peek(p).kind != Kind::Empty;
         if !(start..start + fp).any(out) && !inner.staged.contains(start) {
             continue;

@@ -35,6 +35,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
+use zswap::sparse::SparseBitmap;
 use zswap::PAGE_SIZE;
 
 /// A folio is incompressible if its store saved less than an eighth of its size.
@@ -46,8 +47,8 @@ pub(crate) fn poor(stored_length: u64, folio_pages: u32) -> bool {
 /// compressible. Changed under the folio's lock.
 #[derive(Debug)]
 pub(crate) struct IncompressibleFolios {
-    bits: Box<[AtomicU64]>,
-    compressible: Box<[AtomicU64]>,
+    bits: SparseBitmap<512>,
+    compressible: SparseBitmap<512>,
     folio_shift: u32,
     /// Marked folios reclaim passed over since it last evicted an unmarked one.
     in_a_row: AtomicU64,
@@ -97,12 +98,8 @@ impl IncompressibleFolios {
     pub fn new(nr_pages: u32, folio_pages: u32) -> Self {
         let nr_folios = nr_pages.div_ceil(folio_pages);
         IncompressibleFolios {
-            bits: (0..nr_folios.div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-            compressible: (0..nr_folios.div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            bits: SparseBitmap::new(nr_folios as usize),
+            compressible: SparseBitmap::new(nr_folios as usize),
             folio_shift: folio_pages.trailing_zeros(),
             in_a_row: AtomicU64::new(0),
             stored_as_is: AtomicU64::new(0),
@@ -119,27 +116,24 @@ impl IncompressibleFolios {
         }
     }
 
-    /// Bytes of the bitmaps of a region of `nr_pages`, charged as metadata.
-    pub fn bytes_for(nr_pages: u32, folio_pages: u32) -> u64 {
-        2 * u64::from(nr_pages.div_ceil(folio_pages).div_ceil(64)) * 8
+    /// Bytes the bitmaps hold, charged as metadata.
+    pub fn bytes(&self) -> u64 {
+        self.bits.bytes() + self.compressible.bytes()
     }
 
-    /// The word of `map` holding `start`'s folio, and its bit.
-    fn word_bit<'a>(&self, map: &'a [AtomicU64], start: u32) -> (&'a AtomicU64, u64) {
-        let folio = start >> self.folio_shift;
-        (&map[folio as usize / 64], 1 << (folio % 64))
+    /// The bit of `start`'s folio.
+    fn folio(&self, start: u32) -> usize {
+        (start >> self.folio_shift) as usize
     }
 
     pub fn is_marked(&self, start: u32) -> bool {
-        let (word, bit) = self.word_bit(&self.bits, start);
-        word.load(Relaxed) & bit != 0
+        self.bits.test(self.folio(start))
     }
 
     /// The folio's last store compressed it: it is not tried in place before the next
     /// (`try_in_place`), as it most likely compresses again.
     pub fn is_compressible(&self, start: u32) -> bool {
-        let (word, bit) = self.word_bit(&self.compressible, start);
-        word.load(Relaxed) & bit != 0
+        self.compressible.test(self.folio(start))
     }
 
     /// Reclaim met a marked folio with `queued` folios left in the queue: pass it over?
@@ -260,23 +254,16 @@ impl IncompressibleFolios {
 
     /// A store (or a try in place) found the folio incompressible (`poor`) or not.
     pub fn set(&self, start: u32, poor: bool) {
-        let (marked, bit) = self.word_bit(&self.bits, start);
-        let (compressible, _) = self.word_bit(&self.compressible, start);
-        if poor {
-            compressible.fetch_and(!bit, Relaxed);
-            marked.fetch_or(bit, Relaxed);
-        } else {
-            marked.fetch_and(!bit, Relaxed);
-            compressible.fetch_or(bit, Relaxed);
-        }
+        let folio = self.folio(start);
+        self.compressible.assign(folio, !poor);
+        self.bits.assign(folio, poor);
     }
 
     /// The folio's contents are gone (discarded): nothing is known of what comes next.
     pub fn forget(&self, start: u32) {
-        let (marked, bit) = self.word_bit(&self.bits, start);
-        let (compressible, _) = self.word_bit(&self.compressible, start);
-        marked.fetch_and(!bit, Relaxed);
-        compressible.fetch_and(!bit, Relaxed);
+        let folio = self.folio(start);
+        self.bits.assign(folio, false);
+        self.compressible.assign(folio, false);
     }
 }
 

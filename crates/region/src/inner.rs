@@ -157,6 +157,8 @@ impl Inner {
             pool: self.zswap.pool().charged_bytes(),
             metadata: self.fixed_metadata
                 + self.group.cache().metadata_bytes()
+                + self.pages.bytes()
+                + self.incompressible.bytes()
                 + self.zswap.pool().metadata_bytes()
                 + self.lru.bytes()
                 + self.staged.queue_bytes(),

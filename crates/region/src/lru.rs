@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use parking_lot::Mutex;
 
+use zswap::sparse::SparseArray;
+
 use crate::folio_queue::FolioQueue;
 
 /// Most folios queued for drop-behind at once: 16 MiB of 64 KiB folios. Past it the oldest
@@ -22,7 +24,7 @@ pub(crate) struct Lru {
     /// Folios a sequential scan has passed, taken before those in `fifo`.
     inactive: Mutex<VecDeque<u32>>,
     /// Per folio, when it was last queued in `fifo` (`seq` then).
-    queued_at: Box<[AtomicU32]>,
+    queued_at: SparseArray<AtomicU32, 4096>,
     seq: AtomicU32,
     folio_pages: u32,
     /// Folios before this start are pinned (`RegionConfig::pinned`): never queued.
@@ -45,7 +47,7 @@ impl Lru {
         Lru {
             fifo: Mutex::new(FolioQueue::new(folio_pages, nr_folios)),
             inactive: Mutex::new(VecDeque::with_capacity(INACTIVE_MAX)),
-            queued_at: (0..nr_folios).map(|_| AtomicU32::new(0)).collect(),
+            queued_at: SparseArray::new(nr_folios),
             seq: AtomicU32::new(0),
             folio_pages,
             pinned_end: pinned_folios * folio_pages,
@@ -59,7 +61,9 @@ impl Lru {
         }
         let mut fifo = self.fifo.lock();
         let seq = self.seq.fetch_add(1, Relaxed);
-        self.queued_at[(start / self.folio_pages) as usize].store(seq, Relaxed);
+        self.queued_at
+            .entry((start / self.folio_pages) as usize)
+            .store(seq, Relaxed);
         // Compacting: only the newest entry of a folio stays (folio_queue.rs).
         fifo.push_back(start, |_| true);
     }
@@ -68,8 +72,11 @@ impl Lru {
     /// again between the two loads (it would otherwise wrap and look oldest).
     pub fn age(&self, start: u32) -> u32 {
         let now = self.seq.load(Relaxed);
-        let age =
-            now.wrapping_sub(self.queued_at[(start / self.folio_pages) as usize].load(Relaxed));
+        let queued_at = self
+            .queued_at
+            .get((start / self.folio_pages) as usize)
+            .map_or(0, |q| q.load(Relaxed));
+        let age = now.wrapping_sub(queued_at);
         if age > i32::MAX as u32 {
             0
         } else {
@@ -106,9 +113,10 @@ impl Lru {
         })
     }
 
-    /// Memory the FIFO holds (the rest is in the fixed charge).
+    /// Memory the FIFO and the queue times hold (the drop-behind queue is in the fixed
+    /// charge).
     pub fn bytes(&self) -> u64 {
-        self.fifo.lock().bytes()
+        self.fifo.lock().bytes() + self.queued_at.bytes()
     }
 }
 

@@ -1,54 +1,42 @@
 //! Two bits a page of the region, kept beside the engine's state word: whether the page is
 //! present in the mapping (resident), and whether a discard covered it lately (discarded,
-//! events.rs). Both change only under the page's folio lock.
+//! events.rs). Both change only under the page's folio lock. The bitmaps are sparse
+//! (zswap::sparse): their memory comes with the first bit set in each 128 MiB of the
+//! region, so a reservation costs what the program touches.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use zswap::sparse::SparseBitmap;
+
+/// Words of a bitmap leaf: 4 KiB, the bits of 128 MiB of pages.
+const BITMAP_LEAF: usize = 512;
 
 /// The region's per-page flags.
 pub(crate) struct PageFlags {
     /// One bit a page: present in the mapping.
-    resident: Box<[AtomicU64]>,
+    resident: SparseBitmap<BITMAP_LEAF>,
     /// Pages with their resident bit set.
     nr_resident: AtomicU64,
     /// One bit a page: covered by a discard whose zap may still come, so the kernel may unmap
     /// the page behind our back (events.rs).
-    discarded: Box<[AtomicU64]>,
+    discarded: SparseBitmap<BITMAP_LEAF>,
     /// Debug builds: per page, where its resident bit was last cleared and last set (the
     /// caller's file initial and line), for the report of a page we lost track of.
     #[cfg(debug_assertions)]
-    trail: Box<[[std::sync::atomic::AtomicU32; 2]]>,
-}
-
-fn bitmap(nr_pages: u32) -> Box<[AtomicU64]> {
-    (0..nr_pages.div_ceil(64))
-        .map(|_| AtomicU64::new(0))
-        .collect()
-}
-
-fn test(map: &[AtomicU64], page: u32) -> bool {
-    map[page as usize / 64].load(Relaxed) & (1 << (page % 64)) != 0
-}
-
-/// Set or clear the page's bit; returns whether it was set.
-fn assign(map: &[AtomicU64], page: u32, on: bool) -> bool {
-    let bit = 1u64 << (page % 64);
-    let word = &map[page as usize / 64];
-    let was = match on {
-        true => word.fetch_or(bit, Relaxed),
-        false => word.fetch_and(!bit, Relaxed),
-    };
-    was & bit != 0
+    /// Each word two halves: cleared at (high) and set at (low).
+    #[cfg(debug_assertions)]
+    trail: zswap::sparse::SparseArray<AtomicU64, 4096>,
 }
 
 impl PageFlags {
     /// Flags for `nr_pages` pages, all clear.
     pub fn new(nr_pages: u32) -> Self {
         PageFlags {
-            resident: bitmap(nr_pages),
+            resident: SparseBitmap::new(nr_pages as usize),
             nr_resident: AtomicU64::new(0),
-            discarded: bitmap(nr_pages),
+            discarded: SparseBitmap::new(nr_pages as usize),
             #[cfg(debug_assertions)]
-            trail: (0..nr_pages).map(|_| Default::default()).collect(),
+            trail: zswap::sparse::SparseArray::new(nr_pages as usize),
         }
     }
 
@@ -58,7 +46,7 @@ impl PageFlags {
     }
 
     pub fn is_resident(&self, page: u32) -> bool {
-        test(&self.resident, page)
+        self.resident.test(page as usize)
     }
 
     /// Mark a page present or not; the caller holds its folio lock.
@@ -68,10 +56,14 @@ impl PageFlags {
         {
             let at = std::panic::Location::caller();
             let initial = at.file().rsplit('/').next().map_or(0, |f| f.as_bytes()[0]);
-            self.trail[page as usize][on as usize]
-                .store(u32::from(initial) << 24 | at.line(), Relaxed);
+            let mark = u64::from(u32::from(initial) << 24 | at.line());
+            let shift = if on { 0 } else { 32 };
+            let word = self.trail.entry(page as usize);
+            let _ = word.fetch_update(Relaxed, Relaxed, |w| {
+                Some(w & !(0xffff_ffff << shift) | mark << shift)
+            });
         }
-        match (assign(&self.resident, page, on), on) {
+        match (self.resident.assign(page as usize, on), on) {
             (false, true) => {
                 self.nr_resident.fetch_add(1, Relaxed);
             }
@@ -83,25 +75,27 @@ impl PageFlags {
     }
 
     pub fn is_discarded(&self, page: u32) -> bool {
-        test(&self.discarded, page)
+        self.discarded.test(page as usize)
     }
 
     /// Mark a page covered by a discard, or not; the caller holds its folio lock.
     pub fn set_discarded(&self, page: u32, on: bool) {
-        assign(&self.discarded, page, on);
+        self.discarded.assign(page as usize, on);
+    }
+
+    /// Bytes the bitmaps hold (charged as metadata; the debug builds' trail is not, so
+    /// that a region reclaims alike in both).
+    pub fn bytes(&self) -> u64 {
+        self.resident.bytes() + self.discarded.bytes()
     }
 
     /// Debug builds: where the page's resident bit was last cleared and last set.
     pub fn trail(&self, page: u32) -> String {
         #[cfg(debug_assertions)]
         {
-            let [off, on] = &self.trail[page as usize];
+            let w = self.trail.get(page as usize).map_or(0, |w| w.load(Relaxed));
             let at = |w: u32| format!("{}:{}", (w >> 24) as u8 as char, w & 0xff_ffff);
-            format!(
-                "cleared {} set {}",
-                at(off.load(Relaxed)),
-                at(on.load(Relaxed))
-            )
+            format!("cleared {} set {}", at((w >> 32) as u32), at(w as u32))
         }
         #[cfg(not(debug_assertions))]
         {

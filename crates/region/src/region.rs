@@ -100,7 +100,8 @@ impl std::fmt::Debug for Region {
 
 impl Region {
     /// The smallest memory limit a region of `size` bytes under `config` (its limit aside)
-    /// accepts: what it charges from the start, plus four folios. None for a folio size or a
+    /// accepts: what it charges from the start and for its pages once all are touched, plus
+    /// four folios. None for a folio size or a
     /// size `new` refuses anyway.
     pub fn min_memory_limit(size: usize, config: &RegionConfig) -> Option<u64> {
         let mut config = config.clone();
@@ -112,7 +113,8 @@ impl Region {
         // step by about 1/64 of the last rise (in whole folios), so a few steps reach it.
         config.memory_limit = 0;
         loop {
-            let need = FixedCharge::of(&config, nr_pages).bytes + 4 * config.folio_size as u64;
+            let fixed = FixedCharge::of(&config, nr_pages);
+            let need = fixed.bytes + fixed.per_page + 4 * config.folio_size as u64;
             if need <= config.memory_limit {
                 return Some(config.memory_limit);
             }

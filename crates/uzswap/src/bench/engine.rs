@@ -15,7 +15,6 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 use zswap::compress::CompressorSpec;
-use zswap::swap::SwapCache;
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
 use super::cmd::count_in;
@@ -479,7 +478,7 @@ fn bench_file(
     let pool_total_size = pool.total_size();
     let density_full = ratio(stored_bytes, pool_total_size);
     let held = usable / PAGE_SIZE;
-    let metadata = pool.metadata_bytes() as f64 + (SwapCache::BYTES_PER_PAGE * held) as f64;
+    let metadata = (pool.metadata_bytes() + group.cache().metadata_bytes()) as f64;
     let compressed_pages = zswap.stats().get("stored_pages");
     let mut pages: Vec<u32> = (0..held as u32).collect();
     pages.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(1));

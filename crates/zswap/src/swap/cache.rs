@@ -29,6 +29,8 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::sparse::SparseArray;
+
 use parking_lot::{Condvar, Mutex};
 
 use super::slots::SwapSlot;
@@ -151,6 +153,11 @@ struct WaitQueues {
 
 const WAIT_BUCKETS: usize = 64;
 
+/// Pages a leaf of state words covers: 4096 (32 KiB of words, 16 MiB of pages), so that
+/// the leaf table of a 64 GiB space is 96 KiB, and a folio (at most 512 pages, aligned)
+/// lies in one leaf.
+const WORDS_LEAF: usize = 4096;
+
 impl WaitQueues {
     fn new() -> Self {
         WaitQueues {
@@ -169,7 +176,10 @@ impl WaitQueues {
 
 /// The per-page state table of one swap space.
 pub struct SwapCache {
-    words: Box<[AtomicU64]>,
+    /// One word a page, allocated for the pages that have been locked (sparse.rs): a page
+    /// never locked is `Kind::Empty`, unlocked, without a slot, and costs its share of the
+    /// leaf table only.
+    words: SparseArray<AtomicU64, WORDS_LEAF>,
     /// Disk slots of the pages whose word has HAS_SLOT, changed only by the page's owner.
     slots: Box<[Mutex<HashMap<u32, u32>>]>,
     /// Entries in the slot side map, for the metadata figure without taking every shard.
@@ -196,7 +206,7 @@ impl SwapCache {
     /// A table of `nr_pages` pages, every one `Kind::Empty`, unlocked and without a slot.
     pub fn new(nr_pages: u32) -> Self {
         SwapCache {
-            words: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),
+            words: SparseArray::new(nr_pages as usize),
             slots: (0..SLOT_SHARDS)
                 .map(|_| Mutex::new(HashMap::new()))
                 .collect(),
@@ -210,15 +220,42 @@ impl SwapCache {
         self.words.len() as u32
     }
 
-    /// Bytes of metadata per page (the state word; slots are kept only for pages that have
-    /// one).
-    pub const BYTES_PER_PAGE: usize = 8;
-
-    /// Bytes of metadata held now: the state words and the slot side map (counted at 18
-    /// bytes an entry: 8 of key and value, 1 of control, at the map's lowest load factor).
+    /// Bytes of metadata held now: the state words allocated (8 bytes a page, in leaves of
+    /// `WORDS_LEAF` pages) and their table, and the slot side map (counted at 18 bytes an
+    /// entry: 8 of key and value, 1 of control, at the map's lowest load factor).
     pub fn metadata_bytes(&self) -> u64 {
-        (self.words.len() * Self::BYTES_PER_PAGE) as u64
-            + self.slot_entries.load(Ordering::Relaxed) * 18
+        self.words.bytes() + self.slot_entries.load(Ordering::Relaxed) * 18
+    }
+
+    /// What a table of `nr_pages` pages holds before a page is locked.
+    pub fn table_bytes(nr_pages: u32) -> u64 {
+        SparseArray::<AtomicU64, WORDS_LEAF>::table_bytes(nr_pages as usize)
+    }
+
+    /// The page's word as it is now; a page whose word was never allocated reads 0 (Empty,
+    /// unlocked).
+    #[inline]
+    fn load(&self, offset: u32) -> u64 {
+        self.words
+            .get(offset as usize)
+            .map_or(0, |w| w.load(Ordering::Acquire))
+    }
+
+    /// The page's word, allocated if need be: for the lock, and for changes under it.
+    #[inline]
+    fn word(&self, offset: u32) -> &AtomicU64 {
+        self.words.entry(offset as usize)
+    }
+
+    /// The ranges of pages that may be other than Empty: every page outside them is Empty,
+    /// unlocked and without a slot. For scans over the whole table.
+    pub fn populated(&self) -> impl Iterator<Item = std::ops::Range<u32>> + '_ {
+        self.words.populated().map(|r| r.start as u32..r.end as u32)
+    }
+
+    /// The first page at or after `offset` in `populated`, if any.
+    pub fn next_populated(&self, offset: u32) -> Option<u32> {
+        self.words.next_populated(offset as usize).map(|o| o as u32)
     }
 
     fn slot_shard(&self, offset: u32) -> &Mutex<HashMap<u32, u32>> {
@@ -228,14 +265,14 @@ impl SwapCache {
     /// The page's state as it is now, without locking: for scans and statistics. Anything
     /// acted on must be re-checked under the lock.
     pub fn peek(&self, offset: u32) -> PageState {
-        PageState::decode(self.words[offset as usize].load(Ordering::Acquire))
+        PageState::decode(self.load(offset))
     }
 
     /// Whether some owner holds the folio that contains `offset` right now.
     pub fn is_locked(&self, offset: u32) -> bool {
-        let w = self.words[offset as usize].load(Ordering::Acquire);
+        let w = self.load(offset);
         let head = head_of(offset, order_of(w));
-        self.words[head as usize].load(Ordering::Acquire) & LOCKED != 0
+        self.load(head) & LOCKED != 0
     }
 
     /// Take the lock of the folio that holds `offset` if nobody owns it; otherwise say whose
@@ -262,17 +299,18 @@ impl SwapCache {
     }
 
     fn try_lock_once(&self, offset: u32) -> Attempt<'_> {
-        let w = self.words[offset as usize].load(Ordering::Acquire);
+        let w = self.load(offset);
         let order = order_of(w);
         let head = head_of(offset, order);
-        let hw = self.words[head as usize].load(Ordering::Acquire);
+        let hw = self.load(head);
         if order_of(hw) != order {
             return Attempt::Changed;
         }
         if hw & LOCKED != 0 {
             return Attempt::Busy(head, hw);
         }
-        if self.words[head as usize]
+        if self
+            .word(head)
             .compare_exchange(hw, hw | LOCKED, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
@@ -285,7 +323,7 @@ impl SwapCache {
         };
         // Shape changes need the head's lock (rule 3), so if `offset` still carries `order`
         // it is in the folio we now hold. If not, it changed between the two loads above.
-        if order_of(self.words[offset as usize].load(Ordering::Acquire)) != order {
+        if order_of(self.load(offset)) != order {
             drop(lock);
             return Attempt::Changed;
         }
@@ -296,7 +334,7 @@ impl SwapCache {
     fn wait(&self, head: u32, seen: u64) {
         let (mutex, cond) = self.waitq.bucket(head);
         let mut guard = mutex.lock();
-        let word = &self.words[head as usize];
+        let word = self.word(head);
         let cur = word.load(Ordering::Acquire);
         if cur != seen && cur != seen | WAITERS {
             return; // it moved on: look again
@@ -320,7 +358,9 @@ impl SwapCache {
     }
 
     fn unlock(&self, head: u32) {
-        let old = self.words[head as usize].fetch_and(!(LOCKED | WAITERS), Ordering::Release);
+        let old = self
+            .word(head)
+            .fetch_and(!(LOCKED | WAITERS), Ordering::Release);
         debug_assert!(old & LOCKED != 0, "unlocking a folio nobody held");
         if old & WAITERS != 0 {
             self.wake(head);
@@ -376,7 +416,7 @@ impl SwapCache {
             std::mem::forget(p);
         }
         for off in start..start + nr {
-            let word = &self.words[off as usize];
+            let word = self.word(off);
             let mut had_waiters = false;
             word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 had_waiters = w & WAITERS != 0;
@@ -408,7 +448,7 @@ impl SwapCache {
 
     /// Clear the second-chance bit of an unlocked page if its word is still `seen`.
     pub(crate) fn clear_referenced(&self, offset: u32) -> bool {
-        let word = &self.words[offset as usize];
+        let word = self.word(offset);
         let w = word.load(Ordering::Acquire);
         if w & (LOCKED | REFERENCED) != REFERENCED {
             return false;
@@ -464,24 +504,25 @@ impl<'a> FolioLock<'a> {
         self.cache
     }
 
-    fn check(&self, offset: u32) -> usize {
+    fn check(&self, offset: u32) -> u32 {
         assert!(
             (self.start..self.end()).contains(&offset),
             "page {offset} is not in {self:?}"
         );
-        offset as usize
+        offset
     }
 
     /// The state of one page of the folio.
     pub fn state(&self, offset: u32) -> PageState {
-        PageState::decode(self.cache.words[self.check(offset)].load(Ordering::Acquire))
+        PageState::decode(self.cache.load(self.check(offset)))
     }
 
     /// Set the entry of one page of the folio. The folio's order and the lock bits are kept.
     pub fn set_state(&self, offset: u32, state: PageState) {
         let order = self.order;
         let new = PageState { order, ..state }.encode();
-        self.cache.words[self.check(offset)]
+        self.cache
+            .word(self.check(offset))
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 Some(new | (w & (LOCKED | WAITERS | HAS_SLOT)))
             })
@@ -490,7 +531,7 @@ impl<'a> FolioLock<'a> {
 
     /// The page's copy on the backing device, if it has one.
     pub fn slot(&self, offset: u32) -> Option<SwapSlot> {
-        let w = self.cache.words[self.check(offset)].load(Ordering::Acquire);
+        let w = self.cache.load(self.check(offset));
         if w & HAS_SLOT == 0 {
             return None;
         }
@@ -501,7 +542,7 @@ impl<'a> FolioLock<'a> {
     /// Record (`Some`) or forget (`None`) the page's copy on the backing device. Only the slot
     /// map and `HAS_SLOT` change; freeing the old slot is the caller's job.
     pub fn set_slot(&self, offset: u32, slot: Option<SwapSlot>) {
-        let word = &self.cache.words[self.check(offset)];
+        let word = self.cache.word(self.check(offset));
         let mut shard = self.cache.slot_shard(offset).lock();
         match slot {
             Some(s) => {
@@ -525,7 +566,8 @@ impl<'a> FolioLock<'a> {
         std::mem::forget(self);
         let mut had_waiters = false;
         for off in start..start + nr {
-            cache.words[off as usize]
+            cache
+                .word(off)
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                     if off == start {
                         had_waiters = w & WAITERS != 0;

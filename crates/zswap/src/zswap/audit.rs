@@ -16,7 +16,8 @@ impl Zswap {
         let (mut stored, mut raw, mut zero, mut slots, mut compressed) = (0u64, 0, 0, 0u64, 0);
         for g in s.live_groups() {
             let (mut g_bytes, mut g_pages) = (0u64, 0u64);
-            for off in 0..g.nr_pages() {
+            let populated: Vec<_> = g.cache.populated().collect();
+            for off in populated.into_iter().flatten() {
                 if g.cache.is_locked(off) {
                     return Err(format!("page {off} is still locked"));
                 }

@@ -402,7 +402,8 @@ impl ZswapGroup {
 impl Drop for ZswapGroup {
     fn drop(&mut self) {
         // Free everything the group still holds: nobody else can reach it now.
-        for offset in 0..self.cache.nr_pages() {
+        let populated: Vec<_> = self.cache.populated().collect();
+        for offset in populated.into_iter().flatten() {
             let folio = self.cache.lock_page(offset);
             if folio.start() == offset {
                 self.invalidate(&folio);

@@ -52,7 +52,14 @@ impl ZswapGroup {
         let mut scanned = 0u64;
         // Two turns: the first may only clear referenced bits.
         while scanned < 2 * u64::from(nr_pages) && result.written < nr_to_write {
-            let off = *hand % nr_pages;
+            let at = *hand % nr_pages;
+            // Pages whose words were never allocated are Empty: the hand passes them at once.
+            let Some(off) = self.cache.next_populated(at) else {
+                scanned += u64::from(nr_pages - at);
+                *hand = 0;
+                continue;
+            };
+            scanned += u64::from(off - at);
             let hint = self.cache.peek(off);
             let head = off & !((1u32 << hint.order) - 1);
             let next = head + (1u32 << hint.order);
