@@ -54,8 +54,9 @@ pub fn inside() -> bool {
     DEPTH.with(Cell::get) > 0
 }
 
-/// The region's own threads (and the engine's), by thread id: the threads that exist right
-/// after the region is made, the loading thread aside (init.rs, `set_uzswap_threads`).
+/// The region's own threads (and the engine's, and the statistics server's), by thread id:
+/// the threads that exist right after the region is made, the loading thread aside (init.rs,
+/// `set_uzswap_threads`).
 static UZSWAP_THREADS: std::sync::OnceLock<Vec<i32>> = std::sync::OnceLock::new();
 
 /// Record the region's threads: every thread of the process but `main_thread`, called

@@ -1,10 +1,11 @@
 //! The constructor: runs when the library is loaded, before the program's `main`.
 //!
-//! It makes the region from `UZSWAP_RUN` (config.rs), hands its memory to mimalloc as the
-//! region heap's arena (heap.rs), and registers fork handlers: before a fork every evicted
-//! page comes back, so a child sees all its parent's heap, as plain memory of its own. A failure
-//! is one line on stderr and exit status 125, as `uzswap run` promises: a program must never
-//! run thinking it is held under a limit when it is not.
+//! It makes the region from `UZSWAP_RUN` (config.rs), starts the statistics server
+//! (server.rs), hands the region's memory to mimalloc as the region heap's arena (heap.rs),
+//! and registers fork handlers: before a fork every evicted page comes back, so a child sees
+//! all its parent's heap, as plain memory of its own. A failure is one line on stderr and exit
+//! status 125, as `uzswap run` promises: a program must never run thinking it is held under a
+//! limit when it is not.
 #![cfg(not(test))]
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -30,16 +31,26 @@ extern "C" fn init() {
     let region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
     let region = Region::new(size, region_config)
         .unwrap_or_else(|e| refuse(&format!("cannot make the region: {}", e.chain())));
+    // The region serves the program until it exits.
+    let region: &'static Region = Box::leak(Box::new(region));
+    // Started before the region's threads are recorded, so that it is one of them.
+    if let Err(e) = crate::server::start(region) {
+        // The program runs as it would; only `uzswap stat` cannot reach it.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "uzswap: warning: no live statistics: {e}"
+        );
+    }
     // SAFETY: getpid has no preconditions.
     crate::heap::set_uzswap_threads(unsafe { libc::getpid() });
     if let Err(e) = crate::heap::start(region.as_ptr(), region.len()) {
         refuse(&e);
     }
-    // The region serves the program until it exits.
     // SAFETY: getppid has no preconditions.
     let parent = unsafe { libc::getppid() } as u32;
     let _ = RUN.set(Run {
-        region: Box::leak(Box::new(region)),
+        region,
         stats_file: config
             .stats_file
             .filter(|_| config.stats_parent == Some(parent)),
@@ -79,9 +90,11 @@ unsafe extern "C" fn fork_parent() {
     drop(FORKING.with(|f| f.borrow_mut().take()));
 }
 
-/// After `fork`, in the child: the guard belongs to the parent's region.
+/// After `fork`, in the child: the guard belongs to the parent's region, and so does the
+/// statistics socket.
 unsafe extern "C" fn fork_child() {
     CHILD.store(true, Relaxed);
+    crate::server::close_in_child();
     std::mem::forget(FORKING.with(|f| f.borrow_mut().take()));
 }
 
@@ -93,38 +106,14 @@ struct Run {
 
 static RUN: std::sync::OnceLock<Run> = std::sync::OnceLock::new();
 
-/// At exit: write the statistics, if `uzswap run --stats` asked for them. The engine's
-/// (kernel-named) and the region's counters as `name value` lines, then where the memory
-/// is: the region's usage by kind, and the process's peak and current resident memory.
+/// At exit: write the statistics (stats.rs), if `uzswap run --stats` asked for them.
 extern "C" fn fini() {
     if CHILD.load(Relaxed) {
         return;
     }
     let Some(run) = RUN.get() else { return };
     let Some(path) = &run.stats_file else { return };
-    let usage = run.region.usage();
-    let mut text = format!("{}{}", run.region.zswap().stats(), run.region.stats());
-    for (name, bytes) in [
-        ("region_resident_bytes", usage.resident),
-        ("region_staged_bytes", usage.staged),
-        ("region_pool_bytes", usage.pool),
-        ("region_metadata_bytes", usage.metadata),
-        ("memory_limit_bytes", run.region.limit()),
-    ] {
-        text.push_str(&format!("{name} {bytes}\n"));
-    }
-    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
-        for (field, name) in [("VmHWM:", "peak_rss_bytes"), ("VmRSS:", "rss_bytes")] {
-            let kib = status
-                .lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
-            if let Some(kib) = kib {
-                text.push_str(&format!("{name} {}\n", kib * 1024));
-            }
-        }
-    }
-    let _ = std::fs::write(path, text);
+    let _ = std::fs::write(path, crate::stats::render(run.region));
 }
 
 /// Run `fini` when the process exits.

@@ -10,6 +10,10 @@
 //!   (below), its threads' calls pass straight to the kernel (heap.rs, `Role`), so a thread
 //!   that serves faults never faults on the memory it serves, nor waits on an event of it.
 //!
+//! - While the program runs, one thread of uzswap's own answers `uzswap stat PID` on a Unix
+//!   socket (server.rs) with the statistics (stats.rs), which `uzswap run --stats` also
+//!   gets at exit.
+//!
 //! The constructor (init.rs) reads the configuration `uzswap run` put in the environment,
 //! makes the region, and only then turns the region heap on: everything allocated before
 //! (the loader's and libc's start-up, the region's own threads) is glibc's, outside it.
@@ -23,6 +27,8 @@ mod heap;
 mod init;
 mod malloc;
 mod mmap;
+mod server;
+mod stats;
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;

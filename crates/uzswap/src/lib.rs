@@ -18,8 +18,9 @@
 //! # Ok::<(), uzswap::RegionError>(())
 //! ```
 //!
-//! The engine alone, without userfaultfd, is [`Zswap`]. The modules [`bench`](mod@bench), [`corpus`], [`pages`] and
-//! [`size`] hold the `uzswap` command's benchmarks, corpus capture and parsers.
+//! The engine alone, without userfaultfd, is [`Zswap`]. The modules [`bench`](mod@bench), [`corpus`], [`pages`],
+//! [`run`], [`stat`] and [`size`] hold the `uzswap` command's benchmarks, corpus capture,
+//! `uzswap run` and its statistics, and parsers.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -37,3 +38,4 @@ pub mod pages;
 pub mod report;
 pub mod run;
 pub mod size;
+pub mod stat;

@@ -29,6 +29,9 @@ enum Command {
     /// Run a program with its heap held under a memory limit (exit status: the program's;
     /// 125 when uzswap fails, 126 when the program cannot run, 127 when it is not found).
     Run(uzswap::run::RunArgs),
+    /// The statistics of a program under `uzswap run`, while it runs (exit status 1 when
+    /// there are none: not under uzswap run, or another user's).
+    Stat(uzswap::stat::StatArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::UzswapWorker(args)) => uzswap::bench::cmd::uzswap_worker(args),
         Command::Corpus(Corpus::Capture(args)) => uzswap::corpus::cmd::capture(args),
         Command::Run(args) => return uzswap::run::run(args),
+        Command::Stat(args) => return uzswap::stat::run(args),
     };
     uzswap::report::exit(result)
 }

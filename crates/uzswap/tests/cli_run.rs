@@ -6,31 +6,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{stderr, stdout};
-
-/// The preload library next to the `uzswap` binary, built now (a test run builds the
-/// command's package, not the workspace's other libraries; a build that is up to date costs
-/// nothing), once per test process.
-fn ensure_preload() {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(build_preload);
-}
-
-fn build_preload() {
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_uzswap"));
-    let profile = exe.parent().and_then(|d| d.file_name()).unwrap();
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "-p", "uzswap-preload", "--profile"]);
-    // The test profile writes to target/debug, beside the binary, and optimizes the region
-    // enough for a real program to run under it in seconds.
-    build.arg(if profile == "release" {
-        "release"
-    } else {
-        "test"
-    });
-    let status = build.status().expect("run cargo");
-    assert!(status.success(), "building the preload library failed");
-}
+use common::{compile, ensure_preload, stderr, stdout};
 
 /// `uzswap run ARGS -- PROGRAM...`.
 fn run(args: &[&str], program: &[&str]) -> Output {
@@ -130,22 +106,6 @@ print("child", os.waitstatus_to_exitcode(status), "parent", hashlib.sha256(b"".j
         stat(&o, "zswpout") > 0,
         "nothing was evicted before the fork"
     );
-}
-
-/// Compile `tests/programs/NAME.c` with the system's C compiler into the temp directory.
-fn compile(name: &str) -> std::path::PathBuf {
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/programs")
-        .join(format!("{name}.c"));
-    let out = std::env::temp_dir().join(format!("uzswap-test-{name}-{}", std::process::id()));
-    let status = Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&out)
-        .arg(&source)
-        .status()
-        .expect("run cc");
-    assert!(status.success(), "compiling {name}.c failed");
-    out
 }
 
 /// A C program that write(2)s 64 MiB out of a heap buffer evicted meanwhile and read(2)s it

@@ -44,7 +44,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub user_mode_only: bool,
     /// Print the statistics when the program exits (to stderr): the kernel-named counters,
-    /// fault latency and where the memory was.
+    /// fault latency and where the memory was (`uzswap stat PID` shows them while it runs).
     #[arg(long)]
     pub stats: bool,
     /// The program and its arguments.
@@ -231,10 +231,12 @@ fn forward_signals(child: u32) -> Option<signal_hook::iterator::Handle> {
     Some(handle)
 }
 
-/// Print the statistics the preload wrote at the program's exit, and remove the file.
+/// Print the statistics the preload wrote at the program's exit (as `uzswap stat` prints
+/// them), and remove the file.
 fn print_stats(path: &std::path::Path) {
-    match std::fs::read_to_string(path) {
-        Ok(text) => eprint!("{text}"),
+    match std::fs::read_to_string(path).map(|t| crate::stat::Snapshot::parse(&t)) {
+        Ok(Ok(stats)) => eprint!("{}", stats.text()),
+        Ok(Err(e)) => crate::report::say(&format!("the program's statistics: {e}")),
         Err(_) => crate::report::say("no statistics: the program ended without exiting (a signal)"),
     }
     let _ = std::fs::remove_file(path);

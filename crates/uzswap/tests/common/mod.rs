@@ -36,3 +36,47 @@ pub fn assert_one_line_error(o: &Output, needle: &str) {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// The preload library next to the `uzswap` binary, built now (a test run builds the
+/// command's package, not the workspace's other libraries; a build that is up to date costs
+/// nothing), once per test process.
+pub fn ensure_preload() {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(build_preload);
+}
+
+fn build_preload() {
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_uzswap"));
+    let profile = exe.parent().and_then(|d| d.file_name()).unwrap();
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "-p", "uzswap-preload", "--profile"]);
+    // The test profile writes to target/debug, beside the binary, and optimizes the region
+    // enough for a real program to run under it in seconds.
+    build.arg(if profile == "release" {
+        "release"
+    } else {
+        "test"
+    });
+    let status = build.status().expect("run cargo");
+    assert!(status.success(), "building the preload library failed");
+}
+
+/// Compile `tests/programs/NAME.c` with the system's C compiler into the temp directory, a
+/// file of its own for each call (tests run at once, and each removes its program).
+pub fn compile(name: &str) -> std::path::PathBuf {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/programs")
+        .join(format!("{name}.c"));
+    let out =
+        std::env::temp_dir().join(format!("uzswap-test-{name}-{}-{call}", std::process::id()));
+    let status = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "compiling {name}.c failed");
+    out
+}

@@ -1,0 +1,58 @@
+//! The statistics of the program's region as the preload hands them out: at exit to
+//! `uzswap run --stats` (a file, init.rs) and while the program runs to `uzswap stat PID`
+//! (a socket, server.rs). One form for both: a header line `uzswap-stats 1`, then `name value`
+//! lines. The `uzswap` command parses it and prints it as text, JSON or Prometheus
+//! (crates/uzswap/src/stat/format.rs, which documents every name).
+//!
+//! The lines: the engine's kernel-named statistics (`zswpout`, `stored_pages`,
+//! `hugepages-16kB/stats/zswpout`, ...), the region's (faults, fault latency in ns, ...), then
+//! where the memory is, in bytes: the region's usage by kind and its charged total, the memory
+//! limit, the swap file's slots in use, the process's peak and current resident memory, and
+//! what of that lies outside the region's resident, staged and pool pages (the program's
+//! text, libraries and stacks, uzswap's threads and metadata).
+
+use region::Region;
+
+/// The first line, naming the form and its version.
+pub const HEADER: &str = "uzswap-stats 1";
+
+/// The statistics now, header first.
+pub fn render(region: &Region) -> String {
+    let engine = region.zswap().stats();
+    let mut text = format!("{HEADER}\n{engine}{}", region.stats());
+    let usage = region.usage();
+    let swap_file = engine
+        .lines
+        .iter()
+        .find(|(n, _)| n == "swap_slots_used")
+        .map_or(0, |(_, v)| v * zswap::PAGE_SIZE as u64);
+    let mut lines = vec![
+        ("region_resident_bytes", usage.resident),
+        ("region_staged_bytes", usage.staged),
+        ("region_pool_bytes", usage.pool),
+        ("region_metadata_bytes", usage.metadata),
+        ("region_charged_bytes", usage.total()),
+        ("memory_limit_bytes", region.limit()),
+        ("swap_file_bytes", swap_file),
+    ];
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|k| k * 1024)
+    };
+    if let (Some(peak), Some(rss)) = (kib("VmHWM:"), kib("VmRSS:")) {
+        let inside = usage.resident + usage.staged + usage.pool;
+        lines.extend([
+            ("peak_rss_bytes", peak),
+            ("rss_bytes", rss),
+            ("outside_bytes", rss.saturating_sub(inside)),
+        ]);
+    }
+    for (name, value) in lines {
+        text.push_str(&format!("{name} {value}\n"));
+    }
+    text
+}

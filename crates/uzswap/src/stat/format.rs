@@ -1,0 +1,374 @@
+//! The statistics of a program under `uzswap run` in the form the preload hands them out
+//! (crates/preload/src/stats.rs: the line `uzswap-stats 1`, then `name value` lines), and
+//! printed as text (those lines), JSON (one object, name to value) or the Prometheus text
+//! format. `uzswap run --stats` prints them at exit and `uzswap stat PID` while the program
+//! runs, both through [`Snapshot`].
+//!
+//! Prometheus names: `uzswap_` and the statistic's name; counters end in `_total`; values in
+//! base units (`fault_latency_p50_ns` is `uzswap_fault_latency_p50_seconds`,
+//! `pool_total_size` is `uzswap_pool_total_size_bytes`); the per-folio-size counters
+//! `hugepages-<N>kB/stats/<what>` are `uzswap_hugepages_<what>_total{size="<N>kB"}`.
+
+use std::fmt::Write;
+
+/// The first line of the preload's statistics: their form and its version.
+pub const HEADER: &str = "uzswap-stats 1";
+
+/// One statistic's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// A count, in the unit its name says (pages unless it ends in `_bytes`, `_ns`, ...).
+    Count(u64),
+    /// A ratio (`pages_per_fault`).
+    Ratio(f64),
+}
+
+impl Value {
+    fn as_f64(self) -> f64 {
+        match self {
+            Value::Count(n) => n as f64,
+            Value::Ratio(x) => x,
+        }
+    }
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Count(n) => write!(f, "{n}"),
+            Value::Ratio(x) => write!(f, "{x:.2}"),
+        }
+    }
+}
+
+/// Why a text is not the preload's statistics.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ParseError {
+    /// The first line is not [`HEADER`].
+    #[error("not uzswap's statistics: the first line is {0:?}, not {HEADER:?}")]
+    Header(String),
+    /// A line is not `name value`.
+    #[error("line {0} of the statistics is {1:?}, not `name value`")]
+    Line(usize, String),
+}
+
+/// The statistics at one moment, in the preload's order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    /// Every statistic as (name, value).
+    pub lines: Vec<(String, Value)>,
+}
+
+impl Snapshot {
+    /// Read the preload's form: [`HEADER`], then `name value` lines.
+    pub fn parse(text: &str) -> Result<Snapshot, ParseError> {
+        let mut lines = text.lines();
+        let first = lines.next().unwrap_or_default();
+        if first != HEADER {
+            return Err(ParseError::Header(first.into()));
+        }
+        let lines = lines
+            .enumerate()
+            .map(|(i, line)| {
+                let bad = || ParseError::Line(i + 2, line.into());
+                let (name, value) = line.split_once(' ').ok_or_else(bad)?;
+                let value = match value.parse() {
+                    Ok(n) => Value::Count(n),
+                    Err(_) => Value::Ratio(value.parse().map_err(|_| bad())?),
+                };
+                Ok((name.to_string(), value))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Snapshot { lines })
+    }
+
+    /// A statistic's value, by name.
+    pub fn get(&self, name: &str) -> Option<Value> {
+        self.lines.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    /// `name value` lines, like /proc/vmstat.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        for (name, value) in &self.lines {
+            let _ = writeln!(s, "{name} {value}");
+        }
+        s
+    }
+
+    /// One JSON object, name to value.
+    pub fn json(&self) -> serde_json::Value {
+        let map = self.lines.iter().map(|(name, value)| {
+            let v = match *value {
+                Value::Count(n) => n.into(),
+                Value::Ratio(x) => x.into(),
+            };
+            (name.clone(), v)
+        });
+        serde_json::Value::Object(map.collect())
+    }
+
+    /// The Prometheus text format (0.0.4): each family's `# HELP` and `# TYPE` lines, then its
+    /// samples.
+    pub fn prometheus(&self) -> String {
+        let mut families: Vec<Family> = Vec::new();
+        for (name, value) in &self.lines {
+            let (family, sample) = describe(name, *value);
+            match families.iter_mut().find(|f| f.name == family.name) {
+                Some(f) => f.samples.push(sample),
+                None => families.push(Family {
+                    samples: vec![sample],
+                    ..family
+                }),
+            }
+        }
+        let mut s = String::new();
+        for f in families {
+            let _ = writeln!(s, "# HELP {} {}", f.name, f.help);
+            let _ = writeln!(s, "# TYPE {} {}", f.name, f.kind);
+            for (labels, value) in f.samples {
+                let _ = writeln!(s, "{}{labels} {value}", f.name);
+            }
+        }
+        s
+    }
+}
+
+/// A Prometheus metric family: its name, type, help and samples (labels, value).
+struct Family {
+    name: String,
+    kind: &'static str,
+    help: String,
+    samples: Vec<(String, String)>,
+}
+
+/// The family a statistic belongs to, and its sample.
+fn describe(name: &str, value: Value) -> (Family, (String, String)) {
+    if let Some((size, what)) = name
+        .strip_prefix("hugepages-")
+        .and_then(|rest| rest.split_once("/stats/"))
+    {
+        let help = match what {
+            "zswpout" => "Pages of folios of this size stored in the compressed pool",
+            "swpout" => "Folios of this size written to the swap file",
+            "swpin" => "Folios of this size brought back in one piece",
+            _ => "A per-folio-size counter",
+        };
+        let family = Family {
+            name: format!("uzswap_hugepages_{}_total", sanitize(what)),
+            kind: "counter",
+            help: format!("{help} (the kernel's hugepages-<size>/stats/{what})."),
+            samples: Vec::new(),
+        };
+        return (family, (format!("{{size=\"{size}\"}}"), value.to_string()));
+    }
+    let Some(&(_, kind, unit, help)) = METRICS.iter().find(|m| m.0 == name) else {
+        let family = Family {
+            name: format!("uzswap_{}", sanitize(name)),
+            kind: "untyped",
+            help: format!("The statistic {name} (not described by this uzswap)."),
+            samples: Vec::new(),
+        };
+        return (family, (String::new(), value.to_string()));
+    };
+    let (base, value) = match unit {
+        Unit::None => (name.to_string(), value.to_string()),
+        Unit::Bytes if name.ends_with("_bytes") => (name.to_string(), value.to_string()),
+        Unit::Bytes => (format!("{name}_bytes"), value.to_string()),
+        Unit::Nanoseconds => (
+            format!("{}_seconds", name.trim_end_matches("_ns")),
+            (value.as_f64() / 1e9).to_string(),
+        ),
+    };
+    let (suffix, kind) = match kind {
+        Kind::Counter => ("_total", "counter"),
+        Kind::Gauge => ("", "gauge"),
+    };
+    let family = Family {
+        name: format!("uzswap_{base}{suffix}"),
+        kind,
+        help: help.into(),
+        samples: Vec::new(),
+    };
+    (family, (String::new(), value))
+}
+
+/// A name as Prometheus allows it: `[a-zA-Z0-9_]`, anything else as `_`.
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| match c.is_ascii_alphanumeric() {
+            true => c,
+            false => '_',
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Only goes up.
+    Counter,
+    /// A level now.
+    Gauge,
+}
+
+#[derive(Clone, Copy)]
+enum Unit {
+    /// Pages, events, a ratio.
+    None,
+    Bytes,
+    /// Printed in seconds for Prometheus.
+    Nanoseconds,
+}
+
+use Kind::{Counter, Gauge};
+
+/// Every statistic the preload prints, but the per-folio-size ones: its name, kind, unit and
+/// what it counts (counts are pages unless said otherwise).
+#[rustfmt::skip]
+const METRICS: &[(&str, Kind, Unit, &str)] = &[
+    // The engine: vmstat.
+    ("zswpin", Counter, Unit::None, "Pages loaded from the compressed pool (vmstat zswpin)."),
+    ("zswpout", Counter, Unit::None, "Pages stored in the compressed pool (vmstat zswpout)."),
+    ("zswpwb", Counter, Unit::None, "Pages written back from the pool to the swap file (vmstat zswpwb)."),
+    ("pswpin", Counter, Unit::None, "Pages read from the swap file (vmstat pswpin)."),
+    ("pswpout", Counter, Unit::None, "Pages written to the swap file, writeback and writethrough included (vmstat pswpout)."),
+    ("swpin_zero", Counter, Unit::None, "Zero pages brought back without storage (vmstat swpin_zero)."),
+    ("swpout_zero", Counter, Unit::None, "Zero pages recorded without storage (vmstat swpout_zero)."),
+    // The engine: debugfs.
+    ("pool_limit_hit", Counter, Unit::None, "Stores refused because the pool was at max_pool_percent (debugfs)."),
+    ("reject_reclaim_fail", Counter, Unit::None, "Stores refused because reclaim could not make room, and failed writebacks (debugfs)."),
+    ("reject_alloc_fail", Counter, Unit::None, "Stores refused because the pool could not allocate (debugfs)."),
+    ("reject_compress_fail", Counter, Unit::None, "Stores refused because the compressor failed (debugfs)."),
+    ("reject_compress_poor", Counter, Unit::None, "Incompressible pages refused because writeback is off (debugfs)."),
+    ("decompress_fail", Counter, Unit::None, "Stored pages that could not be decompressed into one page (debugfs)."),
+    ("written_back_pages", Counter, Unit::None, "Pages written back by the shrinker (debugfs)."),
+    ("stored_pages", Gauge, Unit::None, "Pages held in the pool, raw ones included (debugfs)."),
+    ("stored_incompressible_pages", Gauge, Unit::None, "Pages held raw in the pool because they did not compress (debugfs)."),
+    ("pool_total_size", Gauge, Unit::Bytes, "Bytes of the compressed pool's pages (debugfs pool_total_size)."),
+    // The engine: uzswap's own.
+    ("same_filled_pages", Gauge, Unit::None, "Same-filled pages recorded as a value, without storage."),
+    ("writethrough_pages", Counter, Unit::None, "Pages also written to the swap file at store time."),
+    ("writethrough_evictions", Counter, Unit::None, "Pool entries dropped without a write because a writethrough copy existed."),
+    ("swap_write_fail", Counter, Unit::None, "Swap file writes that failed."),
+    ("swap_read_fail", Counter, Unit::None, "Swap file reads that failed."),
+    ("writeback_busy_stop", Counter, Unit::None, "Shrinker passes that stopped at a folio someone held."),
+    ("folio_splits", Counter, Unit::None, "Large folios split into single pages."),
+    ("swap_slots_used", Gauge, Unit::None, "Page slots of the swap file in use."),
+    // The region: faults.
+    ("faults", Counter, Unit::None, "Faults served on a folio."),
+    ("faults_staged", Counter, Unit::None, "Faults served from a folio still staged, without decompression."),
+    ("faults_folio", Counter, Unit::None, "Faults served from the engine, a whole folio in one install."),
+    ("faults_pages", Counter, Unit::None, "Faults served page by page."),
+    ("faults_first_touch", Counter, Unit::None, "Faults on memory never stored, zero-filled."),
+    ("redundant", Counter, Unit::None, "Faults whose page was already present."),
+    ("pages_in", Counter, Unit::None, "Pages brought into the heap by faults."),
+    ("poisoned", Counter, Unit::None, "Pages that could not be read back, poisoned (SIGBUS on access)."),
+    // The region: reclaim.
+    ("folios_evicted", Counter, Unit::None, "Folios reclaim moved out of the heap."),
+    ("batch_evictions", Counter, Unit::None, "Evictions of several neighbouring folios with one move."),
+    ("evict_failed", Counter, Unit::None, "Evictions given up, the folio kept resident."),
+    ("direct_reclaim", Counter, Unit::None, "Reclaim passes a fault ran itself to stay under the limit."),
+    ("staged_dropped", Counter, Unit::None, "Staged folios dropped, the engine holding them."),
+    ("discarded_pages", Counter, Unit::None, "Pages the program discarded (MADV_DONTNEED, MADV_FREE, munmap)."),
+    ("remaps", Counter, Unit::None, "Moves of the whole region (mremap)."),
+    ("clean_installs", Counter, Unit::None, "Folios read from the swap file installed write-protected, keeping their copy."),
+    ("wp_faults", Counter, Unit::None, "Writes to such folios, their swap file copy dropped."),
+    ("clean_evictions", Counter, Unit::None, "Folios reclaimed while still clean: no store, no write."),
+    ("readahead_folios", Counter, Unit::None, "Folios brought in by readahead, ahead of any fault."),
+    ("dropped_behind", Counter, Unit::None, "Folios reclaimed because a sequential scan had passed them."),
+    ("fault_around", Counter, Unit::None, "Untouched folios mapped after a first touch next to them."),
+    ("incompressible_skipped", Counter, Unit::None, "Folios reclaim passed over because they did not compress."),
+    ("incompressible_kept", Counter, Unit::None, "Incompressible folios kept resident because such data kept coming back."),
+    ("incompressible_refaults", Counter, Unit::None, "Faults that brought back a folio stored as-is."),
+    ("lost_track", Counter, Unit::None, "Faults on pages marked resident that were not mapped (recovered)."),
+    ("discards_not_zapped", Counter, Unit::None, "Pages still mapped when their discard was processed."),
+    ("late_zaps", Counter, Unit::None, "Pages the kernel unmapped after their discard was processed."),
+    ("stray_staged_pages", Counter, Unit::None, "Pages found in a staging slot that should have been empty."),
+    ("spare_events", Counter, Unit::None, "Events the spare handler served while every regular one waited on the disk."),
+    ("folio_lock_waits", Counter, Unit::None, "Events that waited for a folio someone held."),
+    ("spare_deferred", Counter, Unit::None, "Faults on a held folio the spare handler left to a regular one."),
+    ("fault_latency_p50_ns", Gauge, Unit::Nanoseconds, "Fault service time, median, since the start."),
+    ("fault_latency_p99_ns", Gauge, Unit::Nanoseconds, "Fault service time, 99th percentile, since the start."),
+    ("fault_latency_max_ns", Gauge, Unit::Nanoseconds, "Fault service time, the longest, since the start."),
+    ("pages_per_fault", Gauge, Unit::None, "Pages a fault brought in, on average."),
+    // Where the memory is.
+    ("region_resident_bytes", Gauge, Unit::Bytes, "The heap's pages in memory."),
+    ("region_staged_bytes", Gauge, Unit::Bytes, "Folios moved out of the heap and not yet dropped, uncompressed."),
+    ("region_pool_bytes", Gauge, Unit::Bytes, "The compressed pool's pages, free ones kept for reuse included."),
+    ("region_metadata_bytes", Gauge, Unit::Bytes, "uzswap's bookkeeping charged to the limit."),
+    ("region_charged_bytes", Gauge, Unit::Bytes, "All the above: what the memory limit holds."),
+    ("memory_limit_bytes", Gauge, Unit::Bytes, "The memory limit (--memory-high)."),
+    ("swap_file_bytes", Gauge, Unit::Bytes, "Bytes of the swap file in use."),
+    ("peak_rss_bytes", Gauge, Unit::Bytes, "The process's peak resident memory (VmHWM)."),
+    ("rss_bytes", Gauge, Unit::Bytes, "The process's resident memory (VmRSS)."),
+    ("outside_bytes", Gauge, Unit::Bytes, "Resident memory outside the heap's pages, staging and pool: the program's code, libraries and stacks, uzswap's threads and metadata."),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Snapshot {
+        Snapshot::parse(
+            "uzswap-stats 1\nzswpout 12\nstored_pages 3\npool_total_size 8192\n\
+             hugepages-4kB/stats/zswpout 5\nhugepages-4kB/stats/swpin 0\n\
+             hugepages-16kB/stats/zswpout 7\nfault_latency_p99_ns 25000\n\
+             pages_per_fault 2.50\nmemory_limit_bytes 1048576\nnew_thing 1\n",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_preload_form_parses_and_prints_back_as_text_and_json() {
+        let s = sample();
+        assert_eq!(s.get("zswpout"), Some(Value::Count(12)));
+        assert_eq!(s.get("pages_per_fault"), Some(Value::Ratio(2.5)));
+        assert!(s.text().starts_with("zswpout 12\nstored_pages 3\n"));
+        assert!(s.text().contains("\npages_per_fault 2.50\n"));
+        let json = s.json();
+        assert_eq!(json["hugepages-16kB/stats/zswpout"], 7);
+        assert_eq!(json["pages_per_fault"], 2.5);
+        assert_eq!(
+            Snapshot::parse("zswpout 1\n"),
+            Err(ParseError::Header("zswpout 1".into()))
+        );
+        assert_eq!(
+            Snapshot::parse("uzswap-stats 1\nzswpout\n"),
+            Err(ParseError::Line(2, "zswpout".into()))
+        );
+    }
+
+    #[test]
+    fn prometheus_has_one_family_per_name_in_base_units() {
+        let p = sample().prometheus();
+        for line in [
+            "# TYPE uzswap_zswpout_total counter",
+            "uzswap_zswpout_total 12",
+            "# TYPE uzswap_stored_pages gauge",
+            "# TYPE uzswap_pool_total_size_bytes gauge",
+            "uzswap_pool_total_size_bytes 8192",
+            "uzswap_fault_latency_p99_seconds 0.000025",
+            "# TYPE uzswap_memory_limit_bytes gauge",
+            "# TYPE uzswap_new_thing untyped",
+        ] {
+            assert!(p.lines().any(|l| l == line), "{line:?} missing from\n{p}");
+        }
+        // The per-folio-size counters: one family each, its samples together after its TYPE.
+        let zswpout: Vec<&str> = p
+            .lines()
+            .skip_while(|l| *l != "# TYPE uzswap_hugepages_zswpout_total counter")
+            .skip(1)
+            .take(2)
+            .collect();
+        assert_eq!(
+            zswpout,
+            [
+                "uzswap_hugepages_zswpout_total{size=\"4kB\"} 5",
+                "uzswap_hugepages_zswpout_total{size=\"16kB\"} 7"
+            ]
+        );
+        let types = p.lines().filter(|l| l.starts_with("# TYPE ")).count();
+        let helps = p.lines().filter(|l| l.starts_with("# HELP ")).count();
+        assert_eq!((types, helps), (9, 9), "{p}");
+    }
+}

@@ -1,0 +1,133 @@
+//! `uzswap stat PID`: the statistics of a program under `uzswap run`, while it runs, from
+//! another terminal: as `name value` lines (what `uzswap run --stats` prints at exit), one
+//! JSON object, or the Prometheus text format (format.rs).
+//!
+//! The preload serves them on a Unix stream socket with the abstract name `uzswap-stat-PID`
+//! (crates/preload/src/server.rs): connect, send nothing, read to the end. The answer is the
+//! line `uzswap-stats 1` and `name value` lines, or one line `refused: ...` to a user that is
+//! neither the program's nor root. The socket's owner (`SO_PEERCRED`) must be process PID: an
+//! abstract name can be taken by any process first.
+//!
+//! Exit status: 0 with the statistics; 1 when there are none to be had (no such process, not
+//! under `uzswap run`, refused, no answer), as one line on stderr; 2 for a usage error.
+
+pub mod format;
+
+use std::io::{Read, Write};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixStream};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+pub use format::{ParseError, Snapshot, Value, HEADER};
+
+use crate::report;
+
+/// Exit status when the statistics cannot be had.
+pub const UNAVAILABLE: u8 = 1;
+
+/// How long the program has to answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `uzswap stat`'s options.
+#[derive(Debug, Args)]
+pub struct StatArgs {
+    /// The program's process ID (its own, not that of the `uzswap run` that started it).
+    pub pid: u32,
+    /// One JSON object, name to value.
+    #[arg(long, conflicts_with = "prometheus")]
+    pub json: bool,
+    /// The Prometheus text format: `uzswap_` names, base units (bytes, seconds), `_total` on
+    /// counters.
+    #[arg(long)]
+    pub prometheus: bool,
+}
+
+/// The socket's abstract name for process `pid` (server.rs in the preload binds it).
+pub fn socket_name(pid: u32) -> String {
+    format!("uzswap-stat-{pid}")
+}
+
+/// Print the statistics of process `args.pid`.
+pub fn run(args: &StatArgs) -> ExitCode {
+    let snapshot = match fetch(args.pid) {
+        Ok(s) => s,
+        Err(line) => {
+            report::say(&line);
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
+    let text = match (args.json, args.prometheus) {
+        (true, _) => format!("{:#}\n", snapshot.json()),
+        (_, true) => snapshot.prometheus(),
+        _ => snapshot.text(),
+    };
+    let mut out = report::stdout();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) if report::stdout_closed() => ExitCode::from(report::STDOUT_CLOSED),
+        Err(e) => {
+            report::say(&format!("writing the statistics: {e}"));
+            ExitCode::from(report::FAILED)
+        }
+    }
+}
+
+/// The statistics of process `pid`, or the line that says why there are none.
+pub fn fetch(pid: u32) -> Result<Snapshot, String> {
+    let addr = SocketAddr::from_abstract_name(socket_name(pid))
+        .map_err(|e| format!("process {pid}: {e}"))?;
+    let stream = match UnixStream::connect_addr(&addr) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            return Err(not_under_uzswap(pid))
+        }
+        Err(e) => return Err(format!("process {pid}: cannot reach its statistics: {e}")),
+    };
+    let owner = rustix::net::sockopt::socket_peercred(&stream)
+        .map_err(|e| format!("process {pid}: cannot tell who serves its statistics: {e}"))?;
+    let owner = owner.pid.as_raw_pid();
+    if owner != pid as i32 {
+        return Err(format!(
+            "process {pid}: its statistics socket belongs to process {owner}: not trusted"
+        ));
+    }
+    stream
+        .set_read_timeout(Some(ANSWER_TIMEOUT))
+        .map_err(|e| format!("process {pid}: {e}"))?;
+    let mut text = String::new();
+    if let Err(e) = stream.take(1 << 20).read_to_string(&mut text) {
+        return Err(match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
+                "process {pid} did not answer within {} s",
+                ANSWER_TIMEOUT.as_secs()
+            ),
+            _ => format!("process {pid}: reading its statistics: {e}"),
+        });
+    }
+    if text.starts_with("refused: ") {
+        return Err(format!("process {pid}: {}", text.trim_end()));
+    }
+    Snapshot::parse(&text).map_err(|e| format!("process {pid}: {e}"))
+}
+
+/// Why nobody listens on process `pid`'s name: no such process, or one that does not run
+/// under `uzswap run` (`uzswap run` itself, given by mistake, names its program).
+fn not_under_uzswap(pid: u32) -> String {
+    let proc = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let Ok(comm) = std::fs::read_to_string(proc.join("comm")) else {
+        return format!("no process {pid}");
+    };
+    let comm = comm.trim_end();
+    let children =
+        std::fs::read_to_string(proc.join(format!("task/{pid}/children"))).unwrap_or_default();
+    match (comm, children.split_whitespace().next()) {
+        ("uzswap", Some(child)) => format!(
+            "process {pid} is uzswap itself, which has no statistics: give its program's \
+             process ID ({child})"
+        ),
+        _ => format!("process {pid} ({comm}) does not run under uzswap run: no statistics"),
+    }
+}
