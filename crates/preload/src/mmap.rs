@@ -4,7 +4,8 @@
 //! - munmap of a whole block frees it; of part of one, discards that part (the region frees
 //!   what it held) and frees the block once all of it is unmapped;
 //! - mremap shrinks a block in place (discarding the tail) or moves it to a larger one;
-//! - madvise passes through, except `MADV_HUGEPAGE`, which the region's base pages refuse.
+//! - madvise passes through, except `MADV_HUGEPAGE`, which the region's base pages refuse,
+//!   and `MADV_FREE`, which frees at once (`MADV_DONTNEED`): the limit must see every page.
 //!
 //! Everything else (file mappings, shared or fixed mappings, stacks, the region's own
 //! threads, mimalloc's own mappings) goes straight to the kernel.
@@ -261,9 +262,17 @@ pub unsafe extern "C" fn mremap(
 /// As C's `madvise`.
 #[no_mangle]
 pub unsafe extern "C" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
-    if !inside() && in_region(addr) && advice == libc::MADV_HUGEPAGE {
-        // The region keeps base pages (a huge page would be split by every move).
-        return 0;
+    if !in_region(addr) {
+        return raw_madvise(addr, len, advice);
     }
-    raw_madvise(addr, len, advice)
+    match advice {
+        // The region keeps base pages (a huge page would be split by every move).
+        libc::MADV_HUGEPAGE if !inside() => 0,
+        // A lazy free (mimalloc's purge, jemalloc's) becomes a free now: the region counts an
+        // `MADV_FREE`d page missing, and one the kernel leaves mapped, then written again,
+        // would be memory the limit never sees. `MADV_FREE` lets a page read as zero, so
+        // `MADV_DONTNEED` keeps its promise.
+        libc::MADV_FREE => raw_madvise(addr, len, libc::MADV_DONTNEED),
+        _ => raw_madvise(addr, len, advice),
+    }
 }

@@ -195,3 +195,27 @@ fn uzswap_failures_are_125_126_127_in_one_line() {
     let o = common::uzswap(&["run", "--memory-high", "64M"]);
     assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
 }
+
+/// A heap block lazily freed (`MADV_FREE`, as mimalloc's and jemalloc's purges do) and then
+/// written again stays under the limit: the lazy free is made a free at once, so no page
+/// stays mapped behind the region's count (the kernel keeps an `MADV_FREE`d page mapped,
+/// and a write takes it back without a fault).
+#[test]
+fn a_lazily_freed_heap_block_written_again_is_held_under_the_limit() {
+    let program = compile("madvise_free");
+    let o = run(
+        &["--memory-high", "16M", "--stats"],
+        &[program.to_str().unwrap()],
+    );
+    std::fs::remove_file(&program).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "ok\n");
+    // What lies outside the region at exit: the program, its libraries, uzswap's threads and
+    // staging, a few MiB. Pages left mapped by the lazy free would be 12 MiB more.
+    let outside = stat(&o, "outside_bytes");
+    assert!(
+        outside < 10 << 20,
+        "{} MiB outside the region",
+        outside >> 20
+    );
+}

@@ -1,0 +1,240 @@
+//! `uzswap run` on real programs from the distribution, unmodified, their memory well past the
+//! limit: the `sqlite3` shell building and querying a database larger than the limit, and
+//! `redis-server` loaded past the limit, checked key by key, and saved through a fork
+//! (BGSAVE). Each compares what the program gives with what it gives without uzswap, and
+//! holds the process's peak resident memory to the limit plus what lies outside the region.
+//! `.ci/run` installs both programs.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+
+use common::{ensure_preload, stderr, stdout};
+
+/// What lies outside the region, at most: the program's text and libraries, uzswap's threads
+/// and staging, the glibc heap of uzswap's own bookkeeping (measured: sqlite3 8 MiB, Redis
+/// 14 MiB).
+const OUTSIDE: u64 = 24 << 20;
+
+/// `uzswap run --stats ARGS -- PROGRAM...`, its stdin from `input`.
+fn run(args: &[&str], program: &[&str], input: &[u8]) -> Output {
+    ensure_preload();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uzswap"))
+        .args(["run", "--stats"])
+        .args(args)
+        .arg("--")
+        .args(program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run uzswap");
+    feed(&mut child, input);
+    child.wait_with_output().unwrap()
+}
+
+fn feed(child: &mut std::process::Child, input: &[u8]) {
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input).unwrap();
+}
+
+/// A statistic from `name value` lines.
+fn stat(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+/// Peak resident memory within the limit plus the outside part.
+fn assert_held(stats: &str) {
+    let (peak, limit) = (
+        stat(stats, "peak_rss_bytes"),
+        stat(stats, "memory_limit_bytes"),
+    );
+    assert!(
+        peak <= limit + OUTSIDE,
+        "peak {} MiB over {} MiB + {} MiB outside",
+        peak >> 20,
+        limit >> 20,
+        OUTSIDE >> 20
+    );
+}
+
+fn have(program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("NOTE: {program} is not installed (.ci/run installs it): test left out");
+    }
+    found
+}
+
+/// The sqlite3 shell builds a 50 MiB database (400,000 rows and an index, its page cache
+/// on the heap) under a 16 MiB limit and queries it: the same answers as without uzswap.
+#[test]
+fn sqlite3_builds_and_queries_a_database_larger_than_the_limit() {
+    if !have("sqlite3") {
+        return;
+    }
+    let script = b"PRAGMA cache_size=-200000;
+CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, v TEXT);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<400000)
+INSERT INTO t SELECT x, 'key'||x, printf('%0100d', x*7919) FROM c;
+CREATE INDEX ik ON t(k);
+SELECT count(*), sum(length(v)), max(k) FROM t;
+SELECT k, v FROM t WHERE id % 50000 = 0;
+SELECT count(*), sum(id) FROM t WHERE k > 'key5' AND v LIKE '%99%';
+";
+    let dir = std::env::temp_dir().join(format!("uzswap-test-sqlite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (plain_db, db) = (dir.join("plain.db"), dir.join("uzswap.db"));
+    let mut plain = Command::new("sqlite3")
+        .arg(&plain_db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    feed(&mut plain, script);
+    let plain = plain.wait_with_output().unwrap();
+    let o = run(
+        &["--memory-high", "16M"],
+        &["sqlite3", db.to_str().unwrap()],
+        script,
+    );
+    let size = std::fs::metadata(&db).map_or(0, |m| m.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(plain.status.success());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), stdout(&plain));
+    assert!(size > 40 << 20, "{size}");
+    let stats = stderr(&o);
+    assert!(stat(&stats, "zswpout") > 0 && stat(&stats, "zswpin") > 0);
+    assert_held(&stats);
+}
+
+/// The program `uzswap run` (process `run`) started.
+fn program_pid(run: u32) -> String {
+    let children = std::fs::read_to_string(format!("/proc/{run}/task/{run}/children")).unwrap();
+    children.split_whitespace().next().unwrap().to_string()
+}
+
+/// A port nobody listens on now.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `redis_keys.py PORT MODE N`: its one line.
+fn redis_keys(port: u16, mode: &str, n: u32) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/programs/redis_keys.py");
+    let o = Command::new("python3")
+        .args([script, &port.to_string(), mode, &n.to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let o = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .unwrap();
+    stdout(&o)
+}
+
+/// Start `redis-server` (under `uzswap run` with `limit`, or plain) on a free port, with
+/// `dir` for its dump; wait until it answers.
+fn start_redis(limit: Option<&str>, dir: &std::path::Path) -> (std::process::Child, u16) {
+    let port = free_port();
+    let port_s = port.to_string();
+    let server = [
+        "redis-server",
+        "--port",
+        &port_s,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        dir.to_str().unwrap(),
+    ];
+    let mut command = match limit {
+        Some(limit) => {
+            ensure_preload();
+            let mut c = Command::new(env!("CARGO_BIN_EXE_uzswap"));
+            c.args(["run", "--stats", "--memory-high", limit, "--"]);
+            c.args(server);
+            c
+        }
+        None => {
+            let mut c = Command::new(server[0]);
+            c.args(&server[1..]);
+            c
+        }
+    };
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if redis_cli(port, &["ping"]).trim() == "PONG" {
+            return (child, port);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let o = child.wait_with_output().unwrap();
+    panic!("redis-server on {port} does not answer: {}", stderr(&o));
+}
+
+/// redis-server (with the jemalloc built into Debian's) holds 100,000 keys, 34 MiB of them,
+/// under a 16 MiB limit: every key reads back as written; its peak resident memory stays
+/// within the limit and the outside part. Then a BGSAVE forks the server, and the dump its
+/// child wrote, loaded by a plain redis-server, holds every key as written.
+#[test]
+fn redis_server_loaded_past_the_limit_keeps_every_key_through_a_bgsave() {
+    if !have("redis-server") || !have("redis-cli") {
+        return;
+    }
+    const KEYS: u32 = 100_000;
+    let dir = std::env::temp_dir().join(format!("uzswap-test-redis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (server, port) = start_redis(Some("16M"), &dir);
+    assert_eq!(
+        redis_keys(port, "fill", KEYS),
+        format!("fill {KEYS} wrong 0\n")
+    );
+    assert_eq!(
+        redis_keys(port, "check", KEYS),
+        format!("check {KEYS} wrong 0\n")
+    );
+    let live = common::uzswap(&["stat", &program_pid(server.id())]);
+    let live = stdout(&live);
+    assert!(stat(&live, "zswpout") > 0, "nothing evicted: {live}");
+    assert_held(&live);
+
+    // BGSAVE: the child writes the dump from the heap it got at the fork.
+    assert!(redis_cli(port, &["bgsave"]).contains("Background saving started"));
+    let saved = (0..400).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let info = redis_cli(port, &["info", "persistence"]);
+        info.contains("rdb_bgsave_in_progress:0") && info.contains("rdb_last_bgsave_status:ok")
+    });
+    assert!(saved, "{}", redis_cli(port, &["info", "persistence"]));
+    redis_cli(port, &["shutdown", "nosave"]);
+    let o = server.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let (mut plain, port) = start_redis(None, &dir);
+    let loaded = redis_keys(port, "check", KEYS);
+    redis_cli(port, &["shutdown", "nosave"]);
+    plain.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(loaded, format!("check {KEYS} wrong 0\n"));
+}
