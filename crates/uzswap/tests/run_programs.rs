@@ -147,9 +147,28 @@ fn redis_cli(port: u16, args: &[&str]) -> String {
     stdout(&o)
 }
 
+/// A server the test started: killed if the test ends without shutting it down.
+struct Server(Option<std::process::Child>);
+
+impl Server {
+    /// Wait for the server to exit (after a `shutdown`).
+    fn wait(mut self) -> Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Start `redis-server` (under `uzswap run` with `limit`, or plain) on a free port, with
 /// `dir` for its dump; wait until it answers.
-fn start_redis(limit: Option<&str>, dir: &std::path::Path) -> (std::process::Child, u16) {
+fn start_redis(limit: Option<&str>, dir: &std::path::Path) -> (Server, u16) {
     let port = free_port();
     let port_s = port.to_string();
     let server = [
@@ -177,20 +196,20 @@ fn start_redis(limit: Option<&str>, dir: &std::path::Path) -> (std::process::Chi
             c
         }
     };
-    let mut child = command
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let server = Server(Some(
+        command
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     for _ in 0..200 {
         if redis_cli(port, &["ping"]).trim() == "PONG" {
-            return (child, port);
+            return (server, port);
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let _ = child.kill();
-    let o = child.wait_with_output().unwrap();
-    panic!("redis-server on {port} does not answer: {}", stderr(&o));
+    panic!("redis-server on {port} does not answer");
 }
 
 /// redis-server (with the jemalloc built into Debian's) holds 100,000 keys, 34 MiB of them,
@@ -214,7 +233,8 @@ fn redis_server_loaded_past_the_limit_keeps_every_key_through_a_bgsave() {
         redis_keys(port, "check", KEYS),
         format!("check {KEYS} wrong 0\n")
     );
-    let live = common::uzswap(&["stat", &program_pid(server.id())]);
+    let run_pid = server.0.as_ref().unwrap().id();
+    let live = common::uzswap(&["stat", &program_pid(run_pid)]);
     let live = stdout(&live);
     assert!(stat(&live, "zswpout") > 0, "nothing evicted: {live}");
     assert_held(&live);
@@ -228,13 +248,13 @@ fn redis_server_loaded_past_the_limit_keeps_every_key_through_a_bgsave() {
     });
     assert!(saved, "{}", redis_cli(port, &["info", "persistence"]));
     redis_cli(port, &["shutdown", "nosave"]);
-    let o = server.wait_with_output().unwrap();
+    let o = server.wait();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 
-    let (mut plain, port) = start_redis(None, &dir);
+    let (plain, port) = start_redis(None, &dir);
     let loaded = redis_keys(port, "check", KEYS);
     redis_cli(port, &["shutdown", "nosave"]);
-    plain.wait().unwrap();
+    plain.wait();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(loaded, format!("check {KEYS} wrong 0\n"));
 }
