@@ -219,3 +219,25 @@ fn a_lazily_freed_heap_block_written_again_is_held_under_the_limit() {
         outside >> 20
     );
 }
+
+/// fork+exec, vfork and posix_spawn: CPython's subprocess (vfork), `os.posix_spawn`, and a
+/// shell pipeline, from a program whose heap is past its limit; each child's own program
+/// gets a region of its own (the environment passes on).
+#[test]
+fn subprocesses_pipelines_and_posix_spawn_work() {
+    let script = r#"
+import subprocess, os
+data = [str(i) * 50 for i in range(200000)]
+out = subprocess.run(["sh", "-c", "seq 1 100000 | sort -n | tail -1"], capture_output=True, text=True).stdout
+pid = os.posix_spawn("/bin/echo", ["echo", "spawned"], os.environ)
+_, status = os.waitpid(pid, 0)
+print(out.strip(), os.waitstatus_to_exitcode(status), len(data), data[12345][:10])
+"#;
+    let o = run(
+        &["--memory-high", "24M", "--stats"],
+        &["python3", "-c", script],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "spawned\n100000 0 200000 1234512345\n");
+    assert!(stat(&o, "zswpout") > 0, "nothing evicted: {}", stderr(&o));
+}
