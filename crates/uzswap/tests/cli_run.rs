@@ -8,33 +8,9 @@ use std::process::{Command, Output};
 
 use common::{stderr, stdout};
 
-/// The preload library next to the `uzswap` binary, built now (a test run builds the
-/// command's package, not the workspace's other libraries; a build that is up to date costs
-/// nothing), once per test process.
-fn ensure_preload() {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(build_preload);
-}
-
-fn build_preload() {
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_uzswap"));
-    let profile = exe.parent().and_then(|d| d.file_name()).unwrap();
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "-p", "uzswap-preload", "--profile"]);
-    // The test profile writes to target/debug, beside the binary, and optimizes the region
-    // enough for a real program to run under it in seconds.
-    build.arg(if profile == "release" {
-        "release"
-    } else {
-        "test"
-    });
-    let status = build.status().expect("run cargo");
-    assert!(status.success(), "building the preload library failed");
-}
-
 /// `uzswap run ARGS -- PROGRAM...`.
 fn run(args: &[&str], program: &[&str]) -> Output {
-    ensure_preload();
+    common::ensure_preload();
     let mut all: Vec<&str> = vec!["run"];
     all.extend_from_slice(args);
     all.push("--");
@@ -198,7 +174,7 @@ fn the_exit_status_and_death_by_signal_pass_through() {
 
 #[test]
 fn a_signal_to_uzswap_reaches_the_program() {
-    ensure_preload();
+    common::ensure_preload();
     let mut child = Command::new(env!("CARGO_BIN_EXE_uzswap"))
         .args(["run", "--memory-high", "64M", "--", "sleep", "30"])
         .spawn()

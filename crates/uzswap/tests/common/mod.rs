@@ -36,3 +36,27 @@ pub fn assert_one_line_error(o: &Output, needle: &str) {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// The preload library next to the `uzswap` binary, built now (a test run builds the
+/// command's package, not the workspace's other libraries; a build that is up to date costs
+/// nothing), once per test process.
+pub fn ensure_preload() {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(build_preload);
+}
+
+fn build_preload() {
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_uzswap"));
+    let profile = exe.parent().and_then(|d| d.file_name()).unwrap();
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "-p", "uzswap-preload", "--profile"]);
+    // The test profile writes to target/debug, beside the binary, and optimizes the region
+    // enough for a real program to run under it in seconds.
+    build.arg(if profile == "release" {
+        "release"
+    } else {
+        "test"
+    });
+    let status = build.status().expect("run cargo");
+    assert!(status.success(), "building the preload library failed");
+}
