@@ -184,8 +184,6 @@ fn beside_the_kernels_zswap_uzswap_gets_what_the_kernel_held() {
         "40M",
         "--runs",
         "1",
-        "--page-cluster",
-        "0",
         "--json",
     ];
     if !is_root() {
@@ -235,6 +233,7 @@ fn beside_the_kernels_zswap_uzswap_gets_what_the_kernel_held() {
     assert!(figure(u, 0, "zswpout") > 0.0, "{u}");
     assert_eq!(v["stdout_identical"], true, "{v}");
     assert!(v["wall_ratio_kernel_over_uzswap"].as_f64().unwrap() > 0.0);
+    // Without readahead unless told otherwise (see `bench run --help`).
     assert_eq!(v["settings"]["page_cluster"], "0");
     assert_eq!(v["settings"]["reclaim"], "limit");
 }

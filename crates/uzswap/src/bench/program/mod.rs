@@ -75,10 +75,12 @@ pub struct ProgramArgs {
     /// zswap max_pool_percent for the kernel side, 0 to 100 (default: leave it).
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_pool_percent: Option<u32>,
-    /// /proc/sys/vm/page-cluster for the kernel side, 0 to 31 (default: leave it; always
-    /// recorded).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=31))]
-    pub page_cluster: Option<u32>,
+    /// /proc/sys/vm/page-cluster for the kernel side, 0 to 31 (restored after). 0 by
+    /// default: with the kernel's readahead (3: 8 pages a swap-in) CPython under a third of
+    /// its peak filled its limit with the unmapped pages read ahead and stood still for
+    /// minutes, at 100% system time.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=31))]
+    pub page_cluster: u32,
     /// Where the kernel side's swap file goes.
     #[arg(long, default_value = "/var/tmp")]
     pub swap_dir: PathBuf,
@@ -182,8 +184,21 @@ fn show_output(what: &str, e: &Exited) {
     }
 }
 
-/// A run that must have exited with status 0: else its output is shown and the bench fails.
-fn check_exit(what: &str, program: &str, e: &Exited, show: bool) -> Result<()> {
+/// What to add to a kernel side's failure after `oom_waits` waits at its cgroup's limit.
+fn limit_hint(oom_waits: u64) -> String {
+    match oom_waits {
+        0 => String::new(),
+        n => format!(
+            "; it waited at its cgroup's limit {n} times, where a v1 cgroup with the OOM killer \
+             off fails the kernel's own accesses to its memory (a system call's buffer, the \
+             rseq area: SIGSEGV): give it a larger --memory-high"
+        ),
+    }
+}
+
+/// A run that must have exited with status 0: else its output is shown and the bench fails
+/// (`hint` added to the message).
+fn check_exit(what: &str, program: &str, e: &Exited, show: bool, hint: &str) -> Result<()> {
     if peer::interrupted() {
         bail!("interrupted");
     }
@@ -192,7 +207,8 @@ fn check_exit(what: &str, program: &str, e: &Exited, show: bool) -> Result<()> {
     }
     if !e.status.success() {
         bail!(
-            "{what}: {program} {} (its output is above); both sides must exit with status 0",
+            "{what}: {program} {} (its output is above); both sides must exit with status \
+             0{hint}",
             ended(e.status)
         );
     }
@@ -223,7 +239,7 @@ pub fn run(a: &ProgramArgs) -> Result<()> {
             let m = PeerMachine::new(PeerOptions {
                 swap_dir: a.swap_dir.clone(),
                 swap_bytes: a.swap_size,
-                page_cluster: a.page_cluster,
+                page_cluster: Some(a.page_cluster),
                 max_pool_percent: a.max_pool_percent,
                 reclaim: Reclaim::Limit,
                 swappiness: None,
@@ -244,7 +260,8 @@ pub fn run(a: &ProgramArgs) -> Result<()> {
             let what = format!("{s}, run {i}");
             progress.start(&what);
             let k = m.run_program(s, &a.program, a.memory_high)?;
-            check_exit(&what, &program, &k.exited, a.show_output)?;
+            let hint = limit_hint(k.oom_waits);
+            check_exit(&what, &program, &k.exited, a.show_output, &hint)?;
             progress.done(&format!(
                 "{what}: {:.3} s, held {:.1} MiB ({:.1} charged + {:.1} pool)",
                 k.exited.wall.as_secs_f64(),
@@ -258,7 +275,7 @@ pub fn run(a: &ProgramArgs) -> Result<()> {
         let what = format!("uzswap, run {i}");
         progress.start(&format!("{what} under {:.1} MiB", mib(limit)));
         let u = uzswap::run(&run_args(a, limit))?;
-        check_exit(&what, &program, &u.exited, a.show_output)?;
+        check_exit(&what, &program, &u.exited, a.show_output, "")?;
         progress.done(&format!(
             "{what}: {:.3} s under {:.1} MiB",
             u.exited.wall.as_secs_f64(),
@@ -481,5 +498,7 @@ mod tests {
         let s = std::process::ExitStatus::from_raw;
         assert_eq!(ended(s(1 << 8)), "exited with status 1");
         assert_eq!(ended(s(9)), "was killed by signal 9");
+        assert_eq!(limit_hint(0), "");
+        assert!(limit_hint(3).starts_with("; it waited at its cgroup's limit 3 times"));
     }
 }
