@@ -52,6 +52,9 @@ enum Bench {
     Mix(uzswap::bench::cmd::MixArgs),
     /// Heap sizes 75%..175% of the limit, random accesses: the writethrough patch's table.
     Sweep(uzswap::bench::cmd::SweepArgs),
+    /// Your own program under the kernel's zswap (in a memory cgroup, needs root) and under
+    /// uzswap, side by side at equal memory: wall time, memory held, statistics.
+    Run(uzswap::bench::program::ProgramArgs),
     /// One workload on plain memory for a kernel peer (started by the commands above).
     #[command(hide = true)]
     Worker(uzswap::bench::cmd::WorkerArgs),
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Usemem(args)) => uzswap::bench::cmd::usemem(args),
         Command::Bench(Bench::Mix(args)) => uzswap::bench::cmd::mix(args),
         Command::Bench(Bench::Sweep(args)) => uzswap::bench::cmd::sweep(args),
+        Command::Bench(Bench::Run(args)) => uzswap::bench::program::run(args),
         Command::Bench(Bench::Worker(args)) => uzswap::bench::cmd::worker(args),
         Command::Bench(Bench::UzswapWorker(args)) => uzswap::bench::cmd::uzswap_worker(args),
         Command::Corpus(Corpus::Capture(args)) => uzswap::corpus::cmd::capture(args),

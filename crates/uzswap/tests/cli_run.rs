@@ -6,11 +6,11 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{compile, ensure_preload, stderr, stdout};
+use common::{compile, stderr, stdout};
 
 /// `uzswap run ARGS -- PROGRAM...`.
 fn run(args: &[&str], program: &[&str]) -> Output {
-    ensure_preload();
+    common::ensure_preload();
     let mut all: Vec<&str> = vec!["run"];
     all.extend_from_slice(args);
     all.push("--");
@@ -158,7 +158,7 @@ fn the_exit_status_and_death_by_signal_pass_through() {
 
 #[test]
 fn a_signal_to_uzswap_reaches_the_program() {
-    ensure_preload();
+    common::ensure_preload();
     let mut child = Command::new(env!("CARGO_BIN_EXE_uzswap"))
         .args(["run", "--memory-high", "64M", "--", "sleep", "30"])
         .spawn()

@@ -4,6 +4,7 @@ pub mod cmd;
 pub mod codecs;
 pub mod engine;
 pub mod peer;
+pub mod program;
 pub mod progress;
 pub mod stats;
 pub mod summary;

@@ -123,15 +123,29 @@ impl CpuTimes {
 
     /// From the text of a `/proc/<pid>/stat` file; None if it is malformed.
     pub fn parse_stat(text: &str) -> Option<CpuTimes> {
+        Self::stat_fields(text, false)
+    }
+
+    /// From the text of a `/proc/<pid>/stat` file, the CPU time of the children it has
+    /// waited for (fields 16 and 17) added: a program's and its whole tree's.
+    pub fn parse_stat_with_children(text: &str) -> Option<CpuTimes> {
+        Self::stat_fields(text, true)
+    }
+
+    fn stat_fields(text: &str, children: bool) -> Option<CpuTimes> {
         // The command name (field 2) is in parentheses and may hold spaces: count from the
         // last ')'. Field 3 is then the first after it, so utime (14) is index 11.
         let rest = &text[text.rfind(')')? + 1..];
         let f: Vec<&str> = rest.split_whitespace().collect();
         let hz = rustix::param::clock_ticks_per_second() as f64;
         let ticks = |i: usize| f.get(i)?.parse::<u64>().ok();
+        let (cutime, cstime) = match children {
+            true => (ticks(13)?, ticks(14)?),
+            false => (0, 0),
+        };
         Some(CpuTimes {
-            user_s: ticks(11)? as f64 / hz,
-            sys_s: ticks(12)? as f64 / hz,
+            user_s: (ticks(11)? + cutime) as f64 / hz,
+            sys_s: (ticks(12)? + cstime) as f64 / hz,
         })
     }
 
@@ -156,6 +170,12 @@ mod tests {
         assert_eq!(c.user_s, 250.0 / hz);
         assert_eq!(c.sys_s, 150.0 / hz);
         assert_eq!(parse_major_faults(line), Some(9));
+        let all = CpuTimes::parse_stat_with_children(line).unwrap();
+        assert_eq!(all.user_s, 250.0 / hz);
+        let line = "42 (a b) c) Z 1 2 3 4 5 6 7 8 9 10 250 150 30 20 20 0 1 0";
+        let all = CpuTimes::parse_stat_with_children(line).unwrap();
+        assert_eq!(all.user_s, 280.0 / hz);
+        assert_eq!(all.sys_s, 170.0 / hz);
     }
 
     #[test]

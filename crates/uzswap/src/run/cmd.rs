@@ -64,39 +64,20 @@ pub fn run(args: &RunArgs) -> ExitCode {
 }
 
 /// A failure before the program ran: its exit status and line.
-type Refusal = (u8, String);
+pub type Refusal = (u8, String);
 
 fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
     let fail = |line: String| (FAILED, line);
-    let name = args.program[0]
-        .to_str()
-        .ok_or_else(|| fail("the program's name is not UTF-8".into()))?;
-    let path = super::program::find(name).map_err(|e| (e.status(), e.to_string()))?;
-    super::program::check(&path).map_err(|e| (e.status(), e.to_string()))?;
-    let preload = preload_library().map_err(fail)?;
-    if !args.user_mode_only {
-        kernel_mode_faults().map_err(fail)?;
-    }
     let stats = args
         .stats
         .then(|| std::env::temp_dir().join(format!("uzswap-run-stats-{}", std::process::id())));
-    let config = environment(args, stats.as_deref()).map_err(fail)?;
-
-    let mut command = Command::new(&path);
-    command
-        .arg0(&args.program[0])
-        .args(&args.program[1..])
-        .env("UZSWAP_RUN", config)
-        .env("LD_PRELOAD", ld_preload(&preload))
-        // mimalloc (the heap's allocator): purge freed memory with MADV_FREE rather than
-        // decommit it, and never ask for huge pages, which the region refuses.
-        .env("MIMALLOC_PURGE_DECOMMITS", "0")
-        .env("MIMALLOC_ALLOW_THP", "0");
+    let mut command = command(args, stats.as_deref())?;
     let mut child = command.spawn().map_err(|e| {
         let status = match e.kind() {
             std::io::ErrorKind::NotFound => 127,
             _ => 126,
         };
+        let path = std::path::Path::new(command.get_program());
         (status, format!("{}: {e}", path.display()))
     })?;
     let forwarding = forward_signals(child.id());
@@ -110,6 +91,37 @@ fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
         print_stats(stats);
     }
     Ok(ExitCode::from(exit_status(status)))
+}
+
+/// The program as `uzswap run` starts it, not yet started: found on `PATH` and checked,
+/// with the preload library and the region's configuration in its environment. With
+/// `stats`, the preload writes its statistics there when the program exits (the lines
+/// `--stats` prints). The program's own stdin, stdout and stderr are left as the caller
+/// sets them.
+pub fn command(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<Command, Refusal> {
+    let fail = |line: String| (FAILED, line);
+    let name = args.program[0]
+        .to_str()
+        .ok_or_else(|| fail("the program's name is not UTF-8".into()))?;
+    let path = super::program::find(name).map_err(|e| (e.status(), e.to_string()))?;
+    super::program::check(&path).map_err(|e| (e.status(), e.to_string()))?;
+    let preload = preload_library().map_err(fail)?;
+    if !args.user_mode_only {
+        kernel_mode_faults().map_err(fail)?;
+    }
+    let config = environment(args, stats).map_err(fail)?;
+
+    let mut command = Command::new(&path);
+    command
+        .arg0(&args.program[0])
+        .args(&args.program[1..])
+        .env("UZSWAP_RUN", config)
+        .env("LD_PRELOAD", ld_preload(&preload))
+        // mimalloc (the heap's allocator): purge freed memory with MADV_FREE rather than
+        // decommit it, and never ask for huge pages, which the region refuses.
+        .env("MIMALLOC_PURGE_DECOMMITS", "0")
+        .env("MIMALLOC_ALLOW_THP", "0");
+    Ok(command)
 }
 
 use std::os::unix::process::CommandExt;

@@ -16,4 +16,4 @@
 mod cmd;
 mod program;
 
-pub use cmd::{run, RunArgs, FAILED};
+pub use cmd::{command, run, Refusal, RunArgs, FAILED};

@@ -28,6 +28,8 @@ pub(super) struct MonitorReport {
     pub(super) max_usage_sampled: u64,
     /// Largest cgroup usage (over the baseline) plus zswap pool, sampled together.
     pub(super) max_memory: u64,
+    /// Largest zswap pool (over its baseline), sampled.
+    pub(super) max_pool: u64,
     pub(super) cpu: Option<CpuTimes>,
     pub(super) pageout_calls: u64,
     pub(super) pageout_bytes: u64,
@@ -110,6 +112,7 @@ pub(super) fn monitor(m: Monitor) -> MonitorReport {
             }
             // The pool is not charged to a v1 cgroup: what the workload held in all.
             let pool = zswap_pool_bytes().saturating_sub(m.pool_baseline);
+            rep.max_pool = rep.max_pool.max(pool);
             let held = usage.saturating_sub(m.baseline) + pool;
             rep.max_memory = rep.max_memory.max(held);
             if !oom.sample(&m, &mut rep) {

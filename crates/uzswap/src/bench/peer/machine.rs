@@ -5,11 +5,13 @@
 //! turns it off again after.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::cgroup::CGROUP_V1_MEMORY;
+use super::program::{run_program, KernelRun};
 use super::protocol::check_interrupted;
 use super::run::run_worker;
 use super::{PeerError, PeerOptions, Reclaim};
@@ -248,24 +250,44 @@ impl PeerMachine {
         r.map_err(|e| e.in_system(system))
     }
 
+    /// Run `f` with zswap set up for `system` (a kernel system), and off again after it:
+    /// nothing of ours should land in it while idle.
+    fn with_system<T>(
+        &self,
+        system: &System,
+        f: impl FnOnce() -> Result<T, PeerError>,
+    ) -> Result<T, PeerError> {
+        check_interrupted()?;
+        self.configure(system)?;
+        let r = f();
+        let _ = write_setting(&zswap_param("enabled"), "N");
+        r.map_err(|e| e.in_system(system))
+    }
+
     /// One run of `spec` on `system` (a kernel system).
     pub fn run(
         &mut self,
         system: &System,
         spec: &WorkloadSpec,
     ) -> Result<WorkloadResult, PeerError> {
-        check_interrupted()?;
-        self.configure(system)?;
-        let r = run_worker(&self.opts, system, spec);
-        // zswap off between runs: nothing of ours should land in it while idle.
-        let _ = write_setting(&zswap_param("enabled"), "N");
-        let mut r = r.map_err(|e| e.in_system(system))?;
+        let mut r = self.with_system(system, || run_worker(&self.opts, system, spec))?;
         r.settings.extend(self.settings.clone());
         if let System::KernelZswap { compressor } = system {
             r.settings
                 .insert("zswap_compressor".into(), compressor.clone());
         }
         Ok(r)
+    }
+
+    /// One run of `program` (its name and arguments) on `system` (a kernel system), in a
+    /// cgroup of its own under `limit` (`bench run`).
+    pub fn run_program(
+        &mut self,
+        system: &System,
+        program: &[OsString],
+        limit: u64,
+    ) -> Result<KernelRun, PeerError> {
+        self.with_system(system, || run_program(&self.opts, program, limit))
     }
 
     /// The settings recorded with every result (page-cluster, THP, zswap knobs).

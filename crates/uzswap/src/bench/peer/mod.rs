@@ -13,6 +13,8 @@
 //! - `controller`: the monitor thread of a run, which samples its memory and, as the page-out
 //!   controller, holds it to the target.
 //! - `run`: one run, tying them together: cgroup, worker, limits, monitor, figures.
+//! - `program`: one run of a user's program for `bench run`, in a cgroup of its own under
+//!   `memory.limit_in_bytes`, sampled by the same monitor.
 //!
 //! Memory policy (see shared/notes/kernel-peer.md): random-access workloads under
 //! `memory.limit_in_bytes` with zswap on were OOM-killed, and cgroup v1 has no memory.high. So
@@ -44,6 +46,7 @@ use serde::{Deserialize, Serialize};
 mod cgroup;
 mod controller;
 mod machine;
+mod program;
 mod protocol;
 mod run;
 
@@ -51,7 +54,8 @@ pub use cgroup::CGROUP_V1_MEMORY;
 pub use machine::{
     check_root, swap_bytes_for, PeerMachine, SavedSettings, PAGE_CLUSTER, ZSWAP_PARAMS,
 };
-pub use protocol::{install_interrupt_handler, interrupted};
+pub use program::KernelRun;
+pub use protocol::{install_interrupt_handler, interrupted, KillOnInterrupt};
 pub use run::HARD_LIMIT_SLACK;
 
 /// How the peer's memory is held to the limit.
@@ -251,6 +255,27 @@ pub enum PeerError {
     /// The worker died without a word.
     #[error("the worker died ({0})")]
     Died(String),
+    /// A program (`bench run`) that cannot be started.
+    #[error("cannot start {program}")]
+    ProgramStart {
+        /// The program as given.
+        program: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// Waiting for a program (`bench run`) failed.
+    #[error("waiting for the program")]
+    ProgramWait(#[source] io::Error),
+    /// A program (`bench run`) stood in one OOM wait at its cgroup's limit for
+    /// `OOM_WAIT_MAX` (10 s), and was killed.
+    #[error(
+        "the program waited {seconds} s for memory at its cgroup's limit and was killed: the \
+         limit is too tight for it under the kernel's reclaim"
+    )]
+    ProgramStuck {
+        /// How long it waited.
+        seconds: u64,
+    },
 }
 
 impl PeerError {

@@ -46,6 +46,27 @@ fn kill_worker() {
     }
 }
 
+/// While it lives, the signal thread kills the process `pid` on SIGINT/SIGTERM as it kills a
+/// worker: a program that `bench run` runs. A signal that came before is acted on now.
+pub struct KillOnInterrupt(());
+
+impl KillOnInterrupt {
+    /// Kill `pid` on SIGINT/SIGTERM from now on until the guard drops.
+    pub fn new(pid: i32) -> KillOnInterrupt {
+        WORKER_PID.store(pid, Ordering::SeqCst);
+        if interrupted() {
+            kill_worker();
+        }
+        KillOnInterrupt(())
+    }
+}
+
+impl Drop for KillOnInterrupt {
+    fn drop(&mut self) {
+        WORKER_PID.store(0, Ordering::SeqCst);
+    }
+}
+
 /// Whether SIGINT or SIGTERM has arrived (see `install_interrupt_handler`).
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
