@@ -192,8 +192,19 @@ fn uzswap_failures_are_125_126_127_in_one_line() {
     assert_refused(&o, 125, "--folio-size");
     let o = run(&["--memory-high", "64M", "--compressor", "nope"], &["true"]);
     assert_refused(&o, 125, "nope");
+    let o = run(&["--memory-high", "64M", "--max-heap", "16G"], &["true"]);
+    assert_refused(&o, 125, "at most 15G");
     let o = common::uzswap(&["run", "--memory-high", "64M"]);
     assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+}
+
+/// A large limit: the heap's reservation (four times the limit) is capped at what mimalloc
+/// manages in one arena, 15 GiB, and the program runs.
+#[test]
+fn a_large_limit_runs_with_a_15_gib_heap() {
+    let o = run(&["--memory-high", "8G"], &["sh", "-c", "echo ran"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "ran\n");
 }
 
 /// A heap block lazily freed (`MADV_FREE`, as mimalloc's and jemalloc's purges do) and then

@@ -18,8 +18,8 @@ pub struct RunArgs {
     /// uzswap's metadata stay under it (e.g. 2G, 512M).
     #[arg(long, value_parser = parse_size)]
     pub memory_high: u64,
-    /// The address space reserved for the heap: the most the program can allocate.
-    /// Default: four times the limit, at least 1 GiB.
+    /// The address space reserved for the heap: the most the program can allocate, at most
+    /// 15G. Default: four times the limit, at least 1 GiB, at most 15 GiB.
     #[arg(long, value_parser = parse_size)]
     pub max_heap: Option<u64>,
     /// The pool's codec (lz4, zstd, deflate, ...; `name:level` for a level).
@@ -175,9 +175,24 @@ fn kernel_mode_faults() -> Result<(), String> {
     }
 }
 
+/// The largest heap: what mimalloc manages in one arena (its bitmaps cover 16 GiB of 64 KiB
+/// slices, its bookkeeping included: it refuses a region of 16 GiB, and of 16,256 MiB, and
+/// takes 15 GiB). A larger region would be several arenas, and the bookkeeping at the start
+/// of each is read by every allocating thread, uzswap's own included, which must never fault
+/// on the region: only the first arena's is pinned.
+const MAX_HEAP: u64 = 15 << 30;
+
 /// `UZSWAP_RUN`'s value (crates/preload/src/config.rs reads it).
 fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String, String> {
-    let max_heap = args.max_heap.unwrap_or((args.memory_high * 4).max(1 << 30));
+    let max_heap = args
+        .max_heap
+        .unwrap_or((args.memory_high.saturating_mul(4)).clamp(1 << 30, MAX_HEAP));
+    if max_heap > MAX_HEAP {
+        return Err(format!(
+            "--max-heap: {max_heap} bytes is more than the heap's allocator (mimalloc) manages \
+             in one arena: at most 15G"
+        ));
+    }
     let mut config =
         region::RegionConfig::new(args.memory_high).folio_size(args.folio_size as usize);
     if let Some(c) = &args.compressor {
