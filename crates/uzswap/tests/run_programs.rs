@@ -212,8 +212,8 @@ fn start_redis(limit: Option<&str>, dir: &std::path::Path) -> (Server, u16) {
     panic!("redis-server on {port} does not answer");
 }
 
-/// redis-server (with the jemalloc built into Debian's) holds 100,000 keys, 34 MiB of them,
-/// under a 16 MiB limit: every key reads back as written; its peak resident memory stays
+/// redis-server (with the jemalloc built into Debian's) holds 100,000 keys, 24 MiB of them,
+/// under a 12 MiB limit: every key reads back as written; its peak resident memory stays
 /// within the limit and the outside part. Then a BGSAVE forks the server, and the dump its
 /// child wrote, loaded by a plain redis-server, holds every key as written.
 #[test]
@@ -224,7 +224,7 @@ fn redis_server_loaded_past_the_limit_keeps_every_key_through_a_bgsave() {
     const KEYS: u32 = 100_000;
     let dir = std::env::temp_dir().join(format!("uzswap-test-redis-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (server, port) = start_redis(Some("16M"), &dir);
+    let (server, port) = start_redis(Some("12M"), &dir);
     assert_eq!(
         redis_keys(port, "fill", KEYS),
         format!("fill {KEYS} wrong 0\n")
