@@ -1,0 +1,20 @@
+#!/bin/bash
+# The cost of `uzswap run` with no memory pressure: each workload 5 times, plain and under
+# `uzswap run` alternately, with a limit it never reaches; prints each run and the medians.
+# Run from the repository after `cargo build --release`: bash bench/overhead.sh
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+uzswap=$here/../target/release/uzswap
+cc -O2 -o /tmp/uzswap-mallocs "$here/../crates/uzswap/tests/programs/mallocs.c"
+seconds() { local s; s=$(date +%s.%N); "$@" > /dev/null; echo "$(date +%s.%N) - $s" | bc; }
+for w in "python3 $here/pyjob.py 600000" "/tmp/uzswap-mallocs 20"; do
+  plain=(); under=()
+  for _ in 1 2 3 4 5; do
+    plain+=("$(seconds $w)")
+    under+=("$(seconds "$uzswap" run --memory-high 4G -- $w)")
+  done
+  p=$(printf "%s\n" "${plain[@]}" | sort -n | sed -n 3p)
+  u=$(printf "%s\n" "${under[@]}" | sort -n | sed -n 3p)
+  echo "$w | plain ${plain[*]} | uzswap ${under[*]} | medians $p $u | ratio $(echo "scale=3; $u / $p" | bc)"
+done
+rm -f /tmp/uzswap-mallocs
