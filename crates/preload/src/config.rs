@@ -1,7 +1,7 @@
 //! The configuration `uzswap run` passes in the environment: `UZSWAP_RUN`, a list of
-//! `name=value` separated by `;` (sizes in bytes). The variable, and `LD_PRELOAD`'s mention
-//! of this library, are removed once read, so that the program's children run as they
-//! would without uzswap.
+//! `name=value` separated by `;` (sizes in bytes). The variable and `LD_PRELOAD` stay in the
+//! environment: a child that execs a program keeps them, and that program gets a region of
+//! its own under the same limit.
 
 use region::RegionConfig;
 

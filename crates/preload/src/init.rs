@@ -113,7 +113,17 @@ extern "C" fn fini() {
     }
     let Some(run) = RUN.get() else { return };
     let Some(path) = &run.stats_file else { return };
-    let _ = std::fs::write(path, crate::stats::render(run.region));
+    // `uzswap run` made the file, the user's alone: open it as it is, never through a link.
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    if let Ok(mut file) = file {
+        let _ = file.write_all(crate::stats::render(run.region).as_bytes());
+    }
 }
 
 /// Run `fini` when the process exits.

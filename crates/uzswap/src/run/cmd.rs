@@ -63,16 +63,42 @@ pub fn run(args: &RunArgs) -> ExitCode {
     }
 }
 
+/// A new, empty file in the temp directory for the preload's statistics at exit, only the
+/// user's (0600), named `PREFIX-PID-N`. Made here, not by the program: a name in a shared
+/// directory that another user made first (a symbolic link to a file of the program's user)
+/// is refused rather than written through, and the preload opens it without following links
+/// and without creating it.
+pub fn create_stats_file(prefix: &str) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("cannot make the statistics file {}: {e}", path.display()))?;
+    Ok(path)
+}
+
 /// A failure before the program ran: its exit status and line.
 pub type Refusal = (u8, String);
 
 fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
     let fail = |line: String| (FAILED, line);
-    let stats = args
-        .stats
-        .then(|| std::env::temp_dir().join(format!("uzswap-run-stats-{}", std::process::id())));
-    let mut command = command(args, stats.as_deref())?;
+    let stats = match args.stats {
+        true => Some(create_stats_file("uzswap-run-stats").map_err(fail)?),
+        false => None,
+    };
+    let remove_stats = || {
+        if let Some(path) = &stats {
+            let _ = std::fs::remove_file(path);
+        }
+    };
+    let mut command = command(args, stats.as_deref()).inspect_err(|_| remove_stats())?;
     let mut child = command.spawn().map_err(|e| {
+        remove_stats();
         let status = match e.kind() {
             std::io::ErrorKind::NotFound => 127,
             _ => 126,
@@ -261,10 +287,14 @@ fn forward_signals(child: u32) -> Option<signal_hook::iterator::Handle> {
 /// Print the statistics the preload wrote at the program's exit (as `uzswap stat` prints
 /// them), and remove the file.
 fn print_stats(path: &std::path::Path) {
-    match std::fs::read_to_string(path).map(|t| crate::stat::Snapshot::parse(&t)) {
-        Ok(Ok(stats)) => eprint!("{}", stats.text()),
-        Ok(Err(e)) => crate::report::say(&format!("the program's statistics: {e}")),
-        Err(_) => crate::report::say("no statistics: the program ended without exiting (a signal)"),
+    // The file is made empty before the program starts; the preload fills it at exit.
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    match crate::stat::Snapshot::parse(&text) {
+        _ if text.is_empty() => {
+            crate::report::say("no statistics: the program ended without exiting (a signal)")
+        }
+        Ok(stats) => eprint!("{}", stats.text()),
+        Err(e) => crate::report::say(&format!("the program's statistics: {e}")),
     }
     let _ = std::fs::remove_file(path);
 }

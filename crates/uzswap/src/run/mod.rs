@@ -16,4 +16,4 @@
 mod cmd;
 mod program;
 
-pub use cmd::{command, run, Refusal, RunArgs, FAILED};
+pub use cmd::{command, create_stats_file, run, Refusal, RunArgs, FAILED};

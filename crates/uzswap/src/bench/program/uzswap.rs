@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{anyhow, Context, Result};
 
@@ -60,13 +59,8 @@ pub fn parse_stats(text: &str) -> BTreeMap<String, f64> {
 /// Run the program as `args` says (`uzswap run`'s options; `stats` is ignored: the
 /// statistics are always read).
 pub fn run(args: &crate::run::RunArgs) -> Result<UzswapRun> {
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    let file = StatsFile(std::env::temp_dir().join(format!(
-        "uzswap-bench-run-stats-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::SeqCst)
-    )));
-    let _ = std::fs::remove_file(&file.0);
+    let file =
+        StatsFile(crate::run::create_stats_file("uzswap-bench-run-stats").map_err(|e| anyhow!(e))?);
     let mut command =
         crate::run::command(args, Some(&file.0)).map_err(|(_, line)| anyhow!(line))?;
     let program = args.program[0].to_string_lossy();
