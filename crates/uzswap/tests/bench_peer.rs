@@ -2,6 +2,8 @@
 //! command touched must be back as before. Needs root (CI runs as root); as another user the
 //! command must fail with the one-line root error instead.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -26,45 +28,16 @@ fn json_of(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(stdout.trim()).unwrap()
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-        .unwrap_or(false)
-}
-
 /// Root, a cgroup v1 memory controller and zswap: what a kernel peer needs (else says the
 /// test is skipped).
 fn can_run_kernel_peers() -> bool {
-    let can = is_root()
+    let can = common::is_root()
         && Path::new(CGROUP_V1_MEMORY).exists()
         && Path::new("/sys/module/zswap").exists();
     if !can {
         eprintln!("skipped: needs root, a cgroup v1 memory controller and zswap");
     }
     can
-}
-
-fn our_swaps() -> Vec<String> {
-    std::fs::read_to_string("/proc/swaps")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains("uzswap-peer-"))
-        .map(String::from)
-        .collect()
-}
-
-fn our_cgroups() -> Vec<String> {
-    std::fs::read_dir(CGROUP_V1_MEMORY)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("uzswap-peer-"))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Run a kernel peer's workload (`args`, with `--json`) with the machine to itself, where
@@ -88,7 +61,11 @@ fn kernel_peer_runs(args: &[&str], runs: usize) -> Option<serde_json::Value> {
         assert!(longest < 2_000, "{run}");
     }
     assert_eq!(SavedSettings::read().unwrap(), before);
-    assert!(our_cgroups().is_empty(), "cgroup left: {:?}", our_cgroups());
+    assert!(
+        common::peer_cgroups().is_empty(),
+        "cgroup left: {:?}",
+        common::peer_cgroups()
+    );
     Some(v)
 }
 
@@ -112,7 +89,7 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
         "0",
         "--json",
     ];
-    if !is_root() {
+    if !common::is_root() {
         let out = uzswap().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8_lossy(&out.stderr);
@@ -127,7 +104,7 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
         return;
     }
     let before = SavedSettings::read().unwrap();
-    let swaps_before = our_swaps();
+    let swaps_before = common::active_swaps();
     let v = json_of(&args);
     let sys = &v["systems"][0];
     assert_eq!(sys["system"], "kernel-zswap:lzo");
@@ -154,8 +131,12 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
         before,
         "settings not restored"
     );
-    assert_eq!(our_swaps(), swaps_before, "swap file left on");
-    assert!(our_cgroups().is_empty(), "cgroup left: {:?}", our_cgroups());
+    assert_eq!(common::active_swaps(), swaps_before, "swap file left on");
+    assert!(
+        common::peer_cgroups().is_empty(),
+        "cgroup left: {:?}",
+        common::peer_cgroups()
+    );
     let leftovers: Vec<_> = std::fs::read_dir("/var/tmp")
         .unwrap()
         .flatten()
@@ -241,7 +222,7 @@ fn a_random_workload_under_the_limit_alone_is_not_oom_killed() {
 #[test]
 fn a_refused_compressor_fails_and_restores() {
     let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    if !is_root() || !Path::new(CGROUP_V1_MEMORY).exists() {
+    if !common::is_root() || !Path::new(CGROUP_V1_MEMORY).exists() {
         return;
     }
     let before = SavedSettings::read().unwrap();
@@ -273,7 +254,7 @@ fn a_refused_compressor_fails_and_restores() {
     // Found when the machine is set up, before the uzswap run that comes first.
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(SavedSettings::read().unwrap(), before);
-    assert!(our_cgroups().is_empty());
+    assert!(common::peer_cgroups().is_empty());
 }
 
 #[test]

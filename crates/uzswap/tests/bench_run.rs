@@ -150,30 +150,6 @@ fn a_program_that_fails_fails_the_bench_and_its_output_is_shown() {
     common::assert_one_line_error(&o, "no-such-program-x: command not found");
 }
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
-fn our_swaps() -> Vec<String> {
-    std::fs::read_to_string("/proc/swaps")
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(String::from)
-        .collect()
-}
-
-fn our_cgroups() -> Vec<String> {
-    std::fs::read_dir(CGROUP_V1_MEMORY)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("uzswap-peer-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn beside_the_kernels_zswap_uzswap_gets_what_the_kernel_held() {
     let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
@@ -186,7 +162,7 @@ fn beside_the_kernels_zswap_uzswap_gets_what_the_kernel_held() {
         "1",
         "--json",
     ];
-    if !is_root() {
+    if !common::is_root() {
         let o = bench_run(&args, &["python3", "-c", SCRIPT]);
         common::assert_one_line_error(&o, "--peer kernel-zswap:lzo needs root");
         eprintln!(
@@ -204,12 +180,16 @@ fn beside_the_kernels_zswap_uzswap_gets_what_the_kernel_held() {
         return;
     }
     let before = SavedSettings::read().unwrap();
-    let swaps_before = our_swaps();
+    let swaps_before = common::active_swaps();
     let o = bench_run(&args, &["python3", "-c", SCRIPT]);
     let after = SavedSettings::read().unwrap();
     assert_eq!(after, before, "settings not restored");
-    assert_eq!(our_swaps(), swaps_before, "swap left on");
-    assert!(our_cgroups().is_empty(), "cgroup left: {:?}", our_cgroups());
+    assert_eq!(common::active_swaps(), swaps_before, "swap left on");
+    assert!(
+        common::peer_cgroups().is_empty(),
+        "cgroup left: {:?}",
+        common::peer_cgroups()
+    );
     let leftovers: Vec<_> = std::fs::read_dir("/var/tmp")
         .unwrap()
         .flatten()

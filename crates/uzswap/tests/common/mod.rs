@@ -80,3 +80,31 @@ pub fn compile(name: &str) -> std::path::PathBuf {
     assert!(status.success(), "compiling {name}.c failed");
     out
 }
+
+/// Whether the tests run as root (the kernel peers need it).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// The swap areas on now, as /proc/swaps lists them (the kernel peers' are to be gone when
+/// a bench ends).
+pub fn active_swaps() -> Vec<String> {
+    std::fs::read_to_string("/proc/swaps")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(String::from)
+        .collect()
+}
+
+/// The kernel peers' memory cgroups that exist now.
+pub fn peer_cgroups() -> Vec<String> {
+    std::fs::read_dir(uzswap::bench::peer::CGROUP_V1_MEMORY)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("uzswap-peer-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}

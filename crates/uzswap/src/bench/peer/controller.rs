@@ -14,8 +14,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use zswap::PAGE_SIZE;
 
-use super::cgroup::OomWatch;
+use super::cgroup::{Cgroup, OomWatch};
 use super::machine::read_trim;
+use super::PeerError;
 use crate::bench::stats::{self, CpuTimes};
 
 /// What the controller pages out at once: a random chunk of the worker's area.
@@ -66,6 +67,50 @@ pub(super) struct Monitor {
     pub(super) stop: Arc<AtomicBool>,
 }
 
+/// What a monitor holds a run to, and measures it from.
+pub(super) struct Targets {
+    /// The worker's area the controller pages out, or `(0, 0)`.
+    pub(super) area: (usize, usize),
+    pub(super) baseline: u64,
+    pub(super) pool_baseline: u64,
+    pub(super) target: u64,
+    /// `memory.limit_in_bytes` as set.
+    pub(super) hard: u64,
+    /// Be the page-out controller (`Reclaim::Controller`).
+    pub(super) controller: bool,
+}
+
+/// Watch process `pid` in `cg` on a thread of its own: setting the flag returned stops it,
+/// and the thread returns what it saw.
+pub(super) fn start_monitor(
+    pid: i32,
+    cg: &Cgroup,
+    t: Targets,
+) -> Result<(std::thread::JoinHandle<MonitorReport>, Arc<AtomicBool>), PeerError> {
+    let pidfd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(pid).expect("child pid > 0"),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .map_err(PeerError::Pidfd)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mon = Monitor {
+        pid,
+        pidfd,
+        area: t.area,
+        usage: cg.file("memory.usage_in_bytes"),
+        baseline: t.baseline,
+        pool_baseline: t.pool_baseline,
+        target: t.target,
+        controller: t.controller,
+        oom_control: cg.file("memory.oom_control"),
+        stat: cg.file("memory.stat"),
+        limit: cg.file("memory.limit_in_bytes"),
+        hard: t.hard,
+        stop: stop.clone(),
+    };
+    Ok((std::thread::spawn(move || monitor(mon)), stop))
+}
+
 /// The kernel's compressed pool, in bytes (zswap debugfs; machine-wide, and this workload is
 /// the machine's only zswap user while it runs).
 pub(super) fn zswap_pool_bytes() -> u64 {
@@ -89,7 +134,7 @@ pub(super) fn vm_rss(pid: i32) -> Option<u64> {
 
 /// Sample RSS, cgroup usage and the zswap pool; as the controller, page out random 1 MiB chunks of the
 /// worker's area while usage is above the target.
-pub(super) fn monitor(m: Monitor) -> MonitorReport {
+fn monitor(m: Monitor) -> MonitorReport {
     let thread_stat = Path::new("/proc/thread-self/stat");
     let cpu0 = CpuTimes::from_stat_file(thread_stat);
     let mut rep = MonitorReport::default();

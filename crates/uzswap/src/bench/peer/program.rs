@@ -10,11 +10,10 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::cgroup::{Cgroup, OOM_WAIT_MAX};
-use super::controller::{monitor, zswap_pool_bytes, Monitor};
+use super::controller::{start_monitor, zswap_pool_bytes, Targets};
 use super::machine::write_setting;
 use super::protocol::interrupted;
 use super::{PeerError, PeerOptions};
@@ -81,28 +80,15 @@ pub(super) fn run_program(
         source,
     })?;
     let pid = running.pid();
-    let pidfd = rustix::process::pidfd_open(
-        rustix::process::Pid::from_raw(pid).expect("child pid > 0"),
-        rustix::process::PidfdFlags::empty(),
-    )
-    .map_err(PeerError::Pidfd)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let mon = Monitor {
-        pid,
-        pidfd,
+    let targets = Targets {
         area: (0, 0),
-        usage: cg.file("memory.usage_in_bytes"),
         baseline,
         pool_baseline,
         target: limit,
-        controller: false,
-        oom_control: cg.file("memory.oom_control"),
-        stat: cg.file("memory.stat"),
-        limit: cg.file("memory.limit_in_bytes"),
         hard: limit,
-        stop: stop.clone(),
+        controller: false,
     };
-    let handle = std::thread::spawn(move || monitor(mon));
+    let (handle, stop) = start_monitor(pid, &cg, targets)?;
     let exited = running.wait().map_err(PeerError::ProgramWait);
     stop.store(true, Ordering::Relaxed);
     let rep = handle.join().map_err(|_| PeerError::MonitorPanicked)?;

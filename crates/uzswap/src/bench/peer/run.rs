@@ -4,11 +4,10 @@
 //! (its CPU time, the counters' deltas, the pool gauges).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use super::cgroup::{Cgroup, OOM_WAIT_MAX};
-use super::controller::{monitor, vm_rss, zswap_pool_bytes, Monitor};
+use super::controller::{start_monitor, vm_rss, zswap_pool_bytes, Targets};
 use super::machine::write_setting;
 use super::protocol::{interrupted, worker_ended, Worker};
 use super::{PeerError, PeerOptions, Reclaim};
@@ -81,28 +80,15 @@ pub(super) fn run_worker(
     let (Some(Ok(addr)), Some(Ok(len))) = (it.next(), it.next()) else {
         return Err(PeerError::BadArea(area));
     };
-    let pidfd = rustix::process::pidfd_open(
-        rustix::process::Pid::from_raw(pid).expect("child pid > 0"),
-        rustix::process::PidfdFlags::empty(),
-    )
-    .map_err(PeerError::Pidfd)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let mon = Monitor {
-        pid,
-        pidfd,
+    let targets = Targets {
         area: (addr, len),
-        usage: cg.file("memory.usage_in_bytes"),
         baseline,
         pool_baseline,
         target,
-        controller: opts.reclaim == Reclaim::Controller,
-        oom_control: cg.file("memory.oom_control"),
-        stat: cg.file("memory.stat"),
-        limit: cg.file("memory.limit_in_bytes"),
         hard,
-        stop: stop.clone(),
+        controller: opts.reclaim == Reclaim::Controller,
     };
-    let handle = std::thread::spawn(move || monitor(mon));
+    let (handle, stop) = start_monitor(pid, &cg, targets)?;
     let result_line = w.expect("result");
     // Read everything while the worker still holds its memory: the pool gauges drop to zero
     // when it exits.
