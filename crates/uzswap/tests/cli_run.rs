@@ -252,3 +252,15 @@ print(out.strip(), os.waitstatus_to_exitcode(status), len(data), data[12345][:10
     assert_eq!(stdout(&o), "spawned\n100000 0 200000 1234512345\n");
     assert!(stat(&o, "zswpout") > 0, "nothing evicted: {}", stderr(&o));
 }
+
+/// Blocks the preload did not hand out (glibc's own, as a library bound to libc's malloc
+/// with RTLD_DEEPBIND gets them) go back to glibc through free and realloc, and
+/// malloc_usable_size answers for them: none is freed into the region's heap.
+#[test]
+fn blocks_from_glibcs_own_malloc_are_passed_on() {
+    let program = compile("foreign_pointers");
+    let o = run(&["--memory-high", "64M"], &[program.to_str().unwrap()]);
+    std::fs::remove_file(&program).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "ok\n");
+}
