@@ -73,7 +73,7 @@ pub fn set_uzswap_threads(main_thread: i32) {
 }
 
 /// Whether this thread is one of the region's own.
-fn is_uzswap_thread() -> bool {
+pub fn is_uzswap_thread() -> bool {
     ROLE.with(|role| {
         if role.get() == Role::Unknown {
             // SAFETY: gettid has no preconditions.
@@ -102,6 +102,13 @@ pub fn region_heap() -> Option<*mut mi::mi_heap_t> {
 /// Whether `p` lies in the region.
 pub fn in_region(p: *const c_void) -> bool {
     (START.load(Acquire)..END.load(Acquire)).contains(&(p as usize))
+}
+
+/// Whether `[p, p + len)` has a byte in the region.
+pub fn overlaps_region(p: *const c_void, len: usize) -> bool {
+    let (start, end) = (START.load(Acquire), END.load(Acquire));
+    let p = p as usize;
+    p < end && p.saturating_add(len) > start
 }
 
 /// The region heap, which exists once a pointer in the region does.

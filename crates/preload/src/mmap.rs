@@ -7,8 +7,11 @@
 //! - madvise passes through, except `MADV_HUGEPAGE`, which the region's base pages refuse,
 //!   and `MADV_FREE`, which frees at once (`MADV_DONTNEED`): the limit must see every page.
 //!
-//! Everything else (file mappings, shared or fixed mappings, stacks, the region's own
-//! threads, mimalloc's own mappings) goes straight to the kernel.
+//! A fixed mapping or an mprotect over the region never reaches the kernel: a fresh
+//! read-write part of a block is a discard, read-write protection is granted, and anything
+//! else is refused (`fixed_in_region`, `mprotect`). Everything else (file mappings, shared
+//! or fixed mappings elsewhere, stacks, the region's own threads, mimalloc's own mappings)
+//! goes straight to the kernel.
 #![cfg(not(test))]
 
 use std::collections::BTreeMap;
@@ -17,7 +20,7 @@ use std::sync::Mutex;
 
 use libmimalloc_sys as mi;
 
-use crate::heap::{enter, in_region, inside, region_heap};
+use crate::heap::{enter, in_region, inside, is_uzswap_thread, overlaps_region, region_heap};
 
 const PAGE: usize = 4096;
 
@@ -107,6 +110,10 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: i64,
 ) -> *mut c_void {
+    let fixed = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0;
+    if fixed && !inside() && !is_uzswap_thread() && overlaps_region(addr, len) {
+        return fixed_in_region(addr, len, prot, flags, fd);
+    }
     let heap = match inside() || !is_heap(addr, prot, flags, fd) || len == 0 {
         true => None,
         false => region_heap(),
@@ -127,6 +134,71 @@ pub unsafe extern "C" fn mmap(
     }
     BLOCKS.lock().unwrap().insert(p as usize, Block::new(len));
     p
+}
+
+/// A fixed mapping over the region, which the kernel must never get: it would replace part
+/// of the region's mapping, and with it whatever uzswap holds there. A fresh anonymous
+/// private read-write mapping over part of one heap block is what it asks for, zeroed memory
+/// there: a discard. Anything else is refused (`EEXIST` for `MAP_FIXED_NOREPLACE`, as the
+/// range is mapped; `EINVAL` otherwise).
+fn fixed_in_region(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+) -> *mut c_void {
+    if flags & libc::MAP_FIXED_NOREPLACE != 0 {
+        return fail(libc::EEXIST);
+    }
+    let a = addr as usize;
+    let anonymous = fd == -1
+        && flags & (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_SHARED)
+            == libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let len = len.next_multiple_of(PAGE);
+    let in_block = block_of(&BLOCKS.lock().unwrap(), a, len).is_some();
+    if anonymous && prot == libc::PROT_READ | libc::PROT_WRITE && a.is_multiple_of(PAGE) && in_block
+    {
+        raw_madvise(addr, len, libc::MADV_DONTNEED);
+        return addr;
+    }
+    refused_once("a fixed mapping over heap memory other than a fresh read-write part of a block");
+    fail(libc::EINVAL)
+}
+
+/// Say once, on stderr, that the program asked for what the heap cannot do.
+fn refused_once(what: &str) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        let line = format!(
+            "uzswap: warning: the program asked for {what}: refused (the heap's pages stay \
+             read-write, in the region); this is said once\n"
+        );
+        // SAFETY: a write of the line's bytes to stderr.
+        unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    }
+}
+
+/// # Safety
+/// As C's `mprotect`. On the heap only read-write holds: the region's pages must stay in
+/// one mapping of one protection, to be moved in and out of it (`UFFDIO_MOVE` refuses to
+/// move between mappings of different protections). Read-write is granted at once; any
+/// other protection is refused with `EACCES` (a page made inaccessible or read-only that
+/// stayed writable would break a program that counts on the fault, such as a collector's
+/// write barrier).
+#[no_mangle]
+pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: usize, prot: c_int) -> c_int {
+    if inside() || is_uzswap_thread() || !overlaps_region(addr, len) {
+        // SAFETY: the kernel's mprotect, with the caller's arguments.
+        return unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) as c_int };
+    }
+    if prot == libc::PROT_READ | libc::PROT_WRITE {
+        return 0;
+    }
+    refused_once("heap memory with another protection than read-write (mprotect)");
+    // SAFETY: this thread's errno.
+    unsafe { *libc::__errno_location() = libc::EACCES };
+    -1
 }
 
 /// # Safety

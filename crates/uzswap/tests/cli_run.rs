@@ -264,3 +264,25 @@ fn blocks_from_glibcs_own_malloc_are_passed_on() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), "ok\n");
 }
+
+/// A fixed mapping or an mprotect over the heap never reaches the kernel, which would
+/// replace the region's memory there: a fresh read-write part of a block reads zero and
+/// leaves the rest (evicted or not) as written, read-write protection is granted, and the
+/// rest is refused (EACCES, EINVAL, EEXIST), with one warning line.
+#[test]
+fn fixed_mappings_and_mprotect_over_the_heap_keep_every_byte() {
+    let program = compile("fixed_mprotect");
+    let o = run(
+        &["--memory-high", "16M", "--stats"],
+        &[program.to_str().unwrap()],
+    );
+    std::fs::remove_file(&program).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "ok 4\n");
+    let warnings = stderr(&o)
+        .lines()
+        .filter(|l| l.starts_with("uzswap: warning:"))
+        .count();
+    assert_eq!(warnings, 1, "{}", stderr(&o));
+    assert!(stat(&o, "zswpout") > 0);
+}
