@@ -28,14 +28,18 @@ const PAGE: usize = 4096;
 /// page unmapped twice counts once, so the block is freed only when no page of it is left).
 struct Block {
     len: usize,
+    /// Mapped `PROT_NONE`: address space a runtime reserves and commits later with
+    /// `mprotect` (`RESERVATION_MAX`).
+    reserved: bool,
     unmapped: Vec<bool>,
     nr_unmapped: usize,
 }
 
 impl Block {
-    fn new(len: usize) -> Self {
+    fn new(len: usize, reserved: bool) -> Self {
         Block {
             len,
+            reserved,
             unmapped: Vec::new(),
             nr_unmapped: 0,
         }
@@ -82,18 +86,28 @@ fn raw_madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
     unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) as c_int }
 }
 
-/// Whether a mapping with these arguments is heap memory: anonymous, private, readable and
-/// writable, placed by the kernel.
-fn is_heap(addr: *mut c_void, prot: c_int, flags: c_int, fd: c_int) -> bool {
+/// The largest `PROT_NONE` reservation the heap takes. A runtime that reserves its heap and
+/// commits it later with `mprotect` (V8 reserves 508 KiB for each 256 KiB page) gets a
+/// block, whose `mprotect`s to anything but executable are granted as they are: the pages
+/// stay read-write. Larger reservations stay with the kernel: V8's 128 MiB code range, which
+/// it makes executable, and the multi-GiB guard regions of WebAssembly memories, whose
+/// faults are their bounds checks.
+const RESERVATION_MAX: usize = 64 << 20;
+
+/// Whether a mapping with these arguments is heap memory: anonymous, private, placed by the
+/// kernel (`addr` a hint at most), readable and writable, or a `PROT_NONE` reservation of at
+/// most `RESERVATION_MAX`.
+fn is_heap(len: usize, prot: c_int, flags: c_int, fd: c_int) -> bool {
     let refused = libc::MAP_FIXED
         | libc::MAP_FIXED_NOREPLACE
         | libc::MAP_SHARED
         | libc::MAP_GROWSDOWN
         | libc::MAP_STACK
         | libc::MAP_HUGETLB;
-    addr.is_null()
-        && fd == -1
-        && prot == libc::PROT_READ | libc::PROT_WRITE
+    let rw = prot == libc::PROT_READ | libc::PROT_WRITE;
+    let reservation = prot == libc::PROT_NONE && len <= RESERVATION_MAX;
+    fd == -1
+        && (rw || reservation)
         && flags & (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS)
             == libc::MAP_PRIVATE | libc::MAP_ANONYMOUS
         && flags & refused == 0
@@ -114,7 +128,7 @@ pub unsafe extern "C" fn mmap(
     if fixed && !inside() && !is_uzswap_thread() && overlaps_region(addr, len) {
         return fixed_in_region(addr, len, prot, flags, fd);
     }
-    let heap = match inside() || !is_heap(addr, prot, flags, fd) || len == 0 {
+    let heap = match inside() || !is_heap(len, prot, flags, fd) || len == 0 {
         true => None,
         false => region_heap(),
     };
@@ -132,7 +146,11 @@ pub unsafe extern "C" fn mmap(
     if p.is_null() {
         return fail(libc::ENOMEM);
     }
-    BLOCKS.lock().unwrap().insert(p as usize, Block::new(len));
+    let reserved = prot == libc::PROT_NONE;
+    BLOCKS
+        .lock()
+        .unwrap()
+        .insert(p as usize, Block::new(len, reserved));
     p
 }
 
@@ -156,9 +174,14 @@ fn fixed_in_region(
         && flags & (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_SHARED)
             == libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     let len = len.next_multiple_of(PAGE);
-    let in_block = block_of(&BLOCKS.lock().unwrap(), a, len).is_some();
-    if anonymous && prot == libc::PROT_READ | libc::PROT_WRITE && a.is_multiple_of(PAGE) && in_block
-    {
+    let blocks = BLOCKS.lock().unwrap();
+    let block = block_of(&blocks, a, len).map(|start| &blocks[&start]);
+    // Read-write, or inaccessible in a reservation (a runtime's decommit).
+    let prot_ok = prot == libc::PROT_READ | libc::PROT_WRITE
+        || (prot == libc::PROT_NONE && block.is_some_and(|b| b.reserved));
+    let in_block = block.is_some();
+    drop(blocks);
+    if anonymous && prot_ok && a.is_multiple_of(PAGE) && in_block {
         raw_madvise(addr, len, libc::MADV_DONTNEED);
         return addr;
     }
@@ -182,10 +205,11 @@ fn refused_once(what: &str) {
 /// # Safety
 /// As C's `mprotect`. On the heap only read-write holds: the region's pages must stay in
 /// one mapping of one protection, to be moved in and out of it (`UFFDIO_MOVE` refuses to
-/// move between mappings of different protections). Read-write is granted at once; any
-/// other protection is refused with `EACCES` (a page made inaccessible or read-only that
-/// stayed writable would break a program that counts on the fault, such as a collector's
-/// write barrier).
+/// move between mappings of different protections). Read-write is granted at once, and so
+/// is any protection but executable in a block reserved `PROT_NONE` (`RESERVATION_MAX`: a
+/// runtime committing and decommitting its heap, which never counts on the fault); any other
+/// is refused with `EACCES` (a page made inaccessible or read-only that stayed writable
+/// would break a program that counts on the fault, such as a collector's write barrier).
 #[no_mangle]
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: usize, prot: c_int) -> c_int {
     if inside() || is_uzswap_thread() || !overlaps_region(addr, len) {
@@ -193,6 +217,15 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: usize, prot: c_int) ->
         return unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) as c_int };
     }
     if prot == libc::PROT_READ | libc::PROT_WRITE {
+        return 0;
+    }
+    let a = addr as usize;
+    let reserved = {
+        let blocks = BLOCKS.lock().unwrap();
+        block_of(&blocks, a, len).is_some_and(|start| blocks[&start].reserved)
+    };
+    if reserved && prot & libc::PROT_EXEC == 0 {
+        // A reservation's commit or decommit: granted, the pages stay read-write.
         return 0;
     }
     refused_once("heap memory with another protection than read-write (mprotect)");
