@@ -45,7 +45,7 @@ fn usage_errors_are_one_line_naming_where_help_is() {
     );
     assert_refused(
         &["bench"],
-        &["'uzswap bench' needs a command: one of codecs, engine, usemem, mix, sweep"],
+        &["'uzswap bench' needs a command: one of codecs, engine, usemem, mix, sweep, run"],
     );
     assert_refused(&[] as &[&str], &["'uzswap' needs a command: one of bench"]);
 }

@@ -34,7 +34,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// `uzswap stat`'s options.
 #[derive(Debug, Args)]
 pub struct StatArgs {
-    /// The program's process ID (its own, not that of the `uzswap run` that started it).
+    /// The program's process ID, or that of the `uzswap run` that started it.
     pub pid: u32,
     /// One JSON object, name to value.
     #[arg(long, conflicts_with = "prometheus")]
@@ -82,7 +82,11 @@ pub fn fetch(pid: u32) -> Result<Snapshot, String> {
     let stream = match UnixStream::connect_addr(&addr) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            return Err(not_under_uzswap(pid))
+            // `uzswap run` itself: its program is the one with the statistics.
+            return match program_of_run(pid) {
+                Some(program) => fetch(program),
+                None => Err(not_under_uzswap(pid)),
+            };
         }
         Err(e) => return Err(format!("process {pid}: cannot reach its statistics: {e}")),
     };
@@ -111,6 +115,16 @@ pub fn fetch(pid: u32) -> Result<Snapshot, String> {
         return Err(format!("process {pid}: {}", text.trim_end()));
     }
     Snapshot::parse(&text).map_err(|e| format!("process {pid}: {e}"))
+}
+
+/// The program a `uzswap run` process started, if `pid` is one (`uzswap` with a child).
+fn program_of_run(pid: u32) -> Option<u32> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    if comm.trim_end() != "uzswap" {
+        return None;
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
 }
 
 /// Why nobody listens on process `pid`'s name: no such process, or one that does not run
