@@ -106,6 +106,11 @@ struct Run {
 
 static RUN: std::sync::OnceLock<Run> = std::sync::OnceLock::new();
 
+/// The region the heap lives in, once it is made.
+pub fn region() -> Option<&'static Region> {
+    RUN.get().map(|run| run.region)
+}
+
 /// At exit: write the statistics (stats.rs), if `uzswap run --stats` asked for them.
 extern "C" fn fini() {
     if CHILD.load(Relaxed) {

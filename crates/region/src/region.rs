@@ -385,6 +385,28 @@ impl Region {
         self.mem.discard(offset, len)
     }
 
+    /// Whether the region holds nothing for the `len` bytes at `offset` (page aligned): no
+    /// page of them present, staged or held by the engine, and none locked, so that they read
+    /// as zero and a discard of them would free nothing. A hint, read without locks: a page
+    /// brought in meanwhile (a thread touching the range, readahead) may be missed. For
+    /// memory the program has let go of and never reads again, which a missed page only
+    /// keeps resident (and counted) until reclaim takes it: an allocator's trimmed
+    /// reservation, whose discard would cost a wait for a fault handler for nothing.
+    pub fn holds_nothing(&self, offset: usize, len: usize) -> bool {
+        let inner = &self.inner;
+        let first = (offset / PAGE_SIZE) as u32;
+        let end = (offset + len)
+            .div_ceil(PAGE_SIZE)
+            .min(inner.mapping.len() / PAGE_SIZE) as u32;
+        let fp = inner.folio_pages;
+        (first..end).all(|p| {
+            !inner.pages.is_resident(p)
+                && inner.group.peek(p).kind == zswap::swap::Kind::Empty
+                && !inner.group.is_locked(p)
+                && !inner.staged.contains(p & !(fp - 1))
+        })
+    }
+
     /// `madvise(MADV_FREE)` on `len` bytes at `offset`, as an allocator's lazy purge does:
     /// the pages read either as they were or as zeros. For tests: a test has no other way to
     /// call it on the region without unsafe code.

@@ -133,6 +133,24 @@ fn zero_pages_come_back_as_zero_without_storage() {
     assert!(mem[1..].iter().all(|&b| b == 0));
 }
 
+/// `holds_nothing` says so only for pages never touched, or discarded since: not for pages
+/// present, nor for pages the engine holds (the pool here).
+#[test]
+fn holds_nothing_is_true_only_where_nothing_was_kept() {
+    let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20)).unwrap();
+    assert!(r.holds_nothing(0, 4 << 20));
+    r.as_mut_slice()[(1 << 20) + 5] = 1;
+    assert!(!r.holds_nothing(1 << 20, PAGE));
+    assert!(!r.holds_nothing(0, 2 << 20));
+    // Fault-around maps the fresh memory after a first touch: what lies past 2 MiB did not.
+    assert!(r.holds_nothing(3 << 20, 1 << 20));
+    r.reclaim_to(0);
+    assert_eq!(r.usage().resident, 0);
+    assert!(!r.holds_nothing(1 << 20, PAGE), "a page in the pool");
+    r.discard(1 << 20, 64 << 10).unwrap();
+    assert!(r.holds_nothing(1 << 20, 64 << 10));
+}
+
 #[test]
 fn discarded_pages_read_as_zero_and_free_what_was_stored() {
     let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20)).unwrap();
