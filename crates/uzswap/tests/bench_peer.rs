@@ -131,18 +131,7 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
         before,
         "settings not restored"
     );
-    assert_eq!(common::active_swaps(), swaps_before, "swap file left on");
-    assert!(
-        common::peer_cgroups().is_empty(),
-        "cgroup left: {:?}",
-        common::peer_cgroups()
-    );
-    let leftovers: Vec<_> = std::fs::read_dir("/var/tmp")
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("uzswap-peer-"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    common::assert_peer_left_nothing(&swaps_before);
 }
 
 /// Under the page-out controller the cgroup's OOM killer is off, and a worker whose charge

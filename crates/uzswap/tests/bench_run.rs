@@ -184,18 +184,7 @@ fn beside_the_kernels_zswap_uzswap_gets_what_the_kernel_held() {
     let o = bench_run(&args, &["python3", "-c", SCRIPT]);
     let after = SavedSettings::read().unwrap();
     assert_eq!(after, before, "settings not restored");
-    assert_eq!(common::active_swaps(), swaps_before, "swap left on");
-    assert!(
-        common::peer_cgroups().is_empty(),
-        "cgroup left: {:?}",
-        common::peer_cgroups()
-    );
-    let leftovers: Vec<_> = std::fs::read_dir("/var/tmp")
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("uzswap-peer-"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    common::assert_peer_left_nothing(&swaps_before);
 
     let v = json(&o);
     let k = &v["kernel"];

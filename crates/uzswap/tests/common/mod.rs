@@ -108,3 +108,20 @@ pub fn peer_cgroups() -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// A kernel peer left nothing behind: the swap areas as they were (`swaps_before`), no cgroup
+/// of its own, no swap file in /var/tmp.
+pub fn assert_peer_left_nothing(swaps_before: &[String]) {
+    assert_eq!(active_swaps(), swaps_before, "swap left on");
+    assert!(
+        peer_cgroups().is_empty(),
+        "cgroup left: {:?}",
+        peer_cgroups()
+    );
+    let leftovers: Vec<_> = std::fs::read_dir("/var/tmp")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("uzswap-peer-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
