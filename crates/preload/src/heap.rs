@@ -89,14 +89,25 @@ pub fn is_uzswap_thread() -> bool {
     })
 }
 
-/// The region heap, for a program thread once the region exists; None otherwise (the call
-/// goes to glibc's malloc, outside the region).
+/// The region heap, for a program thread once the region exists and while it is not serving
+/// a fault; None otherwise (the call goes to glibc's malloc, outside the region).
 pub fn region_heap() -> Option<*mut mi::mi_heap_t> {
     let heap = HEAP.load(Acquire);
-    if heap.is_null() || is_uzswap_thread() {
+    // A thread serving its own fault (in_thread.rs) allocates outside the memory it serves,
+    // and so does glibc for a thread being created (its TLS vector, in_thread.rs).
+    if heap.is_null() || is_uzswap_thread() || uffd::sigbus::serving() || creating_thread() {
         return None;
     }
     Some(heap)
+}
+
+/// Whether this thread is inside `pthread_create` with in-thread faults on (in_thread.rs,
+/// which the unit tests leave out).
+fn creating_thread() -> bool {
+    #[cfg(not(test))]
+    return crate::in_thread::creating_thread();
+    #[cfg(test)]
+    false
 }
 
 /// Whether `p` lies in the region.

@@ -29,6 +29,7 @@ extern "C" fn init() {
         .unwrap_or_else(|e| refuse(&format!("{}: {e}", crate::config::ENV)));
     let size = config.max_heap as usize;
     let region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
+    let region_config_in_thread = region_config.in_thread_faults;
     let region = Region::new(size, region_config)
         .unwrap_or_else(|e| refuse(&format!("cannot make the region: {}", e.chain())));
     // The region serves the program until it exits.
@@ -46,6 +47,9 @@ extern "C" fn init() {
     crate::heap::set_uzswap_threads(unsafe { libc::getpid() });
     if let Err(e) = crate::heap::start(region.as_ptr(), region.len()) {
         refuse(&e);
+    }
+    if region_config_in_thread {
+        crate::in_thread::turn_on();
     }
     // SAFETY: getppid has no preconditions.
     let parent = unsafe { libc::getppid() } as u32;

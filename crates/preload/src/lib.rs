@@ -24,6 +24,7 @@
 
 mod config;
 mod heap;
+mod in_thread;
 mod init;
 mod malloc;
 mod mmap;

@@ -13,7 +13,7 @@ thread_local! {
 /// Run `f` on this thread's folio buffer, `nr_pages` pages from a page boundary. Its bytes
 /// are whatever the last use left.
 pub(crate) fn with_folio_buf<R>(nr_pages: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    FOLIO_BUF.with(|buf| {
+    zswap::scratch::with(&FOLIO_BUF, Vec::new, |buf| {
         let mut buf = buf.borrow_mut();
         f(zswap::swap::file::page_aligned(
             &mut buf,

@@ -21,6 +21,7 @@ use zswap::{Zswap, ZswapGroup, PAGE_SIZE};
 use crate::clean::CleanTracking;
 use crate::deferred::DeferredEvents;
 use crate::discards::Discards;
+use crate::in_thread::InThreadFaults;
 use crate::incompressible::IncompressibleFolios;
 use crate::lru::Lru;
 use crate::mapping::Mapping;
@@ -128,6 +129,8 @@ pub(crate) struct Inner {
     /// This process's memory, read where it is (reclaim's try of a folio's compression);
     /// None where `/proc` is not mounted: folios are then tried after they moved out.
     pub own_memory: Option<uffd::process::OwnMemory>,
+    /// Faults served in the faulting thread (in_thread.rs): None where handlers serve them.
+    pub in_thread: Option<InThreadFaults>,
     /// kswapd's wake-ups, and reclaim's progress for those who wait on it.
     pub reclaim_wait: ReclaimWait,
     pub stop: AtomicBool,
@@ -161,7 +164,11 @@ impl Inner {
                 + self.incompressible.bytes()
                 + self.zswap.pool().metadata_bytes()
                 + self.lru.bytes()
-                + self.staged.queue_bytes(),
+                + self.staged.queue_bytes()
+                + self
+                    .in_thread
+                    .as_ref()
+                    .map_or(0, InThreadFaults::scratch_bytes),
         }
     }
 

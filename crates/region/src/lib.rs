@@ -4,7 +4,8 @@
 //!
 //! The parts, each owning its state (inner.rs holds them and their lock order):
 //! - the range and every userfaultfd call on it (mapping.rs);
-//! - actions: the handler threads (handler.rs) hand faults to fault.rs, which swaps folios in
+//! - actions: the handler threads (handler.rs), or the faulting threads themselves
+//!   (in_thread.rs), hand faults to fault.rs, which swaps folios in
 //!   (swapin.rs); reclaim moves them out to a memory limit (reclaim.rs); events.rs reads
 //!   events and processes discards;
 //! - state: page flags (page_flags.rs), the LRU (lru.rs), staged folios (staged.rs),
@@ -26,6 +27,7 @@ mod folio_buf;
 mod folio_queue;
 mod fork;
 mod handler;
+mod in_thread;
 mod incompressible;
 mod inner;
 mod lru;

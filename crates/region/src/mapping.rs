@@ -42,6 +42,8 @@ pub(crate) struct Mapping {
     /// Held exclusively to read events, shared by every install into the region: see
     /// events.rs for why.
     gate: RwLock<()>,
+    /// Faults raise SIGBUS in the faulting thread (in_thread.rs) rather than events.
+    sigbus: bool,
 }
 
 impl Mapping {
@@ -49,6 +51,7 @@ impl Mapping {
     /// `register`).
     pub fn new(uffd: Uffd, base: usize, len: usize) -> Self {
         Mapping {
+            sigbus: uffd.features().contains(uffd::Features::SIGBUS),
             uffd,
             base: AtomicUsize::new(base),
             len,
@@ -97,9 +100,12 @@ impl Mapping {
     }
 
     /// Wake the threads that faulted in `len` bytes at `addr`; an error (the range gone)
-    /// leaves nothing to wake.
+    /// leaves nothing to wake. Nothing to do where faults raise SIGBUS: no thread waits in
+    /// the kernel then.
     pub fn wake(&self, addr: usize, len: usize) {
-        let _ = self.uffd.wake(addr, len);
+        if !self.sigbus {
+            let _ = self.uffd.wake(addr, len);
+        }
     }
 
     /// Run `op` under the gate (shared) until it is done, or the range is gone (None). On

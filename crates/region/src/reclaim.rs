@@ -65,6 +65,11 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
 /// A fault is about to bring in a folio: make room for it first.
 pub(crate) fn throttle(inner: &Inner) {
     let need = inner.folio_bytes() as u64;
+    if inner.usage().total() + need <= inner.limit {
+        return;
+    }
+    // A program thread that serves its own fault reclaims in one of the handlers' places.
+    let _slot = inner.in_thread.as_ref().map(|t| t.reclaim_slot());
     while inner.usage().total() + need > inner.limit {
         inner.stats.direct_reclaim.fetch_add(1, Relaxed);
         if !reclaim_one(inner, KEPT_PER_CALL) {

@@ -156,6 +156,7 @@ impl Region {
         let uffd = UffdBuilder::new()
             .user_mode_only(config.user_mode_only)
             .non_blocking(true)
+            .sigbus(config.in_thread_faults)
             .create()?;
         if let Some(w) = uffd.mode_warning() {
             log::warn!("{w}");
@@ -256,6 +257,14 @@ impl Region {
             readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),
             spares: SpareHandlers::new(config.fault_threads),
             own_memory: uffd::process::OwnMemory::open().ok(),
+            // The handlers serve no faults then: program threads reclaim in their places.
+            in_thread: config.in_thread_faults.then(|| {
+                crate::in_thread::InThreadFaults::new(
+                    config.fault_threads + crate::spare::SPARE_HANDLERS,
+                    fs,
+                    config.compressor.algorithm,
+                )
+            }),
             reclaim_wait: Default::default(),
             stop: AtomicBool::new(false),
             stats: RegionStats::default(),
@@ -307,6 +316,14 @@ impl Region {
             }
         }
         region.inner.zswap.start_shrink_worker();
+        if config.in_thread_faults {
+            crate::in_thread::register(&region.inner).map_err(|e| {
+                RegionError::Uffd(uffd::UffdError::Os {
+                    op: "installing the SIGBUS handler",
+                    source: e,
+                })
+            })?;
+        }
         Ok(region)
     }
 
@@ -370,7 +387,7 @@ impl Region {
     /// Whether kernel-mode faults (the kernel touching the region for a system call) are
     /// served. When not, such a system call fails with EFAULT on an evicted page.
     pub fn kernel_faults_served(&self) -> bool {
-        !self.inner.mapping.user_mode_only()
+        !self.inner.mapping.user_mode_only() && self.inner.in_thread.is_none()
     }
 
     /// A copy of the region's own statistics (the engine's are in `zswap().stats()`).
@@ -479,6 +496,7 @@ fn injected(op: &'static str) -> RegionError {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        crate::in_thread::unregister(&self.inner);
         self.inner.stop.store(true, Relaxed);
         self.inner.reclaim_wait.wake_kswapd();
         for t in self.threads.drain(..) {

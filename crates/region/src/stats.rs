@@ -144,6 +144,8 @@ counters! {
     folio_lock_waits,
     /// Faults on a folio someone held that the spare left to a regular handler (spare.rs).
     spare_deferred,
+    /// Faults a program thread served itself, from its SIGBUS handler (in_thread.rs).
+    in_thread_faults,
 }
 
 impl RegionStats {

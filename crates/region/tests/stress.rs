@@ -28,16 +28,26 @@ fn stress_secs() -> u64 {
 
 const STRESS_SIZE: usize = 16 << 20;
 
+/// Who serves the faults.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Faults {
+    /// The region's handler threads.
+    Handlers,
+    /// The faulting threads themselves (`in_thread_faults`).
+    InThread,
+}
+
 /// 16 MiB under a 4 MiB limit, three fault threads: constant reclaim; with a small pool
 /// (5% of the limit), the shrinker and writeback all the time, most swap-ins from disk; with
 /// a large one (50%), most from the pool.
-fn stress_region(folio: usize, pool_percent: u32) -> Region {
+fn stress_region(folio: usize, pool_percent: u32, faults: Faults) -> Region {
     Region::new(
         STRESS_SIZE,
         RegionConfig::new(4 << 20)
             .folio_size(folio)
             .max_pool_percent(pool_percent)
-            .fault_threads(3),
+            .fault_threads(3)
+            .in_thread_faults(faults == Faults::InThread),
     )
     .unwrap()
 }
@@ -88,7 +98,14 @@ fn check_pages(
 
 #[test]
 fn threads_sharing_locked_counters_in_pages_under_reclaim_lose_nothing() {
-    locked_counters_under_reclaim(Disturb::Nothing);
+    locked_counters_under_reclaim(Disturb::Nothing, Faults::Handlers);
+}
+
+/// The same with every fault served in the thread that faults, from its SIGBUS handler,
+/// while reclaim evicts from under it.
+#[test]
+fn threads_serving_their_own_faults_on_locked_counters_lose_nothing() {
+    locked_counters_under_reclaim(Disturb::Nothing, Faults::InThread);
 }
 
 /// The same while the kernel migrates pages all the time (memory compaction forced every
@@ -105,7 +122,7 @@ fn locked_counters_while_the_kernel_migrates_pages_lose_nothing() {
         eprintln!("skipped: forcing memory compaction needs root");
         return;
     }
-    locked_counters_under_reclaim(Disturb::Migrate);
+    locked_counters_under_reclaim(Disturb::Migrate, Faults::Handlers);
 }
 
 /// The same while the kernel swaps the region's resident pages out to a system swap file
@@ -127,7 +144,7 @@ fn locked_counters_while_the_kernel_swaps_the_region_lose_nothing() {
         count("pswpout") + count("zswpout")
     };
     let before = swapped_out();
-    locked_counters_under_reclaim(Disturb::PageOut);
+    locked_counters_under_reclaim(Disturb::PageOut, Faults::Handlers);
     let swapped = swapped_out() - before;
     eprintln!("the kernel swapped out {swapped} pages");
     assert!(swapped > 0, "the kernel swapped nothing out");
@@ -145,7 +162,7 @@ enum Disturb {
 
 /// Threads bump locked counters in shared pages under constant reclaim (64 KiB folios, a 5%
 /// pool) for `stress_secs()`, checked after every round, while the kernel does `disturb`.
-fn locked_counters_under_reclaim(disturb: Disturb) {
+fn locked_counters_under_reclaim(disturb: Disturb, faults: Faults) {
     /// Stops the disturbing thread however the rounds end (a failed check unwinds).
     struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
     impl Drop for StopOnDrop<'_> {
@@ -156,7 +173,7 @@ fn locked_counters_under_reclaim(disturb: Disturb) {
     let secs = stress_secs();
     let stop = std::sync::atomic::AtomicBool::new(false);
     // The default folio size: 64 KiB.
-    let r = stress_region(RegionConfig::new(4 << 20).folio_size, 5);
+    let r = stress_region(RegionConfig::new(4 << 20).folio_size, 5, faults);
     let base = r.as_ptr() as usize;
     std::thread::scope(|s| {
         match disturb {
@@ -178,7 +195,7 @@ fn locked_counters_under_reclaim(disturb: Disturb) {
             }
         }
         let _stop = StopOnDrop(&stop);
-        locked_counters_rounds(&r, secs);
+        locked_counters_rounds(&r, secs, faults);
     });
 }
 
@@ -195,7 +212,7 @@ fn page_out_until(base: usize, deadline: Instant) {
     }
 }
 
-fn locked_counters_rounds(r: &Region, secs: u64) {
+fn locked_counters_rounds(r: &Region, secs: u64, faults: Faults) {
     let words = r.as_atomic_words();
     let pages = STRESS_SIZE / 4096;
     // Word 0 of a page: its lock; word 1: its counter; the rest: a pattern that must survive.
@@ -246,6 +263,7 @@ fn locked_counters_rounds(r: &Region, secs: u64) {
         s.spare_events,
     );
     assert!(s.folios_evicted > 0 && s.faults > 0);
+    assert_eq!(s.in_thread_faults > 0, faults == Faults::InThread, "{s:?}");
     assert!(
         z.get("written_back_pages") + z.get("pswpout") > 0,
         "nothing reached the swap file"
@@ -260,9 +278,21 @@ fn locked_counters_rounds(r: &Region, secs: u64) {
 /// not mapped.
 #[test]
 fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
+    readers_and_writers_on_fresh_memory(Faults::Handlers);
+}
+
+/// The same with every fault (missing, and write-protect on clean folios) served in the
+/// thread that faults.
+#[test]
+fn readers_and_writers_serving_their_own_faults_lose_nothing() {
+    readers_and_writers_on_fresh_memory(Faults::InThread);
+}
+
+fn readers_and_writers_on_fresh_memory(faults: Faults) {
     let secs = stress_secs();
+    let mut fault_around = 0;
     for folio in [4096usize, 64 << 10] {
-        let r = stress_region(folio, 5);
+        let r = stress_region(folio, 5, faults);
         let words = r.as_atomic_words();
         let pages = STRESS_SIZE / 4096;
         let record: Vec<AtomicU64> = (0..pages).map(|_| AtomicU64::new(0)).collect();
@@ -313,8 +343,12 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
             s.lost_track
         );
         assert_eq!(s.lost_track, 0, "{s:?}");
-        assert!(s.folios_evicted > 0 && s.fault_around > 0, "{s:?}");
+        assert!(s.folios_evicted > 0, "{s:?}");
+        assert_eq!(s.in_thread_faults > 0, faults == Faults::InThread, "{s:?}");
+        fault_around += s.fault_around;
     }
+    // Fault-around needs room under the limit, which a busy run may never leave at 64 KiB.
+    assert!(fault_around > 0, "no fault-around");
 }
 
 /// Discards racing with reclaim: each thread owns every fourth page, and at random checks one
@@ -326,7 +360,14 @@ fn readers_and_writers_on_fresh_memory_under_reclaim_lose_nothing() {
 /// is checked against its owner's record at every step and at the end.
 #[test]
 fn discards_racing_with_reclaim_lose_nothing_else() {
-    discards_racing_with_reclaim(5, Disturb::Nothing, Fill::Stamps);
+    discards_racing_with_reclaim(5, Disturb::Nothing, Fill::Stamps, Faults::Handlers);
+}
+
+/// The same with every fault served in the thread that faults: discards are still events,
+/// read by the handler threads.
+#[test]
+fn discards_racing_with_threads_serving_their_own_faults_lose_nothing_else() {
+    discards_racing_with_reclaim(5, Disturb::Nothing, Fill::Stamps, Faults::InThread);
 }
 
 /// The same with pages of random bytes: stored as-is, they come back in, and refault
@@ -334,7 +375,7 @@ fn discards_racing_with_reclaim_lose_nothing_else() {
 /// (outside the event gate, through /proc/self/mem) while owners discard and rewrite them.
 #[test]
 fn incompressible_pages_with_discards_racing_reclaim_lose_nothing_else() {
-    discards_racing_with_reclaim(50, Disturb::Nothing, Fill::Random);
+    discards_racing_with_reclaim(50, Disturb::Nothing, Fill::Random, Faults::Handlers);
 }
 
 /// The same with a pool of 50% of the limit, so most swap-ins come from the pool. Would fail
@@ -343,7 +384,7 @@ fn incompressible_pages_with_discards_racing_reclaim_lose_nothing_else() {
 /// processing frees it, and the program reads zeros (events.rs).
 #[test]
 fn discards_racing_with_reclaim_from_the_pool_lose_nothing_else() {
-    discards_racing_with_reclaim(50, Disturb::Nothing, Fill::Stamps);
+    discards_racing_with_reclaim(50, Disturb::Nothing, Fill::Stamps, Faults::Handlers);
 }
 
 /// The same, a small pool, while the kernel swaps the region's pages out to a system swap
@@ -354,7 +395,7 @@ fn discards_racing_with_reclaim_while_the_kernel_swaps_lose_nothing_else() {
     let Some(_swap) = SystemSwap::on() else {
         return;
     };
-    discards_racing_with_reclaim(5, Disturb::PageOut, Fill::Stamps);
+    discards_racing_with_reclaim(5, Disturb::PageOut, Fill::Stamps, Faults::Handlers);
 }
 
 /// What the owners write in a page besides its stamp.
@@ -367,7 +408,7 @@ enum Fill {
     Random,
 }
 
-fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill) {
+fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill, faults: Faults) {
     let secs = stress_secs();
     const OWNERS: usize = 4;
     // Word 0 of a page: its stamp (0: discarded or never written); the words `fill` says
@@ -394,7 +435,7 @@ fn discards_racing_with_reclaim(pool_percent: u32, disturb: Disturb, fill: Fill)
     };
     let mut kept = 0;
     for folio in [4096usize, 64 << 10] {
-        let r = stress_region(folio, pool_percent);
+        let r = stress_region(folio, pool_percent, faults);
         let words = r.as_atomic_words();
         let pages = STRESS_SIZE / 4096;
         let deadline = Instant::now() + Duration::from_secs(secs);
@@ -515,7 +556,7 @@ fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
     const OWNERS: usize = 4;
     for folio in [4096usize, 64 << 10] {
         // A large pool: pages come back from it, and scanned folios keep their pool copies.
-        let mut r = stress_region(folio, 50);
+        let mut r = stress_region(folio, 50, Faults::Handlers);
         if !r.kernel_faults_served() {
             eprintln!("skipped: this process may not take kernel-mode faults");
             return;
@@ -606,7 +647,7 @@ fn batch_evictions_racing_discards_lose_nothing() {
     const BLOCK: usize = 32;
     const PER_KIND: usize = 2;
     let secs = stress_secs();
-    let r = stress_region(4096, 20);
+    let r = stress_region(4096, 20, Faults::Handlers);
     let words = r.as_atomic_words();
     let pages = STRESS_SIZE / 4096;
     // Every 61st word of a page: its stamp, mixed with the word's index (the page compresses).

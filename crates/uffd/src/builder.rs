@@ -94,6 +94,17 @@ impl UffdBuilder {
         }
     }
 
+    /// Require `SIGBUS`: a fault raises SIGBUS in the faulting thread instead of an event, to
+    /// be served there (`sigbus`); a fault the kernel takes for a system call fails it with
+    /// EFAULT. Off by default.
+    pub fn sigbus(self, on: bool) -> Self {
+        if on {
+            self.require(Features::SIGBUS)
+        } else {
+            self.without(Features::SIGBUS)
+        }
+    }
+
     /// Require `WP_ASYNC`: write-protect faults are resolved by the kernel (dirty tracking
     /// without events). Off by default, since it stops WP faults from being reported.
     pub fn wp_async(self, on: bool) -> Self {

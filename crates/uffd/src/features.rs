@@ -23,7 +23,8 @@ impl Features {
     pub const MISSING_SHMEM: Self = Self(sys::UFFD_FEATURE_MISSING_SHMEM);
     /// An `Unmap` event on `munmap`.
     pub const EVENT_UNMAP: Self = Self(sys::UFFD_FEATURE_EVENT_UNMAP);
-    /// Missing faults raise SIGBUS instead of an event (not used by uzswap).
+    /// Faults raise SIGBUS in the faulting thread instead of an event (in-thread faults,
+    /// `sigbus`).
     pub const SIGBUS: Self = Self(sys::UFFD_FEATURE_SIGBUS);
     /// Page fault events carry the faulting thread's id.
     pub const THREAD_ID: Self = Self(sys::UFFD_FEATURE_THREAD_ID);

@@ -6,6 +6,7 @@
 //!   which the system headers lack.
 //! - [`UffdBuilder`] / [`Uffd`]: creation, handshake, operations, events.
 //! - [`Event`]: what `read(2)` on a userfaultfd says.
+//! - [`sigbus`]: faults served in the faulting thread, from its SIGBUS handler.
 //! - [`RawRegion`]: a mapping to register, which never hands out references into itself.
 //! - [`UffdError`]: errno turned into domain errors; `EEXIST` is the [`Filled::PageExists`]
 //!   outcome, not an error.
@@ -20,6 +21,7 @@ pub mod mapping;
 mod mmap;
 pub mod process;
 pub mod raw_region;
+pub mod sigbus;
 pub mod staging;
 pub mod sys;
 pub mod userfaultfd;

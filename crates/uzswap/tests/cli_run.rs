@@ -129,6 +129,40 @@ fn system_calls_on_evicted_and_untouched_heap_buffers_work() {
     );
 }
 
+/// The same with every fault served in the thread that takes it (`--in-thread-faults`):
+/// the kernel's own accesses fail with EFAULT then, and uzswap's `write` and `read` retry
+/// them once the buffers are touched. Would fail without the retries.
+#[test]
+fn system_calls_on_evicted_heap_buffers_are_retried_with_in_thread_faults() {
+    let program = compile("syscalls");
+    let data = program.with_extension("data-in-thread");
+    let o = run(
+        &["--memory-high", "32M", "--in-thread-faults", "--stats"],
+        &[program.to_str().unwrap(), data.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(&program);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o), "ok 1\n");
+    assert!(stat(&o, "in_thread_faults") > 0, "{}", stderr(&o));
+    assert_eq!(stat(&o, "faults"), stat(&o, "in_thread_faults"));
+}
+
+/// With `--in-thread-faults`, a program that blocks every signal and sets its own SIGBUS
+/// handler still has its heap served (SIGBUS is never blocked, and stays uzswap's), reads
+/// back its own handler and a mask without SIGBUS, and gets a SIGBUS that is not a heap fault
+/// in its own handler (which exits with 42). Would die of SIGBUS without the wrappers.
+#[test]
+fn a_program_blocking_signals_and_catching_sigbus_keeps_in_thread_faults() {
+    let program = compile("in_thread_signals");
+    let o = run(
+        &["--memory-high", "24M", "--in-thread-faults", "--stats"],
+        &[program.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(&program);
+    assert_eq!(o.status.code(), Some(42), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o), "ok 0\n");
+}
+
 /// 32 threads allocating, filling, checking and freeing at once, on a heap under a limit:
 /// nothing is corrupted.
 #[test]

@@ -8,6 +8,7 @@
 
 pub mod compress;
 pub mod params;
+pub mod scratch;
 pub mod sparse;
 pub mod stats;
 pub mod swap;

@@ -15,7 +15,7 @@ use super::peer::{self, PeerError, PeerMachine, PeerOptions, Reclaim};
 use super::progress::Progress;
 use super::summary::{self, Column, Summary};
 use super::systems::WorkloadResult;
-use super::systems::{compressor_arg, run_uzswap, System, SystemName, UzswapConfig};
+use super::systems::{compressor_arg, run_uzswap, FaultService, System, SystemName, UzswapConfig};
 use super::uzswap_side::{data_room, min_limit, proc_kb, with_folio};
 use super::workload::{Workload, WorkloadSpec};
 use crate::report;
@@ -75,6 +75,10 @@ pub struct CommonArgs {
     /// uzswap's pool limit, percent of the region's memory limit (the pool is charged to it).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub uzswap_max_pool_percent: u32,
+    /// Who serves uzswap's faults: the faulting thread itself (no wake-ups), or the region's
+    /// handler threads.
+    #[arg(long, value_enum, default_value_t = FaultService::InThread)]
+    pub uzswap_faults: FaultService,
     /// zswap max_pool_percent for the kernel peers, 0 to 100 (default: leave it).
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_pool_percent: Option<u32>,
@@ -162,11 +166,14 @@ fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
     names.extend(c.peer.iter().cloned());
     let mut out: Vec<System> = Vec::new();
     for n in names {
-        let s = n.resolve(
+        let mut s = n.resolve(
             &c.compressor,
             &c.kernel_compressor,
             c.uzswap_max_pool_percent,
         );
+        if let System::Uzswap(config) = &mut s {
+            config.faults = c.uzswap_faults;
+        }
         if !out.contains(&s) {
             out.push(s);
         }

@@ -433,6 +433,7 @@ mod tests {
             compressor: "lz4".into(),
             mode: UzswapMode::Writeback,
             max_pool_percent: 20,
+            faults: Default::default(),
         })
     }
 

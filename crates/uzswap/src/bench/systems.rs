@@ -96,6 +96,19 @@ pub enum UzswapMode {
     NoCompression,
 }
 
+/// Who serves a uzswap region's faults in a benchmark (`RegionConfig::in_thread_faults`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultService {
+    /// The faulting thread itself, from its SIGBUS handler: no wake-ups. A benchmark's
+    /// memory is never handed to a system call, which would fail with EFAULT on an evicted
+    /// page.
+    #[default]
+    InThread,
+    /// The region's fault handler threads, woken for each fault.
+    Handlers,
+}
+
 /// The configuration of a uzswap region for a benchmark run (the parts the spec does not say).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UzswapConfig {
@@ -106,6 +119,9 @@ pub struct UzswapConfig {
     /// The pool's share of the region's limit, in percent (the pool is charged to the limit).
     #[serde(default = "default_pool_percent")]
     pub max_pool_percent: u32,
+    /// Who serves the region's faults.
+    #[serde(default)]
+    pub faults: FaultService,
 }
 
 fn default_pool_percent() -> u32 {
@@ -208,6 +224,7 @@ impl SystemName {
                 compressor: comp(uzswap_compressor),
                 mode,
                 max_pool_percent: uzswap_pool_percent,
+                faults: FaultService::default(),
             })
         };
         match self.name.as_str() {

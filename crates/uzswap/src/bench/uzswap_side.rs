@@ -14,7 +14,7 @@ use zswap::compress::{CompressorSpec, UnknownCompressor};
 use zswap::stats::StatsSnapshot;
 
 use super::stats::CpuTimes;
-use super::systems::{Latency, System, UzswapConfig, UzswapMode, WorkloadResult};
+use super::systems::{FaultService, Latency, System, UzswapConfig, UzswapMode, WorkloadResult};
 use super::workload::{run_on_memory, Content, WorkloadError, WorkloadSpec};
 use crate::report::AlreadyTold;
 
@@ -199,6 +199,7 @@ fn region_config(spec: &WorkloadSpec, config: &UzswapConfig) -> RegionConfig {
         .writethrough(config.mode == UzswapMode::Writethrough)
         .max_pool_percent(config.max_pool_percent)
         .fault_threads(2)
+        .in_thread_faults(config.faults == FaultService::InThread)
 }
 
 /// The least limit the uzswap side's region takes for `spec` (what it charges from the

@@ -42,7 +42,7 @@ impl Compressor for Deflate {
     }
 
     fn compress(&self, src: &[u8], dst: &mut [u8]) -> Result<usize, CompressError> {
-        COMPRESSORS.with(|comps| {
+        crate::scratch::with(&COMPRESSORS, Default::default, |comps| {
             let mut comps = comps.borrow_mut();
             let idx = match comps.iter().position(|(l, _)| *l == self.level) {
                 Some(i) => i,
@@ -63,7 +63,7 @@ impl Compressor for Deflate {
     }
 
     fn decompress(&self, src: &[u8], dst: &mut [u8]) -> Result<usize, CompressError> {
-        DECOMPRESSOR.with(|d| {
+        crate::scratch::with(&DECOMPRESSOR, Default::default, |d| {
             let mut d = d.borrow_mut();
             d.get_or_insert_with(Decompressor::new)
                 .deflate_decompress(src, dst)

@@ -29,7 +29,7 @@ impl Compressor for Lz4 {
     }
 
     fn compress(&self, src: &[u8], dst: &mut [u8]) -> Result<usize, CompressError> {
-        SCRATCH.with(|scratch| {
+        crate::scratch::with(&SCRATCH, Default::default, |scratch| {
             let mut scratch = scratch.borrow_mut();
             let bound = block::get_maximum_output_size(src.len());
             if scratch.len() < bound {

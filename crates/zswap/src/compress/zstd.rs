@@ -49,7 +49,7 @@ impl Compressor for Zstd {
     }
 
     fn compress(&self, src: &[u8], dst: &mut [u8]) -> Result<usize, CompressError> {
-        CCTXS.with(|cctxs| {
+        crate::scratch::with(&CCTXS, Default::default, |cctxs| {
             let mut cctxs = cctxs.borrow_mut();
             let idx = match cctxs.iter().position(|(l, _)| *l == self.level) {
                 Some(i) => i,
@@ -75,7 +75,7 @@ impl Compressor for Zstd {
     }
 
     fn decompress(&self, src: &[u8], dst: &mut [u8]) -> Result<usize, CompressError> {
-        DCTX.with(|dctx| {
+        crate::scratch::with(&DCTX, Default::default, |dctx| {
             let mut dctx = dctx.borrow_mut();
             let dctx = match &mut *dctx {
                 Some(d) => d,

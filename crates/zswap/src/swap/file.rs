@@ -276,7 +276,7 @@ pub const BOUNCE_BYTES: usize = 64 << 10;
 /// `write_all_at` of an unaligned `chunk` through this thread's bounce buffer, a part of at
 /// most `BOUNCE_BYTES` at a time.
 fn write_bounced(file: &File, chunk: &[u8], offset: u64) -> Result<(), DeviceError> {
-    BOUNCE.with(|b| {
+    crate::scratch::with(&BOUNCE, Default::default, |b| {
         let mut b = b.borrow_mut();
         for (k, part) in chunk.chunks(BOUNCE_BYTES).enumerate() {
             let at = k * BOUNCE_BYTES;
@@ -297,7 +297,7 @@ fn write_bounced(file: &File, chunk: &[u8], offset: u64) -> Result<(), DeviceErr
 /// `read_exact_at` into an unaligned `chunk` through this thread's bounce buffer, a part of
 /// at most `BOUNCE_BYTES` at a time.
 fn read_bounced(file: &File, chunk: &mut [u8], offset: u64) -> Result<(), DeviceError> {
-    BOUNCE.with(|b| {
+    crate::scratch::with(&BOUNCE, Default::default, |b| {
         let mut b = b.borrow_mut();
         let expected = chunk.len();
         for (k, part) in chunk.chunks_mut(BOUNCE_BYTES).enumerate() {
@@ -543,7 +543,7 @@ mod tests {
         let mut out = vec![0u8; 512 * PAGE_SIZE + 1];
         dev.read(SwapSlot(512), &mut out[1..]).unwrap();
         assert!(out[1..] == data[1..]);
-        let held = BOUNCE.with(|b| b.borrow().len());
+        let held = crate::scratch::with(&BOUNCE, Default::default, |b| b.borrow().len());
         assert!(
             held <= BOUNCE_BYTES + PAGE_SIZE,
             "bounce buffer of {held} bytes"

@@ -190,23 +190,27 @@ impl ZswapGroup {
                     w.copy_from_slice(&st.payload.to_ne_bytes());
                 }
             }
-            Kind::Stored => OBJECT.with(|obj| {
-                let obj = &mut *obj.borrow_mut();
-                let handle = Handle::from_raw(st.payload);
-                let ok = s.pool.with_object(handle, obj, |bytes| {
-                    if bytes.len() == PAGE_SIZE {
-                        page.copy_from_slice(bytes);
-                        return true;
+            Kind::Stored => crate::scratch::with(
+                &OBJECT,
+                || vec![0; PAGE_SIZE],
+                |obj| {
+                    let obj = &mut *obj.borrow_mut();
+                    let handle = Handle::from_raw(st.payload);
+                    let ok = s.pool.with_object(handle, obj, |bytes| {
+                        if bytes.len() == PAGE_SIZE {
+                            page.copy_from_slice(bytes);
+                            return true;
+                        }
+                        s.compressors.with(st.codec, |c| c.decompress(bytes, page)) == Ok(PAGE_SIZE)
+                    });
+                    if ok {
+                        Ok(())
+                    } else {
+                        Stats::inc(&s.stats.decompress_fail);
+                        Err(fail(LoadErrorKind::Corrupt))
                     }
-                    s.compressors.with(st.codec, |c| c.decompress(bytes, page)) == Ok(PAGE_SIZE)
-                });
-                if ok {
-                    Ok(())
-                } else {
-                    Stats::inc(&s.stats.decompress_fail);
-                    Err(fail(LoadErrorKind::Corrupt))
-                }
-            })?,
+                },
+            )?,
             Kind::OnDisk => {
                 let slot = folio.slot(offset).expect("an on-disk page has a slot");
                 let swap = s.swap.as_ref().expect("an on-disk page implies a device");

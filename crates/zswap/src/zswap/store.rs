@@ -83,8 +83,11 @@ enum NewEntry {
 
 thread_local! {
     /// Per-thread compression buffer and new-entry list: no allocation per store.
-    static SCRATCH: RefCell<(Vec<u8>, Vec<NewEntry>)> =
-        RefCell::new((vec![0; PAGE_SIZE - 1], Vec::with_capacity(512)));
+    static SCRATCH: RefCell<(Vec<u8>, Vec<NewEntry>)> = RefCell::new(new_scratch());
+}
+
+fn new_scratch() -> (Vec<u8>, Vec<NewEntry>) {
+    (vec![0; PAGE_SIZE - 1], Vec::with_capacity(512))
 }
 
 /// The page's fill value if all its 32-bit words are equal.
@@ -146,7 +149,7 @@ impl ZswapGroup {
     pub fn stored_length_estimate(&self, data: &[u8]) -> u64 {
         let s = &self.shared;
         let (codec, compressor) = s.compressors.acquire_current(0);
-        let length = SCRATCH.with(|scratch| {
+        let length = crate::scratch::with(&SCRATCH, new_scratch, |scratch| {
             let (buf, _) = &mut *scratch.borrow_mut();
             data.chunks_exact(PAGE_SIZE)
                 .map(|page| match same_filled(page) {
@@ -189,7 +192,7 @@ impl ZswapGroup {
         let may_writeback = self.writeback_allowed();
         let (codec, compressor) = s.compressors.acquire_current(u64::from(nr));
 
-        SCRATCH.with(|scratch| {
+        crate::scratch::with(&SCRATCH, new_scratch, |scratch| {
             let (buf, new) = &mut *scratch.borrow_mut();
             new.clear();
             let mut failed = None;

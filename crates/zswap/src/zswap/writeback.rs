@@ -47,7 +47,7 @@ impl ZswapGroup {
         }
         let s = &self.shared;
         let swap = s.swap.as_ref().expect("writeback_allowed implies a device");
-        FOLIO_BUF.with(|bufs| {
+        crate::scratch::with(&FOLIO_BUF, Default::default, |bufs| {
             let (buf, offsets, slots) = &mut *bufs.borrow_mut();
             // Page-aligned, so the write needs no bounce buffer (direct I/O).
             let nr = folio.nr_pages() as usize;

@@ -72,6 +72,10 @@ pub struct ProgramArgs {
     /// Run uzswap without kernel-mode userfaultfd, as for uzswap run.
     #[arg(long)]
     pub user_mode_only: bool,
+    /// Serve uzswap's faults in the faulting thread, as for uzswap run (and with its
+    /// trade-off).
+    #[arg(long)]
+    pub in_thread_faults: bool,
     /// zswap max_pool_percent for the kernel side, 0 to 100 (default: leave it).
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_pool_percent: Option<u32>,
@@ -152,6 +156,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         swap_dir: None,
         writethrough: false,
         user_mode_only: a.user_mode_only,
+        in_thread_faults: a.in_thread_faults,
         stats: true,
         program: a.program.clone(),
     }

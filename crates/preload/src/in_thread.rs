@@ -1,0 +1,470 @@
+//! In-thread faults under `uzswap run --in-thread-faults`: each program thread serves its own
+//! faults on the heap from uzswap's SIGBUS handler (the region crate's in_thread.rs). Two
+//! things the program does would break that, and this file keeps them from it:
+//!
+//! - **Its own SIGBUS handling.** A `sigaction` or `signal` for SIGBUS does not replace
+//!   uzswap's handler: the program's action becomes the one uzswap passes every SIGBUS it
+//!   does not serve to, and the program reads back its own. A `sigprocmask` or
+//!   `pthread_sigmask` never blocks SIGBUS: a fault with SIGBUS blocked kills the process.
+//! - **System calls on evicted heap memory.** The kernel's own access to an evicted page (a
+//!   `read` into it, a `write` from it) is not served: the call fails with EFAULT. The calls
+//!   a program makes through libc's symbols (`read`, `write`, `pread64`, `pwrite64`, `readv`,
+//!   `writev`, `recv`, `recvfrom`, `send`, `sendto`, `recvmsg`, `sendmsg`) are retried here
+//!   after their heap buffers are touched in the calling thread (which serves their faults).
+//!   Calls libc makes internally (stdio's buffers: `fwrite`, `printf`) and every other system
+//!   call still fail with EFAULT on an evicted page: the trade-off `--help` states.
+#![cfg(not(test))]
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+use crate::heap::overlaps_region;
+
+const PAGE: usize = 4096;
+
+/// In-thread faults are on (set once, before the program runs).
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Turn the wrappers on: the region serves faults in the faulting thread.
+pub fn turn_on() {
+    ON.store(true, Relaxed);
+}
+
+fn on() -> bool {
+    ON.load(Relaxed)
+}
+
+fn errno() -> c_int {
+    // SAFETY: `__errno_location` returns this thread's errno, always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// libc's definition of `name` (the next after ours), looked up once.
+macro_rules! next {
+    ($name:literal: $ty:ty) => {{
+        static F: OnceLock<usize> = OnceLock::new();
+        let f = *F.get_or_init(|| {
+            // SAFETY: a NUL-terminated symbol name; RTLD_NEXT finds libc's definition.
+            unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($name, "\0").as_ptr().cast()) as usize }
+        });
+        assert!(f != 0, concat!("uzswap: libc has no ", $name));
+        // SAFETY: `f` is libc's function of that name, which has this signature.
+        unsafe { std::mem::transmute::<usize, $ty>(f) }
+    }};
+}
+
+// ---- SIGBUS stays uzswap's -------------------------------------------------------------
+
+/// # Safety
+/// As C's `sigaction`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(
+    sig: c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> c_int {
+    let real = next!("sigaction": unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int);
+    if sig != libc::SIGBUS || !on() {
+        // SAFETY: the caller's arguments, as it passed them.
+        return unsafe { real(sig, act, old) };
+    }
+    // SAFETY: `act` is null or a valid sigaction (the caller's contract); copied before
+    // anything else.
+    let new = unsafe { act.as_ref().copied() };
+    let previous = match new {
+        Some(a) => uffd::sigbus::set_passed_on(a),
+        None => uffd::sigbus::passed_on(),
+    };
+    // SAFETY: `old` is null or valid for a write (the caller's contract).
+    if let Some(old) = unsafe { old.as_mut() } {
+        *old = previous;
+    }
+    0
+}
+
+/// # Safety
+/// As C's `signal`.
+#[no_mangle]
+pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    if sig != libc::SIGBUS || !on() {
+        let real =
+            next!("signal": unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t);
+        // SAFETY: the caller's arguments.
+        return unsafe { real(sig, handler) };
+    }
+    // SAFETY: an all-zero sigaction is valid; then set as glibc's `signal` sets it (BSD
+    // semantics: restarting system calls).
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = handler;
+    action.sa_flags = libc::SA_RESTART;
+    uffd::sigbus::set_passed_on(action).sa_sigaction
+}
+
+/// `set` without SIGBUS, if `how` would block it.
+fn without_sigbus(how: c_int, set: *const libc::sigset_t) -> Option<libc::sigset_t> {
+    if !on() || set.is_null() || how == libc::SIG_UNBLOCK {
+        return None;
+    }
+    // SAFETY: `set` is a valid sigset_t (the caller's contract); copied, then changed.
+    let mut copy = unsafe { *set };
+    // SAFETY: `copy` is a valid sigset_t.
+    unsafe { libc::sigdelset(&mut copy, libc::SIGBUS) };
+    Some(copy)
+}
+
+/// # Safety
+/// As C's `sigprocmask`.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    let real = next!("sigprocmask": unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int);
+    let copy = without_sigbus(how, set);
+    let set = copy.as_ref().map_or(set, |c| c as *const _);
+    // SAFETY: the caller's arguments, `set` perhaps our copy of it.
+    unsafe { real(how, set, old) }
+}
+
+/// # Safety
+/// As C's `pthread_sigmask`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    let real = next!("pthread_sigmask": unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int);
+    let copy = without_sigbus(how, set);
+    let set = copy.as_ref().map_or(set, |c| c as *const _);
+    // SAFETY: the caller's arguments, `set` perhaps our copy of it.
+    unsafe { real(how, set, old) }
+}
+
+// ---- A new thread's TLS vector stays outside the region ----------------------------------
+
+thread_local! {
+    /// This thread is inside `pthread_create` (`creating_thread`).
+    static CREATING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is inside `pthread_create`, whose allocations (glibc's: the new
+/// thread's TLS vector) must stay outside the region: every access to a thread-local reads
+/// that vector, the SIGBUS handler's included, and a fault there, with SIGBUS blocked while
+/// a fault is served, would kill the process.
+pub fn creating_thread() -> bool {
+    on() && CREATING.with(std::cell::Cell::get)
+}
+
+/// # Safety
+/// As C's `pthread_create`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> c_int {
+    let real = next!("pthread_create": unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int);
+    CREATING.with(|c| c.set(true));
+    // SAFETY: the caller's arguments.
+    let r = unsafe { real(thread, attr, start, arg) };
+    CREATING.with(|c| c.set(false));
+    r
+}
+
+// ---- System calls retried once their buffers are in ------------------------------------
+
+/// How many times a call that failed with EFAULT is retried: each time its buffers are
+/// touched first, but reclaim may take a page back before the call reaches it.
+const TRIES: usize = 8;
+
+/// A buffer a system call reads from (`into` false) or writes into (`into` true).
+#[derive(Clone, Copy)]
+struct Buf {
+    ptr: *const c_void,
+    len: usize,
+    into: bool,
+}
+
+/// How much of a call's buffers is touched before it is retried: from their start, for a
+/// buffer larger than the limit could never be in whole. The kernel copies up to the first
+/// page that is not there and returns what it did (a short read or write, which the caller
+/// goes on from): only a call that copied nothing fails with EFAULT.
+const TOUCH_WINDOW: usize = 256 << 10;
+
+/// Touch the pages of `buf` that lie in the region, in this thread, up to `budget` bytes
+/// (taken from it): a read, and for a buffer the kernel writes into a compare-exchange of a
+/// byte with itself (a write that changes nothing, even under another thread's writes), so
+/// that a page mapped read-only (the zero page, a write-protected clean page) is made
+/// writable too. True if it had a page in the region.
+fn touch(buf: Buf, budget: &mut usize) -> bool {
+    let len = buf.len.min(*budget);
+    *budget -= len;
+    if len == 0 || !overlaps_region(buf.ptr, len) {
+        return false;
+    }
+    let start = buf.ptr as usize;
+    let end = start + len;
+    let mut at = start;
+    while at < end {
+        if crate::heap::in_region(at as *const c_void) {
+            // SAFETY: `at` is a byte of the caller's buffer in the region, mapped read-write
+            // for the life of the process; an atomic access to it is sound whatever other
+            // threads do, and touching it only serves its fault.
+            let byte = unsafe { AtomicU8::from_ptr(at as *mut u8) };
+            let seen = byte.load(Relaxed);
+            if buf.into {
+                // A locked compare-exchange writes even when it fails (x86), where an add of
+                // zero may be compiled to a plain load.
+                let _ = byte.compare_exchange(seen, seen, Relaxed, Relaxed);
+            }
+        }
+        at = (at / PAGE + 1) * PAGE;
+    }
+    true
+}
+
+/// Calls its argument with each buffer of a system call.
+type Visit<'a> = &'a mut dyn FnMut(Buf);
+
+/// Run `call` (a libc system call wrapper's result) and, while it fails with EFAULT on a
+/// buffer in the region, touch its buffers (`bufs` names them) and run it again.
+fn retried(bufs: &dyn Fn(Visit), mut call: impl FnMut() -> isize) -> isize {
+    let mut tries = 0;
+    loop {
+        let r = call();
+        if r >= 0 || !on() || errno() != libc::EFAULT || tries == TRIES {
+            return r;
+        }
+        tries += 1;
+        let (mut any, mut budget) = (false, TOUCH_WINDOW);
+        bufs(&mut |b| any |= touch(b, &mut budget));
+        // A genuine EFAULT (a bad pointer outside the region) is the caller's.
+        if !any {
+            return r;
+        }
+    }
+}
+
+/// The buffers of an iovec array (`iov`, `n` entries), itself perhaps in the region.
+fn iov_bufs(iov: *const libc::iovec, n: c_int, into: bool, f: Visit) {
+    let n = n.max(0) as usize;
+    f(Buf {
+        ptr: iov.cast(),
+        len: n * std::mem::size_of::<libc::iovec>(),
+        into: false,
+    });
+    for i in 0..n {
+        // SAFETY: `iov` holds `n` iovecs (the caller's contract); just touched if in the region.
+        let v = unsafe { *iov.add(i) };
+        f(Buf {
+            ptr: v.iov_base,
+            len: v.iov_len,
+            into,
+        });
+    }
+}
+
+/// The buffers of a msghdr: the header, its name, its iovecs and its control data.
+fn msg_bufs(msg: *const libc::msghdr, into: bool, f: Visit) {
+    f(Buf {
+        ptr: msg.cast(),
+        len: std::mem::size_of::<libc::msghdr>(),
+        into,
+    });
+    // SAFETY: `msg` is a valid msghdr (the caller's contract); just touched if in the region.
+    let m = unsafe { *msg };
+    f(Buf {
+        ptr: m.msg_name,
+        len: m.msg_namelen as usize,
+        into,
+    });
+    f(Buf {
+        ptr: m.msg_control,
+        len: m.msg_controllen,
+        into,
+    });
+    iov_bufs(m.msg_iov, m.msg_iovlen as c_int, into, f)
+}
+
+fn one(ptr: *const c_void, len: usize, into: bool) -> impl Fn(Visit) {
+    move |f| f(Buf { ptr, len, into })
+}
+
+/// # Safety
+/// As C's `read`.
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+    let real = next!("read": unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&one(buf, n, true), || unsafe { real(fd, buf, n) })
+}
+
+/// # Safety
+/// As C's `write`.
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+    let real = next!("write": unsafe extern "C" fn(c_int, *const c_void, usize) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&one(buf, n, false), || unsafe { real(fd, buf, n) })
+}
+
+/// # Safety
+/// As C's `pread64`.
+#[no_mangle]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: usize, off: i64) -> isize {
+    let real = next!("pread64": unsafe extern "C" fn(c_int, *mut c_void, usize, i64) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&one(buf, n, true), || unsafe { real(fd, buf, n, off) })
+}
+
+/// # Safety
+/// As C's `pread` (an alias of `pread64` on 64-bit glibc).
+#[no_mangle]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: usize, off: i64) -> isize {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { pread64(fd, buf, n, off) }
+}
+
+/// # Safety
+/// As C's `pwrite64`.
+#[no_mangle]
+pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: usize, off: i64) -> isize {
+    let real = next!("pwrite64": unsafe extern "C" fn(c_int, *const c_void, usize, i64) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&one(buf, n, false), || unsafe { real(fd, buf, n, off) })
+}
+
+/// # Safety
+/// As C's `pwrite` (an alias of `pwrite64` on 64-bit glibc).
+#[no_mangle]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: usize, off: i64) -> isize {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { pwrite64(fd, buf, n, off) }
+}
+
+/// # Safety
+/// As C's `readv`.
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
+    let real = next!("readv": unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&|f| iov_bufs(iov, n, true, f), || unsafe {
+        real(fd, iov, n)
+    })
+}
+
+/// # Safety
+/// As C's `writev`.
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
+    let real = next!("writev": unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&|f| iov_bufs(iov, n, false, f), || unsafe {
+        real(fd, iov, n)
+    })
+}
+
+/// # Safety
+/// As C's `recv`.
+#[no_mangle]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: usize, flags: c_int) -> isize {
+    let real = next!("recv": unsafe extern "C" fn(c_int, *mut c_void, usize, c_int) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&one(buf, n, true), || unsafe { real(fd, buf, n, flags) })
+}
+
+/// # Safety
+/// As C's `recvfrom`.
+#[no_mangle]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    flags: c_int,
+    addr: *mut libc::sockaddr,
+    addr_len: *mut libc::socklen_t,
+) -> isize {
+    let real = next!("recvfrom": unsafe extern "C" fn(c_int, *mut c_void, usize, c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> isize);
+    let bufs = |f: Visit| {
+        f(Buf {
+            ptr: buf,
+            len: n,
+            into: true,
+        });
+        f(Buf {
+            ptr: addr_len.cast(),
+            len: std::mem::size_of::<libc::socklen_t>(),
+            into: true,
+        });
+        f(Buf {
+            ptr: addr.cast(),
+            len: std::mem::size_of::<libc::sockaddr_storage>(),
+            into: true,
+        })
+    };
+    // SAFETY: the caller's arguments.
+    retried(&bufs, || unsafe { real(fd, buf, n, flags, addr, addr_len) })
+}
+
+/// # Safety
+/// As C's `send`.
+#[no_mangle]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) -> isize {
+    let real = next!("send": unsafe extern "C" fn(c_int, *const c_void, usize, c_int) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&one(buf, n, false), || unsafe { real(fd, buf, n, flags) })
+}
+
+/// # Safety
+/// As C's `sendto`.
+#[no_mangle]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    flags: c_int,
+    addr: *const libc::sockaddr,
+    addr_len: libc::socklen_t,
+) -> isize {
+    let real = next!("sendto": unsafe extern "C" fn(c_int, *const c_void, usize, c_int, *const libc::sockaddr, libc::socklen_t) -> isize);
+    let bufs = |f: Visit| {
+        f(Buf {
+            ptr: buf,
+            len: n,
+            into: false,
+        });
+        f(Buf {
+            ptr: addr.cast(),
+            len: addr_len as usize,
+            into: false,
+        })
+    };
+    // SAFETY: the caller's arguments.
+    retried(&bufs, || unsafe { real(fd, buf, n, flags, addr, addr_len) })
+}
+
+/// # Safety
+/// As C's `recvmsg`.
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
+    let real = next!("recvmsg": unsafe extern "C" fn(c_int, *mut libc::msghdr, c_int) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&|f| msg_bufs(msg, true, f), || unsafe {
+        real(fd, msg, flags)
+    })
+}
+
+/// # Safety
+/// As C's `sendmsg`.
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> isize {
+    let real = next!("sendmsg": unsafe extern "C" fn(c_int, *const libc::msghdr, c_int) -> isize);
+    // SAFETY: the caller's arguments.
+    retried(&|f| msg_bufs(msg, false, f), || unsafe {
+        real(fd, msg, flags)
+    })
+}
