@@ -134,6 +134,61 @@ fn kernel_zswap_peer_runs_and_restores_everything() {
     common::assert_peer_left_nothing(&swaps_before);
 }
 
+/// Beside a kernel peer, uzswap runs at equal memory by default: each round the peer runs
+/// first, and uzswap's limit is what the peer held in that round (charge plus the uncharged
+/// pool), exactly; `--same-limit` gives it the peer's limit instead. Both say which in the
+/// JSON.
+#[test]
+fn beside_a_kernel_peer_uzswap_gets_what_the_kernel_held() {
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "bench",
+            "usemem",
+            "--workers",
+            "1",
+            "--size",
+            "64M",
+            "--memory-high",
+            "40M",
+            "--folio-size",
+            "64K",
+            "--system",
+            "uzswap",
+            "--peer",
+            "kernel-zswap",
+            "--runs",
+            "2",
+            "--page-cluster",
+            "0",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_run_kernel_peers() {
+        return;
+    }
+    let v = json_of(&args(&[]));
+    assert_eq!(v["uzswap_memory"], "equal", "{v}");
+    let (uz, kernel) = (&v["systems"][0], &v["systems"][1]);
+    assert_eq!(kernel["system"], "kernel-zswap:lzo");
+    for round in 0..2 {
+        let held = kernel["runs"][round]["max_memory_bytes"].as_u64().unwrap();
+        let limit = uz["runs"][round]["limit_bytes"].as_u64().unwrap();
+        assert_eq!(limit, held.next_multiple_of(4096), "round {round}: {v}");
+        assert!(
+            limit > 40 << 20,
+            "the kernel held no more than its limit: {v}"
+        );
+    }
+    let v = json_of(&args(&["--same-limit"]));
+    assert_eq!(v["uzswap_memory"], "same-limit", "{v}");
+    for run in v["systems"][0]["runs"].as_array().unwrap() {
+        assert_eq!(run["limit_bytes"].as_u64(), Some(40 << 20), "{run}");
+    }
+}
+
 /// Under the page-out controller the cgroup's OOM killer is off, and a worker whose charge
 /// waits at the hard stop must be woken once the controller has made room: a v1 cgroup wakes
 /// its OOM waiters when memory is freed or its limit raised, never when pages are swapped out,

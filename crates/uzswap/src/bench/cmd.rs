@@ -27,11 +27,16 @@ pub struct CommonArgs {
     /// Memory limit (memory.high) of the workload, e.g. 1G.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_high: u64,
-    /// uzswap's limit where it differs from --memory-high (usemem, mix): to compare at equal
-    /// memory with a kernel peer, whose compressed pool a cgroup v1 does not charge. Give it
-    /// the peer's "max charged + pool MiB" of an earlier run.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    /// uzswap's limit, fixed (usemem, mix). By default, beside a kernel peer, uzswap runs at
+    /// equal memory: each round the kernel peers run first, and uzswap gets what they held
+    /// (the cgroup's charge plus the zswap pool, which a cgroup v1 does not charge, sampled
+    /// together; the most of any peer), exactly, as its limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "same_limit")]
     pub uzswap_memory_high: Option<u64>,
+    /// Run uzswap under --memory-high itself beside a kernel peer, not under what the peer
+    /// held: the kernel then holds more memory than uzswap (its pool is not charged).
+    #[arg(long)]
+    pub same_limit: bool,
     /// uzswap folio size (4K..2M). Default: 2M for usemem (sequential, as THP serves it: a
     /// fault brings a whole folio back at once, an eviction moves 512 pages out with one TLB
     /// flush and writes them to disk in one I/O), 4K for mix and sweep (random: a larger
@@ -378,6 +383,8 @@ fn folio_hint(c: &CommonArgs, systems: &[System], spec: &WorkloadSpec) -> Option
 struct Runner {
     peer: Option<PeerMachine>,
     uzswap_memory_high: Option<u64>,
+    /// `--same-limit`: uzswap is not given what the kernel peers held.
+    same_limit: bool,
 }
 
 impl Runner {
@@ -405,13 +412,24 @@ impl Runner {
         Ok(Runner {
             peer,
             uzswap_memory_high: c.uzswap_memory_high,
+            same_limit: c.same_limit,
         })
     }
 
-    fn run(&mut self, system: &System, spec: &WorkloadSpec) -> Result<WorkloadResult> {
+    /// Run `system` on `spec`; a uzswap system under `--uzswap-memory-high`, or else under
+    /// `kernel_held` (what the kernel peers held in this round) unless `--same-limit`.
+    fn run(
+        &mut self,
+        system: &System,
+        spec: &WorkloadSpec,
+        kernel_held: Option<u64>,
+    ) -> Result<WorkloadResult> {
+        let equal = kernel_held.filter(|_| !self.same_limit);
         match system {
-            System::Uzswap(cfg) => run_uzswap(&uzswap_spec(self.uzswap_memory_high, spec), cfg)
-                .with_context(|| system.to_string()),
+            System::Uzswap(cfg) => {
+                run_uzswap(&uzswap_spec(self.uzswap_memory_high.or(equal), spec), cfg)
+                    .with_context(|| system.to_string())
+            }
             _ => Ok(self
                 .peer
                 .as_mut()
@@ -426,9 +444,12 @@ impl Runner {
             .as_ref()
             .map(|p| p.settings().clone())
             .unwrap_or_default();
-        if let Some(l) = self.uzswap_memory_high {
-            s.insert("uzswap_memory_high".into(), l.to_string());
-        }
+        let memory = match (self.uzswap_memory_high, self.same_limit) {
+            (Some(l), _) => l.to_string(),
+            (None, true) => "same-limit".into(),
+            (None, false) => "equal".into(),
+        };
+        s.insert("uzswap_memory_high".into(), memory);
         if !s.contains_key("page_cluster") {
             if let Ok(v) = std::fs::read_to_string(peer::PAGE_CLUSTER) {
                 s.insert("page_cluster".into(), v.trim().to_string());
@@ -582,11 +603,16 @@ fn alternate(
 ) -> Result<Runs> {
     let mut out: Vec<Vec<WorkloadResult>> = vec![Vec::new(); systems.len()];
     let mut failed: Vec<Vec<String>> = vec![Vec::new(); systems.len()];
+    // The kernel peers first in each round: uzswap then runs under what they held.
+    let mut order: Vec<usize> = (0..systems.len()).collect();
+    order.sort_by_key(|&i| !systems[i].is_kernel());
     for run in 0..runs {
-        for (i, s) in systems.iter().enumerate() {
+        let mut kernel_held: Option<u64> = None;
+        for &i in &order {
+            let s = &systems[i];
             let what = format!("{cell}run {}/{runs} {s}", run + 1);
             progress.start(&what);
-            let r = match runner.run(s, spec) {
+            let r = match runner.run(s, spec, kernel_held) {
                 Ok(r) => r,
                 Err(e)
                     if e.downcast_ref::<PeerError>()
@@ -611,6 +637,12 @@ fn alternate(
                         .join(", ")
                 });
             progress.done(&format!("{what}: {main}"));
+            if s.is_kernel() {
+                let held = r.max_memory_bytes.or(r.max_usage_bytes);
+                // Whole pages: a region's limit is counted in them.
+                let held = held.map(|h| h.next_multiple_of(PAGE_SIZE as u64));
+                kernel_held = kernel_held.max(held);
+            }
             out[i].push(r);
         }
     }
@@ -687,6 +719,7 @@ fn side_by_side(
             "command": command,
             "spec": spec,
             "uzswap_memory_high": c.uzswap_memory_high,
+            "uzswap_memory": settings.get("uzswap_memory_high"),
             "runs": c.runs,
             "settings": settings,
             "systems": sys,
@@ -700,11 +733,16 @@ fn side_by_side(
     Ok(())
 }
 
-/// For a title: uzswap's own limit, if it has one.
-fn uzswap_limit_note(c: &CommonArgs) -> String {
-    c.uzswap_memory_high
-        .map(|l| format!(" (uzswap under {:.1} MiB)", l as f64 / (1 << 20) as f64))
-        .unwrap_or_default()
+/// For a title: uzswap's own limit, if it has one, or what it runs under beside a kernel peer.
+fn uzswap_limit_note(c: &CommonArgs, systems: &[System]) -> String {
+    let beside_kernel = systems.iter().any(System::is_kernel);
+    match c.uzswap_memory_high {
+        Some(l) => format!(" (uzswap under {:.1} MiB)", l as f64 / (1 << 20) as f64),
+        None if beside_kernel && !c.same_limit => {
+            " (uzswap under what the kernel held in the same round: equal memory)".into()
+        }
+        None => String::new(),
+    }
 }
 
 /// "1 worker", "2 workers".
@@ -735,7 +773,7 @@ pub fn usemem(a: &UsememArgs) -> Result<()> {
     let title = format!(
         "usemem: {per} under {} MiB{}, {}",
         a.common.memory_high >> 20,
-        uzswap_limit_note(&a.common),
+        uzswap_limit_note(&a.common, &systems),
         runs_text(a.common.runs, systems.len())
     );
     let verified = format!("every byte of {per} read back correctly");
@@ -763,7 +801,7 @@ pub fn mix(a: &MixArgs) -> Result<()> {
         "mix: {} MiB in three areas under {} MiB{}, {} s of random accesses, {}",
         a.size >> 20,
         a.common.memory_high >> 20,
-        uzswap_limit_note(&a.common),
+        uzswap_limit_note(&a.common, &systems),
         a.seconds,
         runs_text(a.common.runs, systems.len())
     );
@@ -817,21 +855,31 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     let mut runner = Runner::new(c, &systems, max_area)?;
     let total = sizes.len() * systems.len() * c.runs;
     let progress = Progress::new(total as u64, "runs", !c.json);
-    // cells[size][system] = median accesses/s, runs kept for JSON.
-    let mut cells: Vec<Vec<f64>> = Vec::new();
+    // cells[size][system] = median accesses/s and memory held, runs kept for JSON.
+    let mut cells: Vec<Vec<summary::SweepCell>> = Vec::new();
     let mut all: Vec<serde_json::Value> = Vec::new();
     for ((pct, size), spec) in sizes.iter().zip(&specs) {
         let cell = format!("cell {pct}% ({} MiB heap), ", size >> 20);
         let (results, failed) = alternate(&mut runner, &systems, spec, c.runs, &progress, &cell)?;
-        let row: Vec<f64> = results
+        let row: Vec<summary::SweepCell> = results
             .iter()
-            .map(|rs| median(rs.iter().filter_map(|r| r.output.accesses_per_s).collect()))
+            .map(|rs| summary::SweepCell {
+                accesses_per_s: median(rs.iter().filter_map(|r| r.output.accesses_per_s).collect()),
+                held_bytes: median(
+                    rs.iter()
+                        .filter_map(|r| r.max_memory_bytes.or(r.max_usage_bytes))
+                        .map(|b| b as f64)
+                        .collect(),
+                ),
+            })
             .collect();
         all.push(json!({
             "heap_percent": pct,
             "heap_bytes": size,
             "accesses_per_s": systems.iter().zip(&row)
-                .map(|(s, v)| (s.to_string(), *v)).collect::<BTreeMap<_, _>>(),
+                .map(|(s, v)| (s.to_string(), v.accesses_per_s)).collect::<BTreeMap<_, _>>(),
+            "held_bytes": systems.iter().zip(&row)
+                .map(|(s, v)| (s.to_string(), v.held_bytes)).collect::<BTreeMap<_, _>>(),
             "runs": systems.iter().zip(&results)
                 .map(|(s, r)| (s.to_string(), r)).collect::<BTreeMap<_, _>>(),
             "failed_runs": systems.iter().zip(&failed)

@@ -216,9 +216,13 @@ pub fn side_by_side(cols: &[Column], runs: usize, verified: &str, hint: Option<S
         table.push(line);
     }
     let mut notes = Vec::new();
-    let has_uzswap = cols.iter().any(|c| !c.system.is_kernel());
+    let uzswap_limit = cols
+        .iter()
+        .filter(|c| !c.system.is_kernel())
+        .filter_map(Column::limit)
+        .max();
     for c in cols.iter().filter(|c| c.over() > 0) {
-        notes.push(over_note(c, has_uzswap));
+        notes.push(over_note(c, uzswap_limit));
     }
     if flags.iter().any(Option::is_some) && !headline.is_empty() {
         notes.push(format!(
@@ -241,9 +245,9 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
-/// The footnote of a system that held memory over its limit (`has_uzswap`: a uzswap system
-/// ran beside it, which could be given as much).
-fn over_note(c: &Column, has_uzswap: bool) -> String {
+/// The footnote of a system that held memory over its limit (`uzswap_limit`: the limit of a
+/// uzswap system that ran beside it, which may have been given as much).
+fn over_note(c: &Column, uzswap_limit: Option<u64>) -> String {
     let (over, limit) = (mib(c.over()), mib(c.limit().unwrap_or(0)));
     let head = format!(
         "{OVER_MARK} {} held up to {over:.1} MiB over its {limit:.0} MiB limit",
@@ -278,11 +282,16 @@ fn over_note(c: &Column, has_uzswap: bool) -> String {
                 false => "cgroup usage plus the zswap pool, which a v1 cgroup does not charge",
             };
             let held = c.held().unwrap_or(0).div_ceil(1 << 20);
-            match has_uzswap {
-                true => {
-                    format!("{head} ({why}); to give uzswap as much: --uzswap-memory-high {held}M")
-                }
-                false => format!("{head} ({why})"),
+            match uzswap_limit {
+                Some(l) if l > c.limit().unwrap_or(0) => format!(
+                    "{head} ({why}); uzswap ran under what the kernel held in the same round \
+                     (equal memory)"
+                ),
+                Some(_) => format!(
+                    "{head} ({why}); to give uzswap as much: leave out --same-limit, or \
+                     --uzswap-memory-high {held}M"
+                ),
+                None => format!("{head} ({why})"),
             }
         }
     }
@@ -370,16 +379,32 @@ fn verdict(
 
 /// The sweep's table: a row per heap size, a column per system, each cell its median
 /// accesses/s relative to the best cell (and the figure itself); then the verdict.
-pub fn sweep(systems: &[System], sizes: &[(f64, u64)], cells: &[Vec<f64>], runs: usize) -> Summary {
+pub fn sweep(
+    systems: &[System],
+    sizes: &[(f64, u64)],
+    cells: &[Vec<SweepCell>],
+    runs: usize,
+) -> Summary {
     let best = best_cell(cells);
     let mut table = vec![{
         let mut h = vec!["heap %".to_string(), "heap MiB".to_string()];
-        h.extend(systems.iter().map(|s| format!("{s} (accesses/s)")));
+        h.extend(
+            systems
+                .iter()
+                .map(|s| format!("{s} (accesses/s; MiB held)")),
+        );
         h
     }];
     for ((pct, size), row) in sizes.iter().zip(cells) {
         let mut line = vec![format!("{pct:.1}"), format!("{}", size >> 20)];
-        line.extend(row.iter().map(|v| format!("{:.3} ({v:.0})", v / best)));
+        line.extend(row.iter().map(|c| {
+            let v = c.accesses_per_s;
+            format!(
+                "{:.3} ({v:.0}; {:.0})",
+                v / best,
+                c.held_bytes / (1 << 20) as f64
+            )
+        }));
         table.push(line);
     }
     let mut verdict = format!(
@@ -392,7 +417,7 @@ pub fn sweep(systems: &[System], sizes: &[(f64, u64)], cells: &[Vec<f64>], runs:
         let at: Vec<String> = systems
             .iter()
             .zip(last)
-            .map(|(s, v)| format!("{s} {:.3}", v / best))
+            .map(|(s, c)| format!("{s} {:.3}", c.accesses_per_s / best))
             .collect();
         verdict.push_str(&format!(
             "; at {pct:.1}% of the limit: {} of the best cell ({best:.0} accesses/s)",
@@ -406,12 +431,22 @@ pub fn sweep(systems: &[System], sizes: &[(f64, u64)], cells: &[Vec<f64>], runs:
     }
 }
 
+/// One cell of the sweep for one system: its median accesses/s, and the median of the most
+/// memory each run held (charged, and for a kernel peer its uncharged pool too).
+#[derive(Debug, Clone, Copy)]
+pub struct SweepCell {
+    /// Median accesses per second.
+    pub accesses_per_s: f64,
+    /// Median of the runs' most memory held, in bytes.
+    pub held_bytes: f64,
+}
+
 /// The best median accesses/s over every cell.
-pub fn best_cell(cells: &[Vec<f64>]) -> f64 {
+pub fn best_cell(cells: &[Vec<SweepCell>]) -> f64 {
     cells
         .iter()
         .flatten()
-        .copied()
+        .map(|c| c.accesses_per_s)
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max)
 }
@@ -524,17 +559,27 @@ mod tests {
         );
     }
 
+    fn cell(accesses_per_s: f64, held_mib: u64) -> SweepCell {
+        SweepCell {
+            accesses_per_s,
+            held_bytes: (held_mib << 20) as f64,
+        }
+    }
+
     #[test]
     fn the_sweep_says_the_last_cell_against_the_best() {
         let systems = [uzswap()];
         let s = sweep(
             &systems,
             &[(75.0, 3 << 20), (175.0, 7 << 20)],
-            &[vec![200.0], vec![50.0]],
+            &[vec![cell(200.0, 3)], vec![cell(50.0, 7)]],
             3,
         );
-        assert!(s.table[0].contains("uzswap:lz4 (accesses/s)"), "{s:?}");
-        assert!(s.table[2].ends_with("0.250 (50)"), "{s:?}");
+        assert!(
+            s.table[0].contains("uzswap:lz4 (accesses/s; MiB held)"),
+            "{s:?}"
+        );
+        assert!(s.table[2].ends_with("0.250 (50; 7)"), "{s:?}");
         assert!(
             s.verdict.ends_with(
                 "at 175.0% of the limit: uzswap:lz4 0.250 of the best cell (200 accesses/s)"
