@@ -243,7 +243,8 @@ enum Op {
     Compressor(&'static str),
     Enabled(bool),
     Writeback(bool),
-    Writethrough(bool),
+    /// `writethrough`: N, Y or auto (by how full the pool is).
+    Writethrough(zswap::params::Writethrough),
     MaxPoolPercent(u32),
     AcceptThreshold(u32),
     Shrinker(bool),
@@ -685,7 +686,13 @@ impl Run<'_> {
             69..=71 => Op::Compressor(COMPRESSORS.choose(&mut self.rng).unwrap()),
             72..=74 => Op::Enabled(self.rng.gen_bool(0.7)),
             75..=77 => Op::Writeback(self.rng.gen_bool(0.7)),
-            78..=79 => Op::Writethrough(self.rng.gen_bool(0.3)),
+            78..=79 => Op::Writethrough(
+                [
+                    zswap::params::Writethrough::Off,
+                    zswap::params::Writethrough::On,
+                    zswap::params::Writethrough::Auto,
+                ][self.rng.gen_range(0..3)],
+            ),
             80..=81 => Op::MaxPoolPercent(*[0, 1, 5, 20, 50, 100].choose(&mut self.rng).unwrap()),
             82 => Op::AcceptThreshold(*[0, 50, 90, 100].choose(&mut self.rng).unwrap()),
             83 => Op::Shrinker(self.rng.gen_bool(0.5)),
@@ -743,7 +750,7 @@ impl Run<'_> {
                 self.region.group().set_writeback_enabled(on);
                 self.writeback = on;
             }
-            Op::Writethrough(on) => self.region.zswap().params().set_writethrough(on),
+            Op::Writethrough(mode) => self.region.zswap().params().set_writethrough_mode(mode),
             Op::MaxPoolPercent(p) => self
                 .region
                 .zswap()

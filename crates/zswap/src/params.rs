@@ -5,7 +5,7 @@
 //! Nothing on the load path reads a tunable (DESIGN invariant 5): stored data describes its
 //! own format, so any change here, in any order, can never corrupt a page.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed};
 
 use parking_lot::RwLock;
 
@@ -29,6 +29,41 @@ pub enum ParamError {
     },
 }
 
+/// `writethrough` (ours, not the kernel's): whether a stored page is also written to the
+/// backing device at once, so that it leaves the pool later without a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Writethrough {
+    /// Never (`N`, the default): a page is written when the pool is full and it is the
+    /// coldest (writeback).
+    #[default]
+    Off,
+    /// Always (`Y`).
+    On,
+    /// By how full the pool is (`auto`): written through while the pool is above its accept
+    /// threshold, where each store pushes an older page out and a page written at store time
+    /// leaves without a write, as the writethrough patch proposed ("changing from writeback
+    /// to writethrough based on the zswap % full"); written back below it, where most pages
+    /// never leave the pool and writing them would be wasted.
+    Auto,
+}
+
+impl Writethrough {
+    const ALL: [Writethrough; 3] = [Writethrough::Off, Writethrough::On, Writethrough::Auto];
+
+    fn from_u8(v: u8) -> Self {
+        Self::ALL[v as usize]
+    }
+
+    /// Its sysfs spelling: `N`, `Y` or `auto`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Writethrough::Off => "N",
+            Writethrough::On => "Y",
+            Writethrough::Auto => "auto",
+        }
+    }
+}
+
 /// The global tunables of one zswap instance.
 #[derive(Debug)]
 pub struct Params {
@@ -37,7 +72,8 @@ pub struct Params {
     max_pool_percent: AtomicU32,
     accept_threshold_percent: AtomicU32,
     shrinker_enabled: AtomicBool,
-    writethrough: AtomicBool,
+    /// A `Writethrough`, as its index in `Writethrough::ALL`.
+    writethrough: AtomicU8,
 }
 
 impl Default for Params {
@@ -48,7 +84,7 @@ impl Default for Params {
             max_pool_percent: AtomicU32::new(20),
             accept_threshold_percent: AtomicU32::new(90),
             shrinker_enabled: AtomicBool::new(false),
-            writethrough: AtomicBool::new(false),
+            writethrough: AtomicU8::new(Writethrough::Off as u8),
         }
     }
 }
@@ -141,13 +177,22 @@ impl Params {
         self.shrinker_enabled.store(on, Relaxed)
     }
     /// `writethrough` (ours, not the kernel's): whether a stored page is also written to the
-    /// backing device at once, so that evicting it later costs no write (default off).
-    pub fn writethrough(&self) -> bool {
-        self.writethrough.load(Relaxed)
+    /// backing device at once, so that evicting it later costs no write: never (the
+    /// default), always, or by how full the pool is (`Writethrough`).
+    pub fn writethrough(&self) -> Writethrough {
+        Writethrough::from_u8(self.writethrough.load(Relaxed))
+    }
+    /// Set `writethrough` to always (true) or never (false).
+    pub fn set_writethrough(&self, on: bool) {
+        self.set_writethrough_mode(if on {
+            Writethrough::On
+        } else {
+            Writethrough::Off
+        })
     }
     /// Set `writethrough`.
-    pub fn set_writethrough(&self, on: bool) {
-        self.writethrough.store(on, Relaxed)
+    pub fn set_writethrough_mode(&self, mode: Writethrough) {
+        self.writethrough.store(mode as u8, Relaxed)
     }
 
     /// Set a tunable by its kernel name from its sysfs spelling. `compressor` goes through
@@ -163,7 +208,25 @@ impl Params {
                 Relaxed,
             ),
             "shrinker_enabled" => self.set_shrinker_enabled(parse_bool("shrinker_enabled", value)?),
-            "writethrough" => self.set_writethrough(parse_bool("writethrough", value)?),
+            "writethrough" => self.set_writethrough_mode(match value.trim() {
+                "auto" => Writethrough::Auto,
+                _ => match parse_bool("writethrough", value) {
+                    Ok(on) => {
+                        if on {
+                            Writethrough::On
+                        } else {
+                            Writethrough::Off
+                        }
+                    }
+                    Err(_) => {
+                        return Err(ParamError::BadValue {
+                            name: "writethrough",
+                            value: value.to_string(),
+                            why: "give Y, N or auto".into(),
+                        })
+                    }
+                },
+            }),
             _ => return Err(ParamError::Unknown(name.to_string())),
         }
         Ok(())
@@ -178,7 +241,7 @@ impl Params {
             "max_pool_percent" => self.max_pool_percent().to_string(),
             "accept_threshold_percent" => self.accept_threshold_percent().to_string(),
             "shrinker_enabled" => yn(self.shrinker_enabled()),
-            "writethrough" => yn(self.writethrough()),
+            "writethrough" => self.writethrough().as_str().to_string(),
             _ => return Err(ParamError::Unknown(name.to_string())),
         })
     }

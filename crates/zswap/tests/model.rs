@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use zswap::params::Writethrough;
 use zswap::swap::{BackingDevice, FaultKind, FaultyDevice, Kind, MemoryDevice};
 use zswap::zswap::{LoadErrorKind, SwapOutResult};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
@@ -53,7 +54,8 @@ enum Op {
     Enabled(bool),
     Compressor(&'static str),
     GroupWriteback(bool),
-    Writethrough(bool),
+    /// `writethrough`: N, Y or auto (by how full the pool is).
+    Writethrough(Writethrough),
     MaxPoolPercent(u32),
     AcceptThreshold(u32),
     ZswapMax(u64),
@@ -114,7 +116,8 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => any::<bool>().prop_map(Op::Enabled),
         1 => prop::sample::select(vec!["lz4", "zstd", "zstd:-1", "deflate"]).prop_map(Op::Compressor),
         1 => any::<bool>().prop_map(Op::GroupWriteback),
-        1 => any::<bool>().prop_map(Op::Writethrough),
+        1 => prop::sample::select(vec![Writethrough::Off, Writethrough::On, Writethrough::Auto])
+            .prop_map(Op::Writethrough),
         1 => prop_oneof![Just(0u32), 1u32..10, Just(20), Just(100)].prop_map(Op::MaxPoolPercent),
         1 => prop_oneof![Just(50u32), Just(90), Just(100)].prop_map(Op::AcceptThreshold),
         1 => prop_oneof![Just(0u64), 1u64..300_000, Just(u64::MAX)].prop_map(Op::ZswapMax),
@@ -329,7 +332,7 @@ impl Harness {
             Op::Enabled(on) => self.zswap.params().set_enabled(*on),
             Op::Compressor(name) => self.zswap.set_param("compressor", name).unwrap(),
             Op::GroupWriteback(on) => self.group.set_writeback_enabled(*on),
-            Op::Writethrough(on) => self.zswap.params().set_writethrough(*on),
+            Op::Writethrough(mode) => self.zswap.params().set_writethrough_mode(*mode),
             Op::MaxPoolPercent(p) => self.zswap.params().set_max_pool_percent(*p).unwrap(),
             Op::AcceptThreshold(p) => self
                 .zswap

@@ -55,9 +55,10 @@ pub struct CommonArgs {
     #[arg(long, value_name = "SYSTEM")]
     pub peer: Vec<SystemName>,
     #[allow(rustdoc::broken_intra_doc_links)]
-    /// Systems to run (default: uzswap; sweep: uzswap-nocompress, uzswap, uzswap-writethrough);
-    /// any of uzswap[:COMP], uzswap-writethrough[:COMP], uzswap-nocompress,
-    /// kernel-zswap[:COMP], kernel-swap.
+    /// Systems to run (default: uzswap; sweep: uzswap-nocompress, uzswap, uzswap-writethrough,
+    /// uzswap-adaptive); any of uzswap[:COMP], uzswap-writethrough[:COMP],
+    /// uzswap-adaptive[:COMP] (writethrough=auto: written through while the pool is above its
+    /// accept threshold), uzswap-nocompress, kernel-zswap[:COMP], kernel-swap.
     #[arg(long, value_name = "SYSTEM")]
     pub system: Vec<SystemName>,
     /// Runs of each system, alternating; medians are reported (1 to 1000).
@@ -830,7 +831,15 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     if c.uzswap_memory_high.is_some() {
         bail!("--uzswap-memory-high is for usemem and mix: sweep sizes its heaps from one limit");
     }
-    let systems = systems(c, &["uzswap-nocompress", "uzswap", "uzswap-writethrough"])?;
+    let systems = systems(
+        c,
+        &[
+            "uzswap-nocompress",
+            "uzswap",
+            "uzswap-writethrough",
+            "uzswap-adaptive",
+        ],
+    )?;
     let sizes = sweep_sizes(c.memory_high);
     let heap = |size: u64| {
         spec(

@@ -46,9 +46,10 @@ impl Column<'_> {
             .map_or(f64::NAN, |(_, v)| *v)
     }
 
-    /// The limit the runs ran under.
+    /// The limit the runs ran under: the largest, where it changed from run to run (uzswap
+    /// under what a kernel peer held in each round).
     fn limit(&self) -> Option<u64> {
-        self.runs.first().map(|r| r.limit_bytes)
+        self.runs.iter().map(|r| r.limit_bytes).max()
     }
 
     /// The most any run held (uzswap: its charge, pool included; a kernel peer: its

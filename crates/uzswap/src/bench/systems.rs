@@ -94,6 +94,9 @@ pub enum UzswapMode {
     Writethrough,
     /// No compression: cold pages go to the swap file only.
     NoCompression,
+    /// Compressed pool, written through while it is above its accept threshold and written
+    /// back below it (`writethrough=auto`).
+    Adaptive,
 }
 
 /// Who serves a uzswap region's faults in a benchmark (`RegionConfig::in_thread_faults`).
@@ -157,6 +160,7 @@ impl fmt::Display for System {
                 UzswapMode::Writeback => write!(f, "uzswap:{}", c.compressor),
                 UzswapMode::Writethrough => write!(f, "uzswap-writethrough:{}", c.compressor),
                 UzswapMode::NoCompression => write!(f, "uzswap-nocompress"),
+                UzswapMode::Adaptive => write!(f, "uzswap-adaptive:{}", c.compressor),
             },
             System::KernelZswap { compressor } => write!(f, "kernel-zswap:{compressor}"),
             System::KernelSwap => write!(f, "kernel-swap"),
@@ -175,9 +179,10 @@ pub struct SystemName {
 }
 
 /// Every system name the command line takes.
-pub const SYSTEM_NAMES: [&str; 5] = [
+pub const SYSTEM_NAMES: [&str; 6] = [
     "uzswap",
     "uzswap-writethrough",
+    "uzswap-adaptive",
     "uzswap-nocompress",
     "kernel-zswap",
     "kernel-swap",
@@ -231,6 +236,7 @@ impl SystemName {
             "uzswap" => uz(UzswapMode::Writeback),
             "uzswap-writethrough" => uz(UzswapMode::Writethrough),
             "uzswap-nocompress" => uz(UzswapMode::NoCompression),
+            "uzswap-adaptive" => uz(UzswapMode::Adaptive),
             "kernel-zswap" => System::KernelZswap {
                 compressor: comp(kernel_compressor),
             },

@@ -236,9 +236,14 @@ fn run_uzswap_here(
     };
     let cfg = region_config(spec, config).compressor(compressor);
     let mut region = Region::new(spec.area_bytes(), cfg).map_err(UzswapSideError::Region)?;
-    if config.mode == UzswapMode::NoCompression {
+    match config.mode {
         // Every cold page goes straight to the swap file.
-        region.zswap().params().set_enabled(false);
+        UzswapMode::NoCompression => region.zswap().params().set_enabled(false),
+        UzswapMode::Adaptive => region
+            .zswap()
+            .params()
+            .set_writethrough_mode(zswap::params::Writethrough::Auto),
+        UzswapMode::Writeback | UzswapMode::Writethrough => {}
     }
     let baseline = rss();
     let before_cpu = process_cpu();

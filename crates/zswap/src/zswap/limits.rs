@@ -5,6 +5,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::params::Writethrough;
 use crate::stats::Stats;
 
 use super::store::StoreError;
@@ -41,6 +42,16 @@ impl Shared {
     /// Whether the pool is above the point where the shrink worker stops.
     pub(crate) fn above_accept_threshold(&self) -> bool {
         self.pool.total_size() > self.accept_bytes()
+    }
+
+    /// Whether a store now writes its pages through (`Writethrough`): always, never, or
+    /// (auto) while the pool is above its accept threshold or full.
+    pub(crate) fn writes_through(&self) -> bool {
+        match self.params.writethrough() {
+            Writethrough::Off => false,
+            Writethrough::On => true,
+            Writethrough::Auto => self.is_full() || self.above_accept_threshold(),
+        }
     }
 
     /// Whether stores are being refused for the pool limit right now.

@@ -264,7 +264,8 @@ impl ZswapGroup {
         StoreError::AllocFail(offset)
     }
 
-    /// Writethrough mode: the pages that went to the pool are also written to the backing
+    /// Writethrough (always, or by pool fullness: `Shared::writes_through`): the pages that
+    /// went to the pool are also written to the backing
     /// device now, so evicting them later is a free. A failed write loses nothing (the pool
     /// holds the page) and the page is simply not written through.
     fn write_through(
@@ -274,7 +275,7 @@ impl ZswapGroup {
         may_writeback: bool,
     ) -> Option<Vec<SwapSlot>> {
         let s = &self.shared;
-        if !(may_writeback && s.params.writethrough()) {
+        if !(may_writeback && s.writes_through()) {
             return None;
         }
         let swap = s.swap.as_ref()?;
@@ -400,6 +401,50 @@ mod tests {
             (kind(0), kind(2)),
             (crate::swap::Kind::Stored, crate::swap::Kind::Stored)
         );
+    }
+
+    /// `writethrough=auto` writes nothing through while the pool is below its accept
+    /// threshold, and writes every store through once it is above it (or full); switching
+    /// to `N` mid-way stops it. Would fail if auto were either `Y` or `N`.
+    #[test]
+    fn auto_writethrough_follows_how_full_the_pool_is() {
+        use crate::params::Writethrough;
+        // A pool of at most 20% of 4 MiB: about 820 KiB, its accept threshold 90% of that.
+        let zswap =
+            Zswap::new(ZswapConfig::new(4 << 20).device(Arc::new(MemoryDevice::new(4096)), 4096));
+        zswap.set_param("writethrough", "auto").unwrap();
+        assert_eq!(zswap.params().writethrough(), Writethrough::Auto);
+        assert_eq!(zswap.params().get("writethrough").unwrap(), "auto");
+        let group = zswap.new_group(4096);
+        let pool = || zswap.pool().total_size();
+        let threshold = (4u64 << 20) / 5 * 9 / 10;
+        let mut offset = 0;
+        while pool() + PAGE_SIZE as u64 <= threshold {
+            let folio = group.lock_folio(offset, 0);
+            group.store(&folio, &random_page(offset as u64)).unwrap();
+            offset += 1;
+        }
+        assert_eq!(
+            zswap.stats().get("writethrough_pages"),
+            0,
+            "written through below the threshold"
+        );
+        let mut through = 0;
+        for _ in 0..8 {
+            let before = zswap.stats().get("writethrough_pages");
+            let folio = group.lock_folio(offset, 0);
+            if group.store(&folio, &random_page(offset as u64)).is_ok() {
+                through += zswap.stats().get("writethrough_pages") - before;
+            }
+            offset += 1;
+        }
+        assert!(through > 0, "nothing written through above the threshold");
+        zswap.set_param("writethrough", "N").unwrap();
+        let before = zswap.stats().get("writethrough_pages");
+        let folio = group.lock_folio(offset, 0);
+        let _ = group.store(&folio, &random_page(offset as u64));
+        assert_eq!(zswap.stats().get("writethrough_pages"), before);
+        assert!(zswap.set_param("writethrough", "sometimes").is_err());
     }
 
     #[test]
