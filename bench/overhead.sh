@@ -2,6 +2,7 @@
 # The cost of `uzswap run` with no memory pressure: each workload 5 times, plain and under
 # `uzswap run` alternately, with a limit it never reaches; prints each run and the medians.
 # Run from the repository after `cargo build --release`: bash bench/overhead.sh
+# (UZSWAP_RUN_FLAGS=--in-thread-faults adds that option to `uzswap run`).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 uzswap=$here/../target/release/uzswap
@@ -11,7 +12,7 @@ for w in "python3 $here/pyjob.py 600000" "/tmp/uzswap-mallocs 20"; do
   plain=(); under=()
   for _ in 1 2 3 4 5; do
     plain+=("$(seconds $w)")
-    under+=("$(seconds "$uzswap" run --memory-high 4G -- $w)")
+    under+=("$(seconds "$uzswap" run --memory-high 4G ${UZSWAP_RUN_FLAGS:-} -- $w)")
   done
   p=$(printf "%s\n" "${plain[@]}" | sort -n | sed -n 3p)
   u=$(printf "%s\n" "${under[@]}" | sort -n | sed -n 3p)
