@@ -287,6 +287,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("spare_events", Counter, Unit::None, "Events the spare handler served while every regular one waited on the disk."),
     ("folio_lock_waits", Counter, Unit::None, "Events that waited for a folio someone held."),
     ("spare_deferred", Counter, Unit::None, "Faults on a held folio the spare handler left to a regular one."),
+    ("in_thread_faults", Counter, Unit::None, "Faults a program thread served itself, from its SIGBUS handler."),
     ("fault_latency_p50_ns", Gauge, Unit::Nanoseconds, "Fault service time, median, since the start."),
     ("fault_latency_p99_ns", Gauge, Unit::Nanoseconds, "Fault service time, 99th percentile, since the start."),
     ("fault_latency_max_ns", Gauge, Unit::Nanoseconds, "Fault service time, the longest, since the start."),
