@@ -128,6 +128,13 @@ fn serve(fault: Fault) -> bool {
     let Some(inner) = inner else {
         return false;
     };
+    // A poisoned page (its data lost: swapin.rs) faults as a SIGBUS of its own, which a
+    // kernel without CONFIG_MEMORY_FAILURE reports as a userfault's would be: it goes on to
+    // the program, whose access must not be retried (invariant 7).
+    let page = inner.mapping.page_of(fault.addr);
+    if page.is_some_and(|p| inner.group.peek(p).kind == zswap::swap::Kind::Poisoned) {
+        return false;
+    }
     // Not counted once its thread-locals are gone (it is exiting): its scratch is then
     // made for each fault and dropped after.
     let _ = SERVING.try_with(|s| {
@@ -147,10 +154,8 @@ fn serve(fault: Fault) -> bool {
         crate::fault::serve_fault(&inner, fault.addr, fault.write);
         // Left missing (its discard pending, a handler to process it): give the handler the
         // CPU before the access faults again.
-        if let Some(p) = inner.mapping.page_of(fault.addr) {
-            if !inner.pages.is_resident(p) {
-                std::thread::yield_now();
-            }
+        if page.is_some_and(|p| !inner.pages.is_resident(p)) {
+            std::thread::yield_now();
         }
     }
     true

@@ -136,12 +136,18 @@ fn touch(mem: &[u8], offset: usize) -> u8 {
 /// A 1 MiB region of 4 KiB folios (so one fault reads one page) whose evicted pages all go
 /// to `dev` (zswap off: nothing stays in the pool), everything evicted.
 fn evicted_to_device<D: BackingDevice + 'static>(dev: &Arc<D>) -> Region {
+    evicted_to_device_with(dev, false)
+}
+
+/// The same, its faults served in the faulting thread if `in_thread`.
+fn evicted_to_device_with<D: BackingDevice + 'static>(dev: &Arc<D>, in_thread: bool) -> Region {
     let size = 1 << 20;
     let mut r = Region::new(
         size,
         RegionConfig::new(4 << 20)
             .folio_size(PAGE)
-            .device(dev.clone()),
+            .device(dev.clone())
+            .in_thread_faults(in_thread),
     )
     .unwrap();
     r.zswap().params().set_enabled(false);
@@ -389,6 +395,29 @@ fn a_page_that_cannot_be_read_back_kills_the_reader_with_sigbus() {
     assert_eq!(o.status.signal(), Some(libc::SIGBUS), "{o:?}");
 }
 
+const SIGBUS_READ_IN_THREAD: &str =
+    "a_page_that_cannot_be_read_back_kills_a_reader_serving_its_own_fault";
+
+/// The same with the fault served in the faulting thread (in_thread.rs): the page is
+/// poisoned there, and the access that retries meets the poison, whose SIGBUS the region's
+/// handler passes on (the default action: death), never served as a fault.
+#[test]
+fn a_page_that_cannot_be_read_back_kills_a_reader_serving_its_own_fault() {
+    if in_child(SIGBUS_READ_IN_THREAD) {
+        let dev = faulty_device();
+        let mut r = evicted_to_device_with(&dev, true);
+        dev.fail_reads();
+        eprintln!("CHILD: reading evicted page 37 with device reads failing");
+        let b = touch(r.as_mut_slice(), 37 * PAGE + 100);
+        eprintln!("CHILD: SURVIVED, read {b:#x}");
+        return;
+    }
+    let o = run_child(SIGBUS_READ_IN_THREAD, SIGBUS_READ_IN_THREAD);
+    assert!(o.stderr.contains("CHILD: reading evicted page 37"), "{o:?}");
+    assert!(!o.stderr.contains("SURVIVED"), "{o:?}");
+    assert_eq!(o.status.signal(), Some(libc::SIGBUS), "{o:?}");
+}
+
 const STAYS_POISONED: &str = "a_poisoned_page_stays_poisoned_after_the_device_recovers";
 
 #[test]
@@ -506,6 +535,40 @@ fn a_fault_handler_that_dies_stops_the_process() {
         "no word of the handler's death and its cause: {o:?}"
     );
     assert!(o.stderr.contains("stopping the process"), "{o:?}");
+    assert!(!o.stderr.contains("SURVIVED"), "{o:?}");
+    assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{o:?}");
+}
+
+const SERVER_DIES: &str = "a_thread_that_panics_serving_its_own_fault_stops_the_process";
+
+/// The same for a program thread serving its own fault (in_thread.rs): a panic cannot unwind
+/// out of the SIGBUS handler, and the process is aborted, never left to read what is mapped.
+#[test]
+fn a_thread_that_panics_serving_its_own_fault_stops_the_process() {
+    if in_child(SERVER_DIES) {
+        let dev = ArmedReads::new(|slot| {
+            panic!("injected: the swap device read of slot {} panicked", slot.0)
+        });
+        let mut r = Region::new(
+            1 << 20,
+            RegionConfig::new(4 << 20)
+                .folio_size(PAGE)
+                .device(dev.clone())
+                .in_thread_faults(true),
+        )
+        .unwrap();
+        r.zswap().params().set_enabled(false);
+        fill(r.as_mut_slice(), 0);
+        r.reclaim_to(0);
+        assert_eq!(r.usage().resident, 0);
+        dev.arm(true);
+        eprintln!("CHILD: reading an evicted page with the device read panicking");
+        let b = touch(r.as_mut_slice(), 5 * PAGE);
+        eprintln!("CHILD: SURVIVED, read {b:#x}");
+        return;
+    }
+    let o = run_child(SERVER_DIES, SERVER_DIES);
+    assert!(o.stderr.contains("CHILD: reading an evicted page"), "{o:?}");
     assert!(!o.stderr.contains("SURVIVED"), "{o:?}");
     assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{o:?}");
 }
