@@ -496,34 +496,42 @@ fn only_the_unreadable_page_is_lost_and_a_discard_makes_it_usable_again() {
 
 const HANDLER_DIES: &str = "a_fault_handler_that_dies_stops_the_process";
 
+/// The child's side of the two tests below: every page of a region evicted to a device
+/// whose reads then panic, and one read back (faults served in the faulting thread if
+/// `in_thread`). Says "SURVIVED" if the read returns.
+fn read_back_with_a_device_read_panicking(in_thread: bool) {
+    // A device whose reads panic once armed: the only way, from outside the crate, to make
+    // the thread that serves a fault panic deterministically (it reads the device itself).
+    let dev = ArmedReads::new(|slot| {
+        panic!("injected: the swap device read of slot {} panicked", slot.0)
+    });
+    // Two handlers: the survivor must not let the program carry on either (the fault the
+    // dead one took is gone with it; without the abort the reader would hang, or worse, read
+    // whatever is mapped there later).
+    let mut r = Region::new(
+        1 << 20,
+        RegionConfig::new(4 << 20)
+            .folio_size(PAGE)
+            .fault_threads(2)
+            .device(dev.clone())
+            .in_thread_faults(in_thread),
+    )
+    .unwrap();
+    r.zswap().params().set_enabled(false);
+    fill(r.as_mut_slice(), 0);
+    wait_pages_in(&r, 256);
+    r.reclaim_to(0);
+    assert_eq!(r.usage().resident, 0);
+    dev.arm(true);
+    eprintln!("CHILD: reading an evicted page with the device read panicking");
+    let b = touch(r.as_mut_slice(), 5 * PAGE);
+    eprintln!("CHILD: SURVIVED, read {b:#x}");
+}
+
 #[test]
 fn a_fault_handler_that_dies_stops_the_process() {
     if in_child(HANDLER_DIES) {
-        // A device whose reads panic once armed: the only way, from outside the crate, to
-        // make a fault handler thread panic deterministically (it reads the device itself).
-        let dev = ArmedReads::new(|slot| {
-            panic!("injected: the swap device read of slot {} panicked", slot.0)
-        });
-        // Two handlers: the survivor must not let the program carry on either (the fault
-        // the dead one took is gone with it; without the abort the reader would hang, or
-        // worse, read whatever is mapped there later).
-        let mut r = Region::new(
-            1 << 20,
-            RegionConfig::new(4 << 20)
-                .folio_size(PAGE)
-                .fault_threads(2)
-                .device(dev.clone()),
-        )
-        .unwrap();
-        r.zswap().params().set_enabled(false);
-        fill(r.as_mut_slice(), 0);
-        wait_pages_in(&r, 256);
-        r.reclaim_to(0);
-        assert_eq!(r.usage().resident, 0);
-        dev.arm(true);
-        eprintln!("CHILD: reading an evicted page with the device read panicking");
-        let b = touch(r.as_mut_slice(), 5 * PAGE);
-        eprintln!("CHILD: SURVIVED, read {b:#x}");
+        read_back_with_a_device_read_panicking(false);
         return;
     }
     // With the harness capturing output, as `cargo test` runs: the capture is lost with the
@@ -546,25 +554,7 @@ const SERVER_DIES: &str = "a_thread_that_panics_serving_its_own_fault_stops_the_
 #[test]
 fn a_thread_that_panics_serving_its_own_fault_stops_the_process() {
     if in_child(SERVER_DIES) {
-        let dev = ArmedReads::new(|slot| {
-            panic!("injected: the swap device read of slot {} panicked", slot.0)
-        });
-        let mut r = Region::new(
-            1 << 20,
-            RegionConfig::new(4 << 20)
-                .folio_size(PAGE)
-                .device(dev.clone())
-                .in_thread_faults(true),
-        )
-        .unwrap();
-        r.zswap().params().set_enabled(false);
-        fill(r.as_mut_slice(), 0);
-        r.reclaim_to(0);
-        assert_eq!(r.usage().resident, 0);
-        dev.arm(true);
-        eprintln!("CHILD: reading an evicted page with the device read panicking");
-        let b = touch(r.as_mut_slice(), 5 * PAGE);
-        eprintln!("CHILD: SURVIVED, read {b:#x}");
+        read_back_with_a_device_read_panicking(true);
         return;
     }
     let o = run_child(SERVER_DIES, SERVER_DIES);
