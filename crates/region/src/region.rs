@@ -404,7 +404,8 @@ impl Region {
 
     /// Whether the region holds nothing for the `len` bytes at `offset` (page aligned): no
     /// page of them present, staged or held by the engine, and none locked, so that they read
-    /// as zero and a discard of them would free nothing. A hint, read without locks: a page
+    /// as zero and a discard of them would free nothing; or a discard of them already read
+    /// and not yet processed. A hint, read without locks: a page
     /// brought in meanwhile (a thread touching the range, readahead) may be missed. For
     /// memory the program has let go of and never reads again, which a missed page only
     /// keeps resident (and counted) until reclaim takes it: an allocator's trimmed
@@ -416,11 +417,20 @@ impl Region {
             .div_ceil(PAGE_SIZE)
             .min(inner.mapping.len() / PAGE_SIZE) as u32;
         let fp = inner.folio_pages;
+        // A page a discard read but not yet processed covers is being let go of: its zap
+        // and the drop of what the engine holds for it are on their way. The gate, held
+        // shared, waits out a read of events, so a discard whose `madvise` has returned is
+        // seen pending or processed.
+        let gate = inner.mapping.gate();
+        let discarding = inner.discards.pending_mask(first, end);
+        drop(gate);
         (first..end).all(|p| {
-            !inner.pages.is_resident(p)
-                && inner.group.peek(p).kind == zswap::swap::Kind::Empty
-                && !inner.group.is_locked(p)
-                && !inner.staged.contains(p & !(fp - 1))
+            let being_discarded = discarding.as_ref().is_some_and(|d| d[(p - first) as usize]);
+            let kept = inner.pages.is_resident(p)
+                || inner.group.peek(p).kind != zswap::swap::Kind::Empty
+                || inner.group.is_locked(p)
+                || inner.staged.contains(p & !(fp - 1));
+            being_discarded || !kept
         })
     }
 
