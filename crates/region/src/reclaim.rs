@@ -160,14 +160,17 @@ const POOL_WRITEBACK_BATCH: u32 = 32;
 /// Nothing resident or staged is left, and the region is still over its target: the pool
 /// holds it there (its share, `max_pool_percent` of the whole limit, is more than what the
 /// fixed charge leaves). Write the coldest pool pages back, as a memory cgroup at its limit
-/// makes zswap write back, and give the emptied pool pages back. False when nothing could be
-/// written (writeback off, an empty pool, a failing device).
+/// makes zswap write back, and give the emptied pool pages back. With nothing written
+/// (writeback off, an empty pool, a failing device), the pages the pool keeps for reuse go
+/// back instead: they are charged too, and a pool emptied by faults keeps some. False when
+/// neither freed anything.
 fn write_back_pool(inner: &Inner) -> bool {
+    let pool = inner.zswap.pool();
     if inner.group.shrink(POOL_WRITEBACK_BATCH).written == 0 {
-        return false;
+        return pool.give_back_kept();
     }
     // Freed objects keep their pool pages (and their charge) until a compaction.
-    inner.zswap.pool().compact();
+    pool.compact();
     true
 }
 

@@ -215,6 +215,17 @@ impl ZsPool {
         };
         fragmented.then(|| self.compact())
     }
+    /// Give back the pages the pool keeps beyond its objects' (the reserve of freed pages, an
+    /// empty open span), and with them the compaction headroom of a pool left empty; true if
+    /// its charge went down. Moves no object: cheap where `compact` would scan the pool, for
+    /// an owner over its limit with nothing else to free.
+    pub fn give_back_kept(&self) -> bool {
+        let mut state = self.state.write();
+        let before = self.sizes.charged.load(Relaxed);
+        state.give_back_kept();
+        self.publish(&state);
+        self.sizes.charged.load(Relaxed) < before
+    }
     /// Bytes of memory the pool holds (pages in spans × 4096): the kernel's pool_total_size.
     pub fn total_size(&self) -> u64 {
         self.sizes.total.load(Relaxed)

@@ -354,6 +354,15 @@ impl PoolState {
         }
     }
 
+    /// Give back the pages kept for reuse: an open packed span left empty and the arena's
+    /// reserve of freed pages. No object moves.
+    pub(super) fn give_back_kept(&mut self) {
+        if self.open_packed != NIL && self.spans[self.open_packed].live == 0 {
+            self.free_span(self.open_packed);
+        }
+        self.arena.trim();
+    }
+
     /// Free span `span`'s pages and descriptor (it must be out of the fullness lists).
     pub(super) fn free_span(&mut self, span: u32) {
         debug_assert!(self.spans[span].group >= GROUP_FULL);

@@ -737,3 +737,27 @@ fn every_change_publishes_the_pool_sizes() {
     pool.malloc(&[7; 3000]).unwrap();
     check(&pool, "a malloc");
 }
+
+/// What the pool keeps for reuse (an empty open span, freed pages) is charged, and
+/// `give_back_kept` returns it without a compaction; with nothing kept it reports so.
+#[test]
+fn pages_kept_for_reuse_are_given_back_on_request() {
+    let pool = ZsPool::new();
+    let handles: Vec<Handle> = (0..8)
+        .map(|i| pool.malloc(&pattern(i, 3000)).unwrap())
+        .collect();
+    for h in handles {
+        pool.free(h);
+    }
+    assert_eq!(pool.nr_objects(), 0);
+    assert!(
+        pool.charged_bytes() > 0,
+        "the open span's page and the reserve"
+    );
+    assert!(pool.give_back_kept());
+    assert_eq!(pool.charged_bytes(), 0);
+    assert_eq!(pool.total_size(), 0);
+    assert!(!pool.give_back_kept(), "nothing left to give");
+    let h = pool.malloc(&pattern(9, 100)).unwrap();
+    assert_eq!(read_vec(&pool, h), pattern(9, 100));
+}
