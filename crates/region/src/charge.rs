@@ -79,6 +79,11 @@ impl FixedCharge {
                 true => ((BATCH_DISCARD_SLOTS - 1) * BATCH_PAGES * PAGE_SIZE) as u64,
                 false => 0,
             };
+        // The helpers that compress parts of a folio (zswap's parallel.rs) keep scratch of
+        // their own; shared by the process, charged to each region that uses them.
+        let helpers = u64::from(config.compress_threads.saturating_sub(1))
+            .min(zswap::zswap::parallel::helper_threads() as u64);
+        let compress_helpers = helpers * zswap::zswap::parallel::HELPER_SCRATCH_BYTES;
         let nr_pages = u64::from(nr_pages);
         let nr_folios = nr_pages.div_ceil(fs / PAGE_SIZE as u64);
         FixedCharge {
@@ -94,6 +99,7 @@ impl FixedCharge {
             bytes: evicting as u64 * in_flight
                 + dirty_reserve
                 + io_buffers
+                + compress_helpers
                 + crate::lru::INACTIVE_MAX as u64 * 4,
         }
     }

@@ -84,6 +84,10 @@ pub struct RegionConfig {
     /// Pool limit, in percent of `memory_limit`, 0 to 100.
     /// Default: 20, as the kernel's `max_pool_percent`.
     pub max_pool_percent: u32,
+    /// Threads that may compress one folio's pages at once, the evicting thread included,
+    /// 1 to 8 (zswap's `compress_threads` tunable: a folio of at least 16 pages is cut in
+    /// parts of at least 8; the helpers are shared by the process). Default: 1.
+    pub compress_threads: u32,
     /// Directory of the (unnamed) swap file. Default: None, the system temp directory.
     pub swap_dir: Option<PathBuf>,
     /// Capacity of the swap file (or of `device`), in bytes, at most 16 TiB.
@@ -132,6 +136,7 @@ impl RegionConfig {
             writeback: true,
             writethrough: false,
             max_pool_percent: 20,
+            compress_threads: 1,
             swap_dir: None,
             swap_size: None,
             fault_threads: 2,
@@ -186,6 +191,16 @@ impl RegionConfig {
             return Err(invalid(
                 "max_pool_percent",
                 format!("{} is not between 0 and 100", self.max_pool_percent),
+            ));
+        }
+        if !(1..=zswap::params::MAX_COMPRESS_THREADS).contains(&self.compress_threads) {
+            return Err(invalid(
+                "compress_threads",
+                format!(
+                    "{} is not between 1 and {}",
+                    self.compress_threads,
+                    zswap::params::MAX_COMPRESS_THREADS
+                ),
             ));
         }
         if self.pinned > size {
@@ -290,6 +305,11 @@ impl RegionConfig {
     /// Set `writethrough`.
     pub fn writethrough(mut self, on: bool) -> Self {
         self.writethrough = on;
+        self
+    }
+    /// Set `compress_threads`.
+    pub fn compress_threads(mut self, n: u32) -> Self {
+        self.compress_threads = n;
         self
     }
     /// Set `max_pool_percent`.

@@ -199,6 +199,15 @@ impl Region {
                 })
             })?;
         zswap.params().set_writethrough(config.writethrough);
+        zswap
+            .params()
+            .set_compress_threads(config.compress_threads)
+            .map_err(|e| {
+                RegionError::Config(ConfigError {
+                    field: "compress_threads",
+                    reason: e.to_string(),
+                })
+            })?;
         let group = zswap.new_group(nr_pages);
         group.set_writeback_enabled(config.writeback);
 

@@ -64,6 +64,12 @@ impl Writethrough {
     }
 }
 
+/// `compress_threads` at most: the storing thread and the helpers (parallel.rs).
+pub const MAX_COMPRESS_THREADS: u32 = 8;
+
+/// `compress_threads` by default.
+const DEFAULT_COMPRESS_THREADS: u32 = 1;
+
 /// The global tunables of one zswap instance.
 #[derive(Debug)]
 pub struct Params {
@@ -74,6 +80,7 @@ pub struct Params {
     shrinker_enabled: AtomicBool,
     /// A `Writethrough`, as its index in `Writethrough::ALL`.
     writethrough: AtomicU8,
+    compress_threads: AtomicU32,
 }
 
 impl Default for Params {
@@ -85,6 +92,7 @@ impl Default for Params {
             accept_threshold_percent: AtomicU32::new(90),
             shrinker_enabled: AtomicBool::new(false),
             writethrough: AtomicU8::new(Writethrough::Off as u8),
+            compress_threads: AtomicU32::new(DEFAULT_COMPRESS_THREADS),
         }
     }
 }
@@ -127,6 +135,7 @@ impl Params {
         "accept_threshold_percent",
         "shrinker_enabled",
         "writethrough",
+        "compress_threads",
     ];
 
     /// `enabled`: whether stores go to the pool at all (default on). Loads and invalidations of
@@ -195,6 +204,18 @@ impl Params {
         self.writethrough.store(mode as u8, Relaxed)
     }
 
+    /// `compress_threads` (ours, not the kernel's): how many threads may compress one large
+    /// folio's pages at once, the storing thread included (parallel.rs); 1 compresses each
+    /// folio in its storing thread alone. Only folios of at least 16 pages are cut, in parts of
+    /// at least 8.
+    pub fn compress_threads(&self) -> u32 {
+        self.compress_threads.load(Relaxed)
+    }
+    /// Set `compress_threads` (1 to `MAX_COMPRESS_THREADS`).
+    pub fn set_compress_threads(&self, n: u32) -> Result<(), ParamError> {
+        self.set_plain("compress_threads", &n.to_string())
+    }
+
     /// Set a tunable by its kernel name from its sysfs spelling. `compressor` goes through
     /// `Zswap::set_param`, which also makes the new compressor current.
     pub(crate) fn set_plain(&self, name: &str, value: &str) -> Result<(), ParamError> {
@@ -208,6 +229,21 @@ impl Params {
                 Relaxed,
             ),
             "shrinker_enabled" => self.set_shrinker_enabled(parse_bool("shrinker_enabled", value)?),
+            "compress_threads" => {
+                let bad = |why: String| ParamError::BadValue {
+                    name: "compress_threads",
+                    value: value.to_string(),
+                    why,
+                };
+                let n: u32 = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad("expected a whole number".into()))?;
+                if !(1..=MAX_COMPRESS_THREADS).contains(&n) {
+                    return Err(bad(format!("must be between 1 and {MAX_COMPRESS_THREADS}")));
+                }
+                self.compress_threads.store(n, Relaxed);
+            }
             "writethrough" => self.set_writethrough_mode(match value.trim() {
                 "auto" => Writethrough::Auto,
                 _ => match parse_bool("writethrough", value) {
@@ -242,6 +278,7 @@ impl Params {
             "accept_threshold_percent" => self.accept_threshold_percent().to_string(),
             "shrinker_enabled" => yn(self.shrinker_enabled()),
             "writethrough" => self.writethrough().as_str().to_string(),
+            "compress_threads" => self.compress_threads().to_string(),
             _ => return Err(ParamError::Unknown(name.to_string())),
         })
     }

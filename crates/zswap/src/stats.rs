@@ -81,6 +81,8 @@ counters! {
     writeback_busy_stop,
     /// Large folios split into single pages (ours).
     folio_splits,
+    /// Large folios whose pages were compressed in parts by more than one thread (ours).
+    folios_compressed_in_parts,
 }
 
 /// One statistic and its value.

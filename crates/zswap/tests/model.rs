@@ -57,6 +57,8 @@ enum Op {
     /// `writethrough`: N, Y or auto (by how full the pool is).
     Writethrough(Writethrough),
     MaxPoolPercent(u32),
+    /// `compress_threads`: large folios compressed in parts by several threads.
+    CompressThreads(u32),
     AcceptThreshold(u32),
     ZswapMax(u64),
     WriteFault {
@@ -120,6 +122,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(Op::Writethrough),
         1 => prop_oneof![Just(0u32), 1u32..10, Just(20), Just(100)].prop_map(Op::MaxPoolPercent),
         1 => prop_oneof![Just(50u32), Just(90), Just(100)].prop_map(Op::AcceptThreshold),
+        1 => prop_oneof![Just(1u32), 2u32..=8].prop_map(Op::CompressThreads),
         1 => prop_oneof![Just(0u64), 1u64..300_000, Just(u64::MAX)].prop_map(Op::ZswapMax),
         1 => (1u32..4, 0u8..3).prop_map(|(n, kind)| Op::WriteFault { n, kind }),
         1 => Just(Op::ClearFaults),
@@ -334,6 +337,7 @@ impl Harness {
             Op::GroupWriteback(on) => self.group.set_writeback_enabled(*on),
             Op::Writethrough(mode) => self.zswap.params().set_writethrough_mode(*mode),
             Op::MaxPoolPercent(p) => self.zswap.params().set_max_pool_percent(*p).unwrap(),
+            Op::CompressThreads(n) => self.zswap.params().set_compress_threads(*n).unwrap(),
             Op::AcceptThreshold(p) => self
                 .zswap
                 .params()

@@ -140,6 +140,8 @@ fn worker(s: &Shared, seed: u64) -> u64 {
             }
             _ => {
                 s.zswap.params().set_writethrough(rng.gen_bool(0.3));
+                let threads = rng.gen_range(1..=8);
+                s.zswap.params().set_compress_threads(threads).unwrap();
                 s.zswap.compact();
             }
         }
@@ -191,16 +193,21 @@ fn threads_on_overlapping_folios_never_lose_a_byte() {
 
     let stats = s.zswap.stats();
     eprintln!(
-        "{ops} operations; zswpout {} zswpin {} written_back_pages {} pool_limit_hit {}",
+        "{ops} operations; zswpout {} zswpin {} written_back_pages {} pool_limit_hit {} \
+         folios_compressed_in_parts {}",
         stats.get("zswpout"),
         stats.get("zswpin"),
         stats.get("written_back_pages"),
-        stats.get("pool_limit_hit")
+        stats.get("pool_limit_hit"),
+        stats.get("folios_compressed_in_parts")
     );
     assert!(
         stats.get("written_back_pages") > 0,
         "the shrinker never ran"
     );
+    if zswap::zswap::parallel::helper_threads() > 0 {
+        assert!(stats.get("folios_compressed_in_parts") > 0);
+    }
     s.zswap.audit().unwrap();
     // Drain: every page held comes back right; then nothing is left.
     let mut buf = vec![0u8; PAGE_SIZE];

@@ -470,6 +470,7 @@ mod tests {
             mode: UzswapMode::Writeback,
             max_pool_percent: 20,
             faults: Default::default(),
+            compress_threads: 1,
         })
     }
 

@@ -125,6 +125,13 @@ pub struct UzswapConfig {
     /// Who serves the region's faults.
     #[serde(default)]
     pub faults: FaultService,
+    /// Threads that may compress one folio at once (zswap's `compress_threads`).
+    #[serde(default = "default_compress_threads")]
+    pub compress_threads: u32,
+}
+
+fn default_compress_threads() -> u32 {
+    1
 }
 
 fn default_pool_percent() -> u32 {
@@ -230,6 +237,7 @@ impl SystemName {
                 mode,
                 max_pool_percent: uzswap_pool_percent,
                 faults: FaultService::default(),
+                compress_threads: default_compress_threads(),
             })
         };
         match self.name.as_str() {

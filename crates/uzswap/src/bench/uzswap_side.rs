@@ -198,6 +198,7 @@ fn region_config(spec: &WorkloadSpec, config: &UzswapConfig) -> RegionConfig {
         .folio_size(spec.folio_size)
         .writethrough(config.mode == UzswapMode::Writethrough)
         .max_pool_percent(config.max_pool_percent)
+        .compress_threads(config.compress_threads)
         .fault_threads(2)
         .in_thread_faults(config.faults == FaultService::InThread)
 }
@@ -335,6 +336,10 @@ fn run_uzswap_here(
         (
             "max_pool_percent".into(),
             config.max_pool_percent.to_string(),
+        ),
+        (
+            "compress_threads".into(),
+            config.compress_threads.to_string(),
         ),
         (
             "kernel_faults_served".into(),

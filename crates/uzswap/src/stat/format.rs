@@ -253,6 +253,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("swap_read_fail", Counter, Unit::None, "Swap file reads that failed."),
     ("writeback_busy_stop", Counter, Unit::None, "Shrinker passes that stopped at a folio someone held."),
     ("folio_splits", Counter, Unit::None, "Large folios split into single pages."),
+    ("folios_compressed_in_parts", Counter, Unit::None, "Large folios whose pages more than one thread compressed."),
     ("swap_slots_used", Gauge, Unit::None, "Page slots of the swap file in use."),
     // The region: faults.
     ("faults", Counter, Unit::None, "Faults served on a folio."),

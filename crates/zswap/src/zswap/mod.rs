@@ -14,6 +14,7 @@ mod audit;
 mod invalidate;
 mod limits;
 mod load;
+pub mod parallel;
 pub mod pool;
 mod shrinker;
 mod store;
@@ -157,6 +158,7 @@ impl Zswap {
     pub fn new(config: ZswapConfig) -> Self {
         let params = Params::default();
         params.set_compressor_spec(config.compressor);
+        parallel::start_helpers();
         let swap = config
             .device
             .map(|dev| SwapInfo::new(dev, config.device_pages, config.discard));

@@ -19,14 +19,14 @@
 use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::compress::CompressError;
+use crate::compress::{CompressError, Compressor};
 use crate::stats::Stats;
 use crate::swap::cache::{FolioLock, Kind, PageState};
 use crate::swap::slots::SwapSlot;
-use crate::zsmalloc::{AllocError, Handle};
+use crate::zsmalloc::Handle;
 use crate::PAGE_SIZE;
 
-use super::ZswapGroup;
+use super::{parallel, ZswapGroup};
 
 /// Why a folio was not stored. The folio's offsets hold nothing afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -192,42 +192,17 @@ impl ZswapGroup {
         let may_writeback = self.writeback_allowed();
         let (codec, compressor) = s.compressors.acquire_current(u64::from(nr));
 
+        let parts = parallel::parts(nr, s.params.compress_threads());
         crate::scratch::with(&SCRATCH, new_scratch, |scratch| {
             let (buf, new) = &mut *scratch.borrow_mut();
             new.clear();
-            let mut failed = None;
-            for (i, page) in data.chunks_exact(PAGE_SIZE).enumerate() {
-                let entry = if let Some(v) = same_filled(page) {
-                    Ok(NewEntry::Zero(v))
-                } else {
-                    match compressor.compress(page, buf) {
-                        Ok(len) => s
-                            .pool
-                            .malloc(&buf[..len])
-                            .map(|h| NewEntry::Compressed(h, len as u32))
-                            .map_err(|e| self.alloc_failed(e, folio.start() + i as u32)),
-                        Err(CompressError::DoesNotFit(_)) if may_writeback => s
-                            .pool
-                            .malloc(page)
-                            .map(NewEntry::Raw)
-                            .map_err(|e| self.alloc_failed(e, folio.start() + i as u32)),
-                        Err(CompressError::DoesNotFit(_)) => {
-                            Stats::inc(&s.stats.reject_compress_poor);
-                            Err(StoreError::CompressPoor(folio.start() + i as u32))
-                        }
-                        Err(CompressError::Corrupt(_)) => {
-                            Stats::inc(&s.stats.reject_compress_fail);
-                            Err(StoreError::CompressFail(folio.start() + i as u32))
-                        }
-                    }
-                };
-                match entry {
-                    Ok(e) => new.push(e),
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
+            let mut failed = if parts == 1 {
+                self.compress_pages(folio.start(), data, &*compressor, may_writeback, buf, new)
+            } else {
+                self.compress_in_parts(folio, data, parts, &*compressor, may_writeback, buf, new)
+            };
+            if let Some(e) = failed {
+                self.count_reject(e);
             }
             let compressed = new
                 .iter()
@@ -257,11 +232,105 @@ impl ZswapGroup {
         })
     }
 
-    fn alloc_failed(&self, e: AllocError, offset: u32) -> StoreError {
-        // PoolFull is the pool's own cap: the same refusal as running out of memory.
-        let _ = e;
-        Stats::inc(&self.shared.stats.reject_alloc_fail);
-        StoreError::AllocFail(offset)
+    /// Compress the pages of `data`, the first at `offset`, into new pool objects (a
+    /// same-filled page is recorded by value), pushed to `new` in order; the first failure
+    /// stops it and is returned, not counted (what `new` holds then is the caller's to
+    /// free).
+    fn compress_pages(
+        &self,
+        offset: u32,
+        data: &[u8],
+        compressor: &dyn Compressor,
+        may_writeback: bool,
+        buf: &mut [u8],
+        new: &mut Vec<NewEntry>,
+    ) -> Option<StoreError> {
+        let s = &self.shared;
+        for (i, page) in data.chunks_exact(PAGE_SIZE).enumerate() {
+            let at = offset + i as u32;
+            let entry = if let Some(v) = same_filled(page) {
+                Ok(NewEntry::Zero(v))
+            } else {
+                match compressor.compress(page, buf) {
+                    // PoolFull is the pool's own cap: the same refusal as running out of
+                    // memory.
+                    Ok(len) => s
+                        .pool
+                        .malloc(&buf[..len])
+                        .map(|h| NewEntry::Compressed(h, len as u32))
+                        .map_err(|_| StoreError::AllocFail(at)),
+                    Err(CompressError::DoesNotFit(_)) if may_writeback => s
+                        .pool
+                        .malloc(page)
+                        .map(NewEntry::Raw)
+                        .map_err(|_| StoreError::AllocFail(at)),
+                    Err(CompressError::DoesNotFit(_)) => Err(StoreError::CompressPoor(at)),
+                    Err(CompressError::Corrupt(_)) => Err(StoreError::CompressFail(at)),
+                }
+            };
+            match entry {
+                Ok(e) => new.push(e),
+                Err(e) => return Some(e),
+            }
+        }
+        None
+    }
+
+    /// `compress_pages` of the folio in `parts` parts at once (parallel.rs): this thread
+    /// compresses the first into `buf` and `new`, helpers the others; their entries follow
+    /// in `new`, in page order, whatever failed (so that the caller frees them all). The
+    /// first failure, in page order, is returned.
+    #[allow(clippy::too_many_arguments)]
+    fn compress_in_parts(
+        &self,
+        folio: &FolioLock,
+        data: &[u8],
+        parts: u32,
+        compressor: &dyn Compressor,
+        may_writeback: bool,
+        buf: &mut [u8],
+        new: &mut Vec<NewEntry>,
+    ) -> Option<StoreError> {
+        let (start, per_part) = (folio.start(), folio.nr_pages().div_ceil(parts));
+        let part = |k: u32| {
+            let from = (k * per_part) as usize * PAGE_SIZE;
+            let to = (from + per_part as usize * PAGE_SIZE).min(data.len());
+            (start + k * per_part, &data[from..to])
+        };
+        let (first, rest) = parallel::in_parts(
+            parts,
+            || {
+                let (offset, pages) = part(0);
+                self.compress_pages(offset, pages, compressor, may_writeback, buf, new)
+            },
+            |k| {
+                let (offset, pages) = part(k);
+                let mut entries = Vec::with_capacity(per_part as usize);
+                let failed = crate::scratch::with(&SCRATCH, new_scratch, |scratch| {
+                    let (buf, _) = &mut *scratch.borrow_mut();
+                    self.compress_pages(offset, pages, compressor, may_writeback, buf, &mut entries)
+                });
+                (entries, failed)
+            },
+        );
+        Stats::inc(&self.shared.stats.folios_compressed_in_parts);
+        let mut failed = first;
+        for (entries, part_failed) in rest {
+            new.extend(entries);
+            failed = failed.or(part_failed);
+        }
+        failed
+    }
+
+    /// Count why a folio's pages could not all be compressed and allocated: once a folio.
+    fn count_reject(&self, e: StoreError) {
+        let stats = &self.shared.stats;
+        match e {
+            StoreError::AllocFail(_) => Stats::inc(&stats.reject_alloc_fail),
+            StoreError::CompressPoor(_) => Stats::inc(&stats.reject_compress_poor),
+            StoreError::CompressFail(_) => Stats::inc(&stats.reject_compress_fail),
+            _ => {}
+        }
     }
 
     /// Writethrough (always, or by pool fullness: `Shared::writes_through`): the pages that
@@ -445,6 +514,87 @@ mod tests {
         let _ = group.store(&folio, &random_page(offset as u64));
         assert_eq!(zswap.stats().get("writethrough_pages"), before);
         assert!(zswap.set_param("writethrough", "sometimes").is_err());
+    }
+
+    /// A folio of `nr` pages of compressible text, each page its own (the page's number in
+    /// it), with zero pages and random ones among them.
+    fn mixed_folio(nr: usize) -> Vec<u8> {
+        (0..nr)
+            .flat_map(|i| match i % 7 {
+                3 => vec![0u8; PAGE_SIZE],
+                5 => random_page(i as u64),
+                _ => {
+                    let mut p = text_page();
+                    p[..8].copy_from_slice(&(i as u64).to_le_bytes());
+                    p
+                }
+            })
+            .collect()
+    }
+
+    /// With `compress_threads` above 1, a 2 MiB folio is compressed in parts by more than one
+    /// thread, and stored exactly as one thread stores it: the same objects, the same
+    /// counters, every byte back.
+    #[test]
+    fn a_large_folio_compressed_in_parts_is_stored_as_one_thread_stores_it() {
+        let data = mixed_folio(512);
+        let store = |threads: &str| {
+            let zswap = Zswap::new(
+                ZswapConfig::new(64 << 20).device(Arc::new(MemoryDevice::new(1024)), 1024),
+            );
+            zswap.set_param("compress_threads", threads).unwrap();
+            let group = zswap.new_group(1024);
+            let folio = group.lock_folio(512, 9);
+            group.store(&folio, &data).unwrap();
+            let mut back = vec![1u8; data.len()];
+            group.load(&folio, &mut back).unwrap();
+            assert!(back == data, "a byte came back wrong");
+            (zswap.stats(), zswap.pool().stored_bytes())
+        };
+        let (one, one_bytes) = store("1");
+        let (parts, parts_bytes) = store("8");
+        assert_eq!(one.get("folios_compressed_in_parts"), 0);
+        if super::parallel::helper_threads() > 0 {
+            assert_eq!(parts.get("folios_compressed_in_parts"), 1);
+        }
+        assert_eq!(one_bytes, parts_bytes);
+        for stat in [
+            "stored_pages",
+            "stored_incompressible_pages",
+            "same_filled_pages",
+        ] {
+            assert_eq!(one.get(stat), parts.get(stat), "{stat}");
+        }
+        assert!(Zswap::new(ZswapConfig::new(1 << 20))
+            .set_param("compress_threads", "0")
+            .is_err());
+    }
+
+    /// All or nothing across parts: a page that may not be stored in a part other than the
+    /// first (incompressible, with writeback off) refuses the whole folio; the objects every
+    /// part made are freed, and the folio counts as one rejection, however many parts failed.
+    #[test]
+    fn a_failure_in_any_part_stores_nothing_of_the_folio() {
+        let zswap = Zswap::new(ZswapConfig::new(64 << 20));
+        zswap.set_param("compress_threads", "8").unwrap();
+        let group = zswap.new_group(1024);
+        group.set_writeback_enabled(false);
+        let mut data: Vec<u8> = (0..512).flat_map(|_| text_page()).collect();
+        for page in [300, 500] {
+            data[page * PAGE_SIZE..][..PAGE_SIZE].copy_from_slice(&random_page(page as u64));
+        }
+        let folio = group.lock_folio(0, 9);
+        assert!(matches!(
+            group.store(&folio, &data),
+            Err(super::StoreError::CompressPoor(300))
+        ));
+        let stats = zswap.stats();
+        assert_eq!(stats.get("reject_compress_poor"), 1);
+        assert_eq!(stats.get("stored_pages"), 0);
+        assert_eq!(zswap.pool().nr_objects(), 0, "a part's objects were kept");
+        assert!(folio
+            .offsets()
+            .all(|o| group.peek(o).kind == crate::swap::Kind::Empty));
     }
 
     #[test]
