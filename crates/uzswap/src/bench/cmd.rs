@@ -11,7 +11,9 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use zswap::PAGE_SIZE;
 
+use super::java_heap::JavaHeap;
 use super::peer::{self, PeerError, PeerMachine, PeerOptions, Reclaim};
+use super::plot;
 use super::progress::Progress;
 use super::summary::{self, Column, Summary};
 use super::systems::WorkloadResult;
@@ -81,6 +83,10 @@ pub struct CommonArgs {
     /// uzswap's pool limit, percent of the region's memory limit (the pool is charged to it).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub uzswap_max_pool_percent: u32,
+    /// Threads that may compress one of uzswap's folios at once, 1 to 8 (zswap's
+    /// `compress_threads`: folios of 16 pages or more are cut in parts of at least 8).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub uzswap_compress_threads: u32,
     /// Who serves uzswap's faults: the faulting thread itself (no wake-ups), or the region's
     /// handler threads.
     #[arg(long, value_enum, default_value_t = FaultService::InThread)]
@@ -131,14 +137,60 @@ pub struct MixArgs {
 
 /// The arguments of `uzswap bench sweep`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_long_help = JAVA_HEAP_HELP)]
 pub struct SweepArgs {
-    /// Seconds of random accesses per cell.
+    /// Seconds of accesses per cell.
     #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
     pub seconds: f64,
+    /// Where the accesses go: `java`, a Java server's generational heap (below), or
+    /// `uniform`, every page of the heap alike.
+    #[arg(long, value_enum, default_value_t = Locality::Java)]
+    pub locality: Locality,
+    /// java: the young area's share of the heap, in percent.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=90))]
+    pub young_percent: u32,
+    /// java: the Zipf exponent of the old area's accesses (0: uniform; 1: about 60% of them
+    /// on the hottest 1% of a 100,000-page area).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_exponent)]
+    pub zipf_exponent: f64,
+    /// java: young pages allocated per 1000 old accesses.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub alloc_per_mille: u32,
+    /// java: seconds between two whole-heap marks (0: none).
+    #[arg(long, default_value_t = 5.0, value_parser = parse_mark_seconds)]
+    pub mark_seconds: f64,
+    /// Draw the table as a chart into this PNG file: one line per system, heap in percent of
+    /// the limit on the x axis, accesses/s relative to the best cell on the y axis.
+    #[arg(long, value_name = "FILE.png")]
+    pub plot: Option<PathBuf>,
     /// The options every benchmark takes.
     #[command(flatten)]
     pub common: CommonArgs,
 }
+
+/// Where the sweep's accesses go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Locality {
+    /// A Java server's generational heap (java_heap.rs).
+    Java,
+    /// Every page of the heap alike.
+    Uniform,
+}
+
+/// The Java heap model, in `bench sweep --help`.
+const JAVA_HEAP_HELP: &str = "\
+The java locality models a Java server's generational heap of real compressible pages:
+  - young area (--young-percent of the heap): allocation bumps through it, writing a whole
+    page at a time with new contents, and wraps around; what was there is dead and is
+    overwritten without being read;
+  - old area (the rest): each access reads and writes one word of a page drawn from a Zipf
+    distribution (--zipf-exponent) over its pages, the ranks scattered over the area;
+  - one young page is allocated every 1000/--alloc-per-mille old accesses; both count as
+    accesses;
+  - every --mark-seconds a whole-heap mark reads one word of every page in address order,
+    its time counted against the accesses, as a collector's pause counts against a
+    server's throughput.
+Every byte of both areas is checked at the end of each cell.";
 
 /// The hidden worker of the kernel peers.
 #[derive(Debug, Clone, clap::Args)]
@@ -179,6 +231,7 @@ fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
         );
         if let System::Uzswap(config) = &mut s {
             config.faults = c.uzswap_faults;
+            config.compress_threads = c.uzswap_compress_threads;
         }
         if !out.contains(&s) {
             out.push(s);
@@ -196,6 +249,20 @@ pub(crate) fn count_in(text: &str, min: usize, max: usize) -> Result<usize, Stri
 }
 
 /// A number of seconds above 0, for clap.
+fn parse_exponent(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=10.0).contains(&s) => Ok(s),
+        _ => Err("give an exponent from 0 to 10 (e.g. 1 or 0.8)".into()),
+    }
+}
+
+fn parse_mark_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
+        _ => Err("give a number of seconds, 0 (no marks) or more (e.g. 5)".into()),
+    }
+}
+
 pub(crate) fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
@@ -471,7 +538,7 @@ fn uzswap_spec(uzswap_memory_high: Option<u64>, spec: &WorkloadSpec) -> Workload
 fn spec(c: &CommonArgs, workload: Workload) -> WorkloadSpec {
     let default_folio = match workload {
         Workload::Usemem { .. } => 2 << 20,
-        Workload::Mix { .. } | Workload::Heap { .. } => PAGE_SIZE,
+        Workload::Mix { .. } | Workload::Heap { .. } | Workload::JavaHeap { .. } => PAGE_SIZE,
     };
     WorkloadSpec {
         workload,
@@ -842,13 +909,21 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     )?;
     let sizes = sweep_sizes(c.memory_high);
     let heap = |size: u64| {
-        spec(
-            c,
-            Workload::Heap {
+        let seconds = a.seconds;
+        let workload = match a.locality {
+            Locality::Uniform => Workload::Heap { size, seconds },
+            Locality::Java => Workload::JavaHeap {
                 size,
-                seconds: a.seconds,
+                seconds,
+                model: JavaHeap {
+                    young_percent: a.young_percent,
+                    zipf_exponent: a.zipf_exponent,
+                    alloc_per_mille: a.alloc_per_mille,
+                    mark_seconds: a.mark_seconds,
+                },
             },
-        )
+        };
+        spec(c, workload)
     };
     let specs: Vec<WorkloadSpec> = sizes.iter().map(|&(_, size)| heap(size)).collect();
     let area = format!(
@@ -901,9 +976,44 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     drop(runner);
     let sum = summary::sweep(&systems, &sizes, &cells, c.runs);
     let best = summary::best_cell(&cells);
+    let locality = match a.locality {
+        Locality::Java => "a Java heap's accesses",
+        Locality::Uniform => "random accesses",
+    };
+    if let Some(path) = &a.plot {
+        let lines: Vec<plot::Line> = systems
+            .iter()
+            .enumerate()
+            .map(|(i, s)| plot::Line {
+                name: s.to_string(),
+                points: sizes
+                    .iter()
+                    .zip(&cells)
+                    .map(|(&(pct, _), row)| {
+                        let v = row[i].accesses_per_s;
+                        (pct, (best > 0.0 && v > 0.0).then(|| 100.0 * v / best))
+                    })
+                    .collect(),
+            })
+            .collect();
+        let title = format!(
+            "sweep, {locality}, limit {} MiB, {} s a cell, median of {}",
+            c.memory_high >> 20,
+            a.seconds,
+            c.runs
+        );
+        plot::sweep_chart(path, &title, &lines)?;
+    }
     if c.json {
         let out = json!({
             "command": "sweep",
+            "locality": format!("{:?}", a.locality).to_lowercase(),
+            "java_heap": (a.locality == Locality::Java).then(|| json!({
+                "young_percent": a.young_percent,
+                "zipf_exponent": a.zipf_exponent,
+                "alloc_per_mille": a.alloc_per_mille,
+                "mark_seconds": a.mark_seconds,
+            })),
             "memory_high": c.memory_high,
             "seconds": a.seconds,
             "runs": c.runs,
@@ -917,7 +1027,7 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
         return Ok(());
     }
     let title = format!(
-        "sweep: heap from 75% to 175% of {} MiB, {} s of random accesses a cell, {}; each cell \
+        "sweep: heap from 75% to 175% of {} MiB, {} s of {locality} a cell, {}; each cell \
          its median accesses/s relative to the best cell ({best:.0} accesses/s), and the \
          median itself",
         c.memory_high >> 20,

@@ -3,7 +3,9 @@
 pub mod cmd;
 pub mod codecs;
 pub mod engine;
+pub mod java_heap;
 pub mod peer;
+pub mod plot;
 pub mod program;
 pub mod progress;
 pub mod stats;

@@ -7,6 +7,7 @@
 //!   of random bytes; random accesses with equal probability over the three; accesses/s.
 //! - heap (one cell of the writethrough patch's sweep): one area of compressible pages,
 //!   random accesses over it; accesses/s.
+//! - java heap (a sweep cell with a Java server's locality): java_heap.rs.
 //!
 //! The timed loops allocate nothing and take no locks: the figure is memory (and fault) speed,
 //! not allocator speed. An access reads one 8-byte word of a random page, adds one and writes it
@@ -25,7 +26,7 @@ const WORD: usize = 8;
 const WORDS_PER_PAGE: usize = PAGE_SIZE / WORD;
 /// Accesses between two clock reads in the timed loops: about 10 ms of work when every access
 /// faults, a few microseconds when none does.
-const CLOCK_EVERY: u64 = 1024;
+pub(crate) const CLOCK_EVERY: u64 = 1024;
 
 /// Why a workload could not run, or what its check found wrong.
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +123,16 @@ pub enum Workload {
         /// Seconds of random accesses.
         seconds: f64,
     },
+    /// One sweep cell with a Java server's locality (java_heap.rs): a generational heap of
+    /// `size` bytes, worked for `seconds`.
+    JavaHeap {
+        /// Bytes of the heap.
+        size: u64,
+        /// Seconds of accesses, allocations and marks.
+        seconds: f64,
+        /// The model's parameters.
+        model: super::java_heap::JavaHeap,
+    },
 }
 
 /// Everything a system needs to run one workload: plain data, so it crosses to a peer process
@@ -147,7 +158,9 @@ impl WorkloadSpec {
         match self.workload {
             Workload::Usemem { workers, size } => workers * page_floor(size as usize),
             Workload::Mix { size, .. } => 3 * page_floor(size as usize / 3),
-            Workload::Heap { size, .. } => page_floor(size as usize),
+            Workload::Heap { size, .. } | Workload::JavaHeap { size, .. } => {
+                page_floor(size as usize)
+            }
         }
     }
 
@@ -256,7 +269,7 @@ fn put_word(mem: &mut [u8], word: usize, v: u64) {
     mem[word * WORD..(word + 1) * WORD].copy_from_slice(&v.to_ne_bytes());
 }
 
-fn get_word(mem: &[u8], word: usize) -> u64 {
+pub(crate) fn get_word(mem: &[u8], word: usize) -> u64 {
     let mut b = [0u8; WORD];
     b.copy_from_slice(&mem[word * WORD..(word + 1) * WORD]);
     u64::from_ne_bytes(b)
@@ -578,6 +591,10 @@ pub fn run_on_memory(
             None,
             spec.seed,
         ),
+        Workload::JavaHeap { seconds, model, .. } => {
+            let content = content.ok_or(WorkloadError::NoContent)?;
+            super::java_heap::run(mem, &model, content, seconds, None, spec.seed)
+        }
     }
 }
 
@@ -590,6 +607,16 @@ pub fn run_accesses_for_test(
 ) -> Result<WorkloadOutput, WorkloadError> {
     let n = spec.area_bytes();
     let mem = &mut mem[..n];
+    if let Workload::JavaHeap { model, .. } = spec.workload {
+        return super::java_heap::run(
+            mem,
+            &model,
+            content,
+            f64::INFINITY,
+            Some(max_accesses),
+            spec.seed,
+        );
+    }
     let fills: Vec<Fill> = match spec.workload {
         Workload::Mix { .. } => mix_fills(n / PAGE_SIZE / 3, spec.seed).to_vec(),
         _ => vec![Fill::Compressible { first: 0 }],
