@@ -88,6 +88,9 @@ pub struct EngineArgs {
     /// Threads storing and loading at once (1 to 256).
     #[arg(long, default_value_t = 1, value_parser = |s: &str| count_in(s, 1, 256))]
     pub threads: usize,
+    /// Threads that may compress one folio at once (zswap's `compress_threads`, 1 to 8).
+    #[arg(long, default_value_t = 1, value_parser = |s: &str| count_in(s, 1, 8))]
+    pub compress_threads: usize,
     /// Timed rounds; the median is reported (1 to 1000). (On a shared 2-core machine, 5
     /// rounds of 0.3 s moved engine/codec ratios by ±0.1 from run to run; 11 rounds of 1 s
     /// hold them.)
@@ -143,6 +146,7 @@ struct Report<'a> {
     compressor: String,
     folio_size: usize,
     threads: usize,
+    compress_threads: usize,
     rounds: usize,
     results: &'a [EngineResult],
     verdict: &'a str,
@@ -170,7 +174,7 @@ pub fn run(args: &EngineArgs) -> Result<(), EngineError> {
                 file,
                 spec,
                 folio_size,
-                args.threads,
+                (args.threads, args.compress_threads as u32),
                 args.rounds,
                 args.seconds,
             )
@@ -189,6 +193,7 @@ pub fn run(args: &EngineArgs) -> Result<(), EngineError> {
             compressor: spec.to_string(),
             folio_size,
             threads: args.threads,
+            compress_threads: args.compress_threads,
             rounds: args.rounds,
             results: &results,
             verdict: &verdict,
@@ -198,9 +203,10 @@ pub fn run(args: &EngineArgs) -> Result<(), EngineError> {
     }
     writeln!(
         out,
-        "compressor {spec}, folio {} KiB, {} thread(s), median of {} rounds",
+        "compressor {spec}, folio {} KiB, {} thread(s), compress_threads {}, median of {} rounds",
         folio_size / 1024,
         args.threads,
+        args.compress_threads,
         args.rounds
     )?;
     writeln!(
@@ -278,7 +284,11 @@ fn verdict(spec: CompressorSpec, results: &[EngineResult]) -> String {
     )
 }
 
-fn new_engine(spec: CompressorSpec, bytes: usize) -> (Zswap, Arc<ZswapGroup>) {
+fn new_engine(
+    spec: CompressorSpec,
+    bytes: usize,
+    compress_threads: u32,
+) -> (Zswap, Arc<ZswapGroup>) {
     // Limits as percentages of far more memory than the file: the pool never fills. A device
     // is attached, as in the default configuration, so incompressible pages are stored raw
     // (with no writeback possible they would be refused); nothing is ever written to it.
@@ -289,6 +299,10 @@ fn new_engine(spec: CompressorSpec, bytes: usize) -> (Zswap, Arc<ZswapGroup>) {
             .compressor(spec)
             .device(device, pages),
     );
+    zswap
+        .params()
+        .set_compress_threads(compress_threads)
+        .expect("1 to 8, as the flag takes");
     let group = zswap.new_group((bytes / PAGE_SIZE) as u32);
     (zswap, group)
 }
@@ -413,7 +427,7 @@ fn bench_file(
     file: &PageFile,
     spec: CompressorSpec,
     folio_size: usize,
-    threads: usize,
+    (threads, compress_threads): (usize, u32),
     rounds: usize,
     min_secs: f64,
 ) -> Result<EngineResult, EngineError> {
@@ -436,7 +450,7 @@ fn bench_file(
     let mut rates: [Vec<f64>; 4] = Default::default();
     let mut stats = serde_json::Value::Null;
     for round in 0..rounds {
-        let (zswap, group) = new_engine(spec, usable);
+        let (zswap, group) = new_engine(spec, usable, compress_threads);
         let mut secs = [0f64; 4];
         let mut passes = 0u32;
         while passes == 0 || secs[0] + secs[1] + secs[2] + secs[3] < min_secs {
@@ -471,7 +485,7 @@ fn bench_file(
     let [store_mb_s, load_mb_s, codec_compress_mb_s, codec_decompress_mb_s] = rates.map(median);
 
     // Density: everything stored; then a random half freed and the pool compacted.
-    let (zswap, group) = new_engine(spec, usable);
+    let (zswap, group) = new_engine(spec, usable, compress_threads);
     store_all(&group, data, folio_pages, threads)?;
     let pool = zswap.pool();
     let stored_bytes = pool.stored_bytes();
