@@ -249,17 +249,57 @@ fn retried(bufs: &dyn Fn(Visit), mut call: impl FnMut() -> isize) -> isize {
     }
 }
 
-/// The buffers of an iovec array (`iov`, `n` entries), itself perhaps in the region.
+/// A copy of the `n` values at `p`, or None where they cannot be read (a bad pointer the
+/// caller passed, which the kernel answered with EFAULT: it must not crash us instead). In
+/// the region (whose memory is mapped for the life of the process) they are read as they
+/// are, a page that is out brought back by this thread's own fault; elsewhere through
+/// `process_vm_readv` on this process, which fails where a plain read would crash.
+fn read_user<T: Copy>(p: *const T, n: usize) -> Option<Vec<T>> {
+    let len = n.checked_mul(std::mem::size_of::<T>())?;
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let mut out: Vec<T> = Vec::with_capacity(n);
+    let (start, end) = (p as usize, (p as usize).checked_add(len)?);
+    if crate::heap::in_region(p.cast()) && crate::heap::in_region((end - 1) as *const c_void) {
+        // SAFETY: the `len` bytes at `p` lie in the region, mapped read-write for the life
+        // of the process; `out` has room for `n` values, which any bytes make (`T` is one
+        // of the C structs iovec and msghdr, plain data).
+        unsafe {
+            std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), n);
+            out.set_len(n);
+        }
+        return Some(out);
+    }
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: start as *mut c_void,
+        iov_len: len,
+    };
+    // SAFETY: the kernel writes at most `len` bytes into `out`'s capacity and reads the
+    // remote range itself, failing with EFAULT where it is not mapped.
+    let copied = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    if copied != len as isize {
+        return None;
+    }
+    // SAFETY: all `len` bytes were written, and any bytes make a `T` (above).
+    unsafe { out.set_len(n) };
+    Some(out)
+}
+
+/// The buffers of an iovec array (`iov`, `n` entries), itself perhaps in the region. An
+/// array that cannot be read names none but itself.
 fn iov_bufs(iov: *const libc::iovec, n: c_int, into: bool, f: Visit) {
     let n = n.max(0) as usize;
     f(Buf {
         ptr: iov.cast(),
-        len: n * std::mem::size_of::<libc::iovec>(),
+        len: n.saturating_mul(std::mem::size_of::<libc::iovec>()),
         into: false,
     });
-    for i in 0..n {
-        // SAFETY: `iov` holds `n` iovecs (the caller's contract); just touched if in the region.
-        let v = unsafe { *iov.add(i) };
+    for v in read_user(iov, n).unwrap_or_default() {
         f(Buf {
             ptr: v.iov_base,
             len: v.iov_len,
@@ -268,15 +308,17 @@ fn iov_bufs(iov: *const libc::iovec, n: c_int, into: bool, f: Visit) {
     }
 }
 
-/// The buffers of a msghdr: the header, its name, its iovecs and its control data.
+/// The buffers of a msghdr: the header, its name, its iovecs and its control data. A header
+/// that cannot be read names none but itself.
 fn msg_bufs(msg: *const libc::msghdr, into: bool, f: Visit) {
     f(Buf {
         ptr: msg.cast(),
         len: std::mem::size_of::<libc::msghdr>(),
         into,
     });
-    // SAFETY: `msg` is a valid msghdr (the caller's contract); just touched if in the region.
-    let m = unsafe { *msg };
+    let Some(&m) = read_user(msg, 1).as_deref().and_then(|m| m.first()) else {
+        return;
+    };
     f(Buf {
         ptr: m.msg_name,
         len: m.msg_namelen as usize,
