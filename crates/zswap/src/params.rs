@@ -111,6 +111,11 @@ fn parse_bool(name: &'static str, value: &str) -> Result<bool, ParamError> {
 }
 
 fn parse_percent(name: &'static str, value: &str, min: u32) -> Result<u32, ParamError> {
+    parse_in(name, value, min, 100)
+}
+
+/// A whole number from `min` to `max`.
+fn parse_in(name: &'static str, value: &str, min: u32, max: u32) -> Result<u32, ParamError> {
     let bad = |why: String| ParamError::BadValue {
         name,
         value: value.to_string(),
@@ -120,8 +125,8 @@ fn parse_percent(name: &'static str, value: &str, min: u32) -> Result<u32, Param
         .trim()
         .parse()
         .map_err(|_| bad("expected a whole number".into()))?;
-    if !(min..=100).contains(&v) {
-        return Err(bad(format!("must be between {min} and 100")));
+    if !(min..=max).contains(&v) {
+        return Err(bad(format!("must be between {min} and {max}")));
     }
     Ok(v)
 }
@@ -229,21 +234,10 @@ impl Params {
                 Relaxed,
             ),
             "shrinker_enabled" => self.set_shrinker_enabled(parse_bool("shrinker_enabled", value)?),
-            "compress_threads" => {
-                let bad = |why: String| ParamError::BadValue {
-                    name: "compress_threads",
-                    value: value.to_string(),
-                    why,
-                };
-                let n: u32 = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| bad("expected a whole number".into()))?;
-                if !(1..=MAX_COMPRESS_THREADS).contains(&n) {
-                    return Err(bad(format!("must be between 1 and {MAX_COMPRESS_THREADS}")));
-                }
-                self.compress_threads.store(n, Relaxed);
-            }
+            "compress_threads" => self.compress_threads.store(
+                parse_in("compress_threads", value, 1, MAX_COMPRESS_THREADS)?,
+                Relaxed,
+            ),
             "writethrough" => self.set_writethrough_mode(match value.trim() {
                 "auto" => Writethrough::Auto,
                 _ => match parse_bool("writethrough", value) {
