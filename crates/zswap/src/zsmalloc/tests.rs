@@ -567,6 +567,8 @@ fn density_on_the_corpus() {
         .collect();
     files.sort();
     assert!(!files.is_empty());
+    let lz4 = crate::compress::CompressorSpec::default().build();
+    let mut buf = vec![0u8; PAGE_SIZE - 1];
     for path in files {
         let bytes = std::fs::read(&path).unwrap();
         let pool = ZsPool::new();
@@ -575,11 +577,9 @@ fn density_on_the_corpus() {
             if page.iter().all(|&b| b == 0) {
                 continue;
             }
-            let c = lz4_flex::block::compress(page);
-            let h = if c.len() >= PAGE_SIZE {
-                pool.malloc(page)
-            } else {
-                pool.malloc(&c)
+            let h = match lz4.compress(page, &mut buf) {
+                Ok(n) => pool.malloc(&buf[..n]),
+                Err(_) => pool.malloc(page),
             };
             hs.push(h.unwrap());
         }
