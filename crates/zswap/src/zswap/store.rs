@@ -81,6 +81,14 @@ enum NewEntry {
     Raw(Handle),
 }
 
+/// How a store encodes its pages: the compressor, and whether a page that does not compress
+/// may be stored as-is (its group may write back).
+#[derive(Clone, Copy)]
+struct Encoding<'a> {
+    compressor: &'a dyn Compressor,
+    may_writeback: bool,
+}
+
 thread_local! {
     /// Per-thread compression buffer and new-entry list: no allocation per store.
     static SCRATCH: RefCell<(Vec<u8>, Vec<NewEntry>)> = RefCell::new(new_scratch());
@@ -196,10 +204,14 @@ impl ZswapGroup {
         crate::scratch::with(&SCRATCH, new_scratch, |scratch| {
             let (buf, new) = &mut *scratch.borrow_mut();
             new.clear();
+            let encoding = Encoding {
+                compressor: &*compressor,
+                may_writeback,
+            };
             let mut failed = if parts == 1 {
-                self.compress_pages(folio.start(), data, &*compressor, may_writeback, buf, new)
+                self.compress_pages(folio.start(), data, encoding, buf, new)
             } else {
-                self.compress_in_parts(folio, data, parts, &*compressor, may_writeback, buf, new)
+                self.compress_in_parts(folio, data, parts, encoding, buf, new)
             };
             if let Some(e) = failed {
                 self.count_reject(e);
@@ -240,8 +252,7 @@ impl ZswapGroup {
         &self,
         offset: u32,
         data: &[u8],
-        compressor: &dyn Compressor,
-        may_writeback: bool,
+        encoding: Encoding<'_>,
         buf: &mut [u8],
         new: &mut Vec<NewEntry>,
     ) -> Option<StoreError> {
@@ -251,7 +262,7 @@ impl ZswapGroup {
             let entry = if let Some(v) = same_filled(page) {
                 Ok(NewEntry::Zero(v))
             } else {
-                match compressor.compress(page, buf) {
+                match encoding.compressor.compress(page, buf) {
                     // PoolFull is the pool's own cap: the same refusal as running out of
                     // memory.
                     Ok(len) => s
@@ -259,7 +270,7 @@ impl ZswapGroup {
                         .malloc(&buf[..len])
                         .map(|h| NewEntry::Compressed(h, len as u32))
                         .map_err(|_| StoreError::AllocFail(at)),
-                    Err(CompressError::DoesNotFit(_)) if may_writeback => s
+                    Err(CompressError::DoesNotFit(_)) if encoding.may_writeback => s
                         .pool
                         .malloc(page)
                         .map(NewEntry::Raw)
@@ -280,14 +291,12 @@ impl ZswapGroup {
     /// compresses the first into `buf` and `new`, helpers the others; their entries follow
     /// in `new`, in page order, whatever failed (so that the caller frees them all). The
     /// first failure, in page order, is returned.
-    #[allow(clippy::too_many_arguments)]
     fn compress_in_parts(
         &self,
         folio: &FolioLock,
         data: &[u8],
         parts: u32,
-        compressor: &dyn Compressor,
-        may_writeback: bool,
+        encoding: Encoding<'_>,
         buf: &mut [u8],
         new: &mut Vec<NewEntry>,
     ) -> Option<StoreError> {
@@ -301,14 +310,14 @@ impl ZswapGroup {
             parts,
             || {
                 let (offset, pages) = part(0);
-                self.compress_pages(offset, pages, compressor, may_writeback, buf, new)
+                self.compress_pages(offset, pages, encoding, buf, new)
             },
             |k| {
                 let (offset, pages) = part(k);
                 let mut entries = Vec::with_capacity(per_part as usize);
                 let failed = crate::scratch::with(&SCRATCH, new_scratch, |scratch| {
                     let (buf, _) = &mut *scratch.borrow_mut();
-                    self.compress_pages(offset, pages, compressor, may_writeback, buf, &mut entries)
+                    self.compress_pages(offset, pages, encoding, buf, &mut entries)
                 });
                 (entries, failed)
             },
