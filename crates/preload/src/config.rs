@@ -53,6 +53,7 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
             "writethrough" => region.writethrough = on()?,
             "user_mode_only" => region.user_mode_only = on()?,
             "in_thread_faults" => region.in_thread_faults = on()?,
+            "workingset" => region.policies.workingset = on()?,
             "swap_dir" => region.swap_dir = Some(value.into()),
             "stats_file" => stats_file = Some(value.into()),
             "stats_parent" => stats_parent = Some(bytes()? as u32),

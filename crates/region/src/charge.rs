@@ -51,9 +51,9 @@ pub(crate) struct FixedCharge {
     /// page: charged as pages are touched (`Inner::usage`), not from the start, but a limit
     /// that could not hold it with the rest could be exceeded by a program that uses its
     /// whole region. The engine's state word (8 bytes a page), the resident and discarded
-    /// bits; a folio's queue time (4 bytes) and four bits (its incompressible marks, and the
-    /// LRU's and the staged queue's compaction marks); the tables of leaves (zswap::sparse)
-    /// aside, a few bytes per 16 MiB.
+    /// bits; a folio's queue time (4 bytes) and six bits (its active mark, its incompressible
+    /// marks, and the compaction marks of the LRU's two queues and of the staged queue); the
+    /// tables of leaves (zswap::sparse) aside, a few bytes per 16 MiB.
     pub per_page: u64,
 }
 
@@ -90,7 +90,7 @@ impl FixedCharge {
             per_page: nr_pages * 8
                 + 2 * nr_pages.div_ceil(8)
                 + nr_folios * 4
-                + 4 * nr_folios.div_ceil(8),
+                + 6 * nr_folios.div_ceil(8),
             threads,
             evicting,
             dirty_reserve,

@@ -287,6 +287,12 @@ impl RegionConfig {
         self
     }
 
+    /// Set `policies.workingset`.
+    pub fn workingset(mut self, on: bool) -> Self {
+        self.policies.workingset = on;
+        self
+    }
+
     /// Set `folio_size`, in bytes.
     pub fn folio_size(mut self, bytes: usize) -> Self {
         self.folio_size = bytes;
@@ -374,6 +380,13 @@ pub struct Policies {
     /// With 4 KiB folios, evict a cold folio's cold neighbours with it, up to 64 KiB with one
     /// move and one TLB flush (reclaim.rs, `with_neighbours`). Default: on.
     pub batch_eviction: bool,
+    /// Refault detection (workingset.rs, as mm/workingset.c): a folio that comes back from
+    /// the engine within fewer evictions than the region holds resident is activated, out of
+    /// reclaim's reach until the LRU's active queue ages it out (lru.rs), so pages used once
+    /// go before a working set being thrashed. Default: on (CPython under a third of its
+    /// peak ran 1.23x faster with it, BENCHMARKS.md; `bench mix` and `bench usemem` neither
+    /// gain nor lose).
+    pub workingset: bool,
 }
 
 impl Default for Policies {
@@ -383,6 +396,7 @@ impl Default for Policies {
             drop_behind: true,
             keep_incompressible: true,
             batch_eviction: true,
+            workingset: true,
         }
     }
 }

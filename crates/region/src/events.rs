@@ -118,6 +118,7 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
         inner.read_failures.forget(folio.offsets());
         // Whatever the program puts here next is new data: judged on its own next store.
         inner.incompressible.forget(fstart);
+        inner.lru.forget(fstart);
         for p in folio.offsets().filter(|p| (first..last).contains(p)) {
             let mapped = inner.pages.is_resident(p) && {
                 let gone = zapped(inner, p, deadline);

@@ -124,6 +124,8 @@ pub(crate) struct Inner {
     pub keep_incompressible: bool,
     pub clean: CleanTracking,
     pub readahead: Readahead,
+    /// `Policies::workingset`: near refaults activate folios (workingset.rs).
+    pub workingset: bool,
     /// The spare fault handler's state (spare.rs).
     pub spares: SpareHandlers,
     /// This process's memory, read where it is (reclaim's try of a folio's compression);

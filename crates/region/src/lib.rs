@@ -12,7 +12,8 @@
 //!   discards (discards.rs), deferred events (deferred.rs), read failures
 //!   (read_failures.rs), reclaim's waits (reclaim_wait.rs), the spare handler (spare.rs);
 //! - policies, which decide and never touch the mapping: clean folios (clean.rs),
-//!   incompressible folios (incompressible.rs), readahead and drop-behind (readahead.rs).
+//!   incompressible folios (incompressible.rs), readahead and drop-behind (readahead.rs), the
+//!   working set's refault detection (workingset.rs).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -43,6 +44,7 @@ mod staged;
 mod stats;
 mod swapin;
 mod threads;
+mod workingset;
 
 pub use config::{ConfigError, Policies, RegionConfig};
 pub use inner::Usage;

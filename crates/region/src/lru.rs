@@ -1,15 +1,18 @@
 //! The region's LRU, the order reclaim takes folios in: the oldest first (FIFO, `fifo`),
 //! except folios a sequential scan has passed, which go before them (drop-behind,
-//! `inactive`; readahead.rs).
-//! Both name a folio by its start and may hold stale entries (a folio queued again, or gone
-//! since): reclaim checks what it pops under the folio lock.
+//! `inactive`; readahead.rs). Folios activated by a near refault (workingset.rs) wait in an
+//! active queue of their own, which reclaim does not take from: it is kept no longer than
+//! the FIFO by moving its oldest folios to the FIFO's young end (as mm keeps its active list
+//! from outgrowing the inactive one), where they have one more trip before they can go.
+//! The queues name a folio by its start and may hold stale entries (a folio queued again, or
+//! gone since): reclaim checks what it pops under the folio lock.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use parking_lot::Mutex;
 
-use zswap::sparse::SparseArray;
+use zswap::sparse::{SparseArray, SparseBitmap};
 
 use crate::folio_queue::FolioQueue;
 
@@ -23,6 +26,10 @@ pub(crate) struct Lru {
     fifo: Mutex<FolioQueue>,
     /// Folios a sequential scan has passed, taken before those in `fifo`.
     inactive: Mutex<VecDeque<u32>>,
+    /// Active folios, oldest first (locked after `fifo`).
+    active: Mutex<FolioQueue>,
+    /// One bit a folio: it is active (its entries in `fifo` and `inactive` are stale).
+    is_active: SparseBitmap<512>,
     /// Per folio, when it was last queued in `fifo` (`seq` then).
     queued_at: SparseArray<AtomicU32, 4096>,
     seq: AtomicU32,
@@ -36,7 +43,8 @@ pub(crate) struct Coldest {
     pub start: u32,
     /// From the drop-behind queue.
     pub behind: bool,
-    /// Entries left in `fifo` behind it (0 for one from the drop-behind queue).
+    /// Entries left in the queues behind it, the active one's included (0 for one from the
+    /// drop-behind queue).
     pub queued: usize,
 }
 
@@ -47,6 +55,8 @@ impl Lru {
         Lru {
             fifo: Mutex::new(FolioQueue::new(folio_pages, nr_folios)),
             inactive: Mutex::new(VecDeque::with_capacity(INACTIVE_MAX)),
+            active: Mutex::new(FolioQueue::new(folio_pages, nr_folios)),
+            is_active: SparseBitmap::new(nr_folios),
             queued_at: SparseArray::new(nr_folios),
             seq: AtomicU32::new(0),
             folio_pages,
@@ -54,12 +64,22 @@ impl Lru {
         }
     }
 
-    /// Queue the folio at `start` at the back of the FIFO (the youngest).
+    fn folio(&self, start: u32) -> usize {
+        (start / self.folio_pages) as usize
+    }
+
+    /// Queue the folio at `start` at the back of the FIFO (the youngest), or of the active
+    /// queue if it is active.
     pub fn queue(&self, start: u32) {
         if start < self.pinned_end {
             return;
         }
         let mut fifo = self.fifo.lock();
+        if self.is_active.test(self.folio(start)) {
+            let mut active = self.active.lock();
+            active.push_back(start, |s| self.is_active.test(self.folio(s)));
+            return;
+        }
         let seq = self.seq.fetch_add(1, Relaxed);
         self.queued_at
             .entry((start / self.folio_pages) as usize)
@@ -84,6 +104,38 @@ impl Lru {
         }
     }
 
+    /// The folio at `start` came back within the working set (workingset.rs): it moves to
+    /// the active queue, out of reclaim's reach until the queue's aging moves it back.
+    pub fn activate(&self, start: u32) {
+        if start < self.pinned_end {
+            return;
+        }
+        let _fifo = self.fifo.lock();
+        let mut active = self.active.lock();
+        self.is_active.assign(self.folio(start), true);
+        active.push_back(start, |s| self.is_active.test(self.folio(s)));
+    }
+
+    /// The folio at `start` was discarded: it is not active any more (its entries go stale).
+    pub fn forget(&self, start: u32) {
+        self.is_active.assign(self.folio(start), false);
+    }
+
+    /// Keep the active queue no longer than the FIFO: its oldest folios move to the FIFO's
+    /// young end, no longer active. Both locks held.
+    fn age_active(&self, fifo: &mut FolioQueue, active: &mut FolioQueue) {
+        while active.len() > fifo.len() {
+            let Some(start) = active.pop_front() else {
+                return;
+            };
+            if self.is_active.assign(self.folio(start), false) {
+                let seq = self.seq.fetch_add(1, Relaxed);
+                self.queued_at.entry(self.folio(start)).store(seq, Relaxed);
+                fifo.push_back(start, |_| true);
+            }
+        }
+    }
+
     /// A sequential scan has passed these folios: they go before the oldest ones.
     pub fn drop_behind(&self, starts: impl Iterator<Item = u32>) {
         let mut inactive = self.inactive.lock();
@@ -96,27 +148,50 @@ impl Lru {
     }
 
     /// The next folio to try: from the drop-behind queue first, else the oldest in `fifo`.
+    /// An active folio is never named (its entries here are stale).
     pub fn pop_coldest(&self) -> Option<Coldest> {
-        if let Some(start) = self.inactive.lock().pop_front() {
-            return Some(Coldest {
-                start,
-                behind: true,
-                queued: 0,
-            });
+        loop {
+            let Some(start) = self.inactive.lock().pop_front() else {
+                break;
+            };
+            if !self.is_active.test(self.folio(start)) {
+                return Some(Coldest {
+                    start,
+                    behind: true,
+                    queued: 0,
+                });
+            }
         }
         let mut fifo = self.fifo.lock();
-        let start = fifo.pop_front()?;
-        Some(Coldest {
-            start,
-            behind: false,
-            queued: fifo.len(),
-        })
+        let mut active = self.active.lock();
+        loop {
+            self.age_active(&mut fifo, &mut active);
+            let start = match fifo.pop_front() {
+                Some(s) => s,
+                // Only active folios are left: the oldest of them goes back.
+                None => {
+                    let s = active.pop_front()?;
+                    self.is_active.assign(self.folio(s), false);
+                    s
+                }
+            };
+            if !self.is_active.test(self.folio(start)) {
+                return Some(Coldest {
+                    start,
+                    behind: false,
+                    queued: fifo.len() + active.len(),
+                });
+            }
+        }
     }
 
     /// Memory the FIFO and the queue times hold (the drop-behind queue is in the fixed
     /// charge).
     pub fn bytes(&self) -> u64 {
-        self.fifo.lock().bytes() + self.queued_at.bytes()
+        self.fifo.lock().bytes()
+            + self.active.lock().bytes()
+            + self.is_active.bytes()
+            + self.queued_at.bytes()
     }
 }
 
@@ -147,6 +222,30 @@ mod tests {
             .map(|c| c.start)
             .collect();
         assert_eq!(order, [48, 32]);
+    }
+
+    #[test]
+    fn an_active_folio_goes_last_once_aged_into_the_fifo() {
+        let q = Lru::new(1, 8, 0);
+        for s in 0..4 {
+            q.queue(s);
+        }
+        q.activate(0);
+        // Queued again while active: it stays in the active queue.
+        q.queue(0);
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop_coldest())
+            .map(|c| c.start)
+            .collect();
+        assert_eq!(order, [1, 2, 3, 0]);
+        // A discarded folio is active no more.
+        q.queue(5);
+        q.activate(4);
+        q.forget(4);
+        q.queue(4);
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop_coldest())
+            .map(|c| c.start)
+            .collect();
+        assert_eq!(order, [5, 4]);
     }
 
     #[test]

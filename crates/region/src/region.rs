@@ -264,6 +264,7 @@ impl Region {
             keep_incompressible: config.policies.keep_incompressible,
             clean: CleanTracking::new(wp && config.policies.keep_clean),
             readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),
+            workingset: config.policies.workingset,
             spares: SpareHandlers::new(config.fault_threads),
             own_memory: uffd::process::OwnMemory::open().ok(),
             // The handlers serve no faults then: program threads reclaim in their places.

@@ -146,6 +146,12 @@ counters! {
     spare_deferred,
     /// Faults a program thread served itself, from its SIGBUS handler (in_thread.rs).
     in_thread_faults,
+    /// Faults that brought a folio back from the engine (workingset.rs), as the kernel's
+    /// `workingset_refault_anon`.
+    workingset_refault,
+    /// Of those, folios that came back within fewer evictions than the region holds
+    /// resident and were activated, as `workingset_activate_anon`.
+    workingset_activate,
 }
 
 impl RegionStats {

@@ -35,14 +35,19 @@ use crate::mapping::{Gate, Source, Stop};
 /// and whether the folio was untouched before.
 pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) -> (u64, bool) {
     let start = folio.start();
-    // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
-    // reclaimable (a queue entry for a folio that ends up not coming in is skipped).
-    inner.lru.queue(start);
     let mut staged = inner.staged.take(start);
     let first_touch = staged.is_none()
         && folio
             .offsets()
             .all(|p| !inner.pages.is_resident(p) && folio.state(p).kind == Kind::Empty);
+    // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
+    // reclaimable (a queue entry for a folio that ends up not coming in is skipped): in the
+    // active queue if it comes back within the working set, unless a sequential scan brings
+    // it, which drops it behind instead (readahead.rs).
+    match staged.is_none() && !first_touch && refault_activates(inner, folio, page) {
+        true => inner.lru.activate(start),
+        false => inner.lru.queue(start),
+    }
     // Pages this fault found unreadable once: its own retries do not count as a second
     // failure (from_engine).
     let mut unread_here = Vec::new();
@@ -80,6 +85,26 @@ pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) 
         inner.stats.incompressible_refaults.fetch_add(1, Relaxed);
     }
     (installed, first_touch)
+}
+
+/// The folio comes back from the engine (counted as a refault): whether it is activated
+/// (workingset.rs), by the refault distance read from the faulting page's shadow before the
+/// load replaces it. Not one a sequential scan brings, which drops it behind instead
+/// (readahead.rs), nor one stored as-is, which the incompressible policy keeps resident on
+/// its own terms (incompressible.rs).
+fn refault_activates(inner: &Inner, folio: &FolioLock, page: u32) -> bool {
+    let Some(distance) = inner.group.refault_distance(folio, page) else {
+        return false;
+    };
+    inner.stats.workingset_refault.fetch_add(1, Relaxed);
+    let activate =
+        crate::workingset::activates(inner.workingset, distance, inner.pages.nr_resident())
+            && !inner.readahead.dropped_behind_soon(folio.start())
+            && !inner.incompressible.is_marked(folio.start());
+    if activate {
+        inner.stats.workingset_activate.fetch_add(1, Relaxed);
+    }
+    activate
 }
 
 /// The folio is still staged: move it back. Its stored copy is dropped, since the program may

@@ -334,6 +334,7 @@ impl Setup {
             .drop_behind(rng.gen_bool(0.8))
             .keep_incompressible(rng.gen_bool(0.8))
             .batch_eviction(rng.gen_bool(0.8))
+            .workingset(rng.gen_bool(0.5))
             .swap_discard(rng.gen_bool(0.2))
             .writeback(rng.gen_bool(0.9))
             .writethrough(rng.gen_bool(0.15))
@@ -379,7 +380,7 @@ impl Setup {
         format!(
             "seed {:#x}: folio {} KiB, {} pages, limit {} (min {}), {} steps; fault_threads {} \
              kswapd_threads {} keep_clean {} drop_behind {} keep_incompressible {} \
-             batch_eviction {} swap_discard {} writeback {} writethrough {} \
+             batch_eviction {} workingset {} swap_discard {} writeback {} writethrough {} \
              max_pool_percent {} compressor {}; device {}{}",
             self.seed,
             self.folio >> 10,
@@ -393,6 +394,7 @@ impl Setup {
             c.policies.drop_behind,
             c.policies.keep_incompressible,
             c.policies.batch_eviction,
+            c.policies.workingset,
             c.swap_discard,
             c.writeback,
             c.writethrough,

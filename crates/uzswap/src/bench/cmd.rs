@@ -87,6 +87,11 @@ pub struct CommonArgs {
     /// `compress_threads`: folios of 16 pages or more are cut in parts of at least 8).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     pub uzswap_compress_threads: u32,
+    /// Turn off uzswap's working-set protection (refault detection, as mm/workingset.c: a
+    /// folio that refaults within what the region holds resident is kept out of reclaim's
+    /// reach for a while), for a comparison.
+    #[arg(long)]
+    pub uzswap_no_workingset: bool,
     /// Who serves uzswap's faults: the faulting thread itself (no wake-ups), or the region's
     /// handler threads.
     #[arg(long, value_enum, default_value_t = FaultService::InThread)]
@@ -232,6 +237,7 @@ fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
         if let System::Uzswap(config) = &mut s {
             config.faults = c.uzswap_faults;
             config.compress_threads = c.uzswap_compress_threads;
+            config.workingset = !c.uzswap_no_workingset;
         }
         if !out.contains(&s) {
             out.push(s);

@@ -471,6 +471,7 @@ mod tests {
             max_pool_percent: 20,
             faults: Default::default(),
             compress_threads: 1,
+            workingset: true,
         })
     }
 

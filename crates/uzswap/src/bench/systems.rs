@@ -128,6 +128,13 @@ pub struct UzswapConfig {
     /// Threads that may compress one folio at once (zswap's `compress_threads`).
     #[serde(default = "default_compress_threads")]
     pub compress_threads: u32,
+    /// Refault detection protects the working set (region's `policies.workingset`).
+    #[serde(default = "default_workingset")]
+    pub workingset: bool,
+}
+
+fn default_workingset() -> bool {
+    true
 }
 
 fn default_compress_threads() -> u32 {
@@ -238,6 +245,7 @@ impl SystemName {
                 max_pool_percent: uzswap_pool_percent,
                 faults: FaultService::default(),
                 compress_threads: default_compress_threads(),
+                workingset: default_workingset(),
             })
         };
         match self.name.as_str() {

@@ -199,6 +199,7 @@ fn region_config(spec: &WorkloadSpec, config: &UzswapConfig) -> RegionConfig {
         .writethrough(config.mode == UzswapMode::Writethrough)
         .max_pool_percent(config.max_pool_percent)
         .compress_threads(config.compress_threads)
+        .workingset(config.workingset)
         .fault_threads(2)
         .in_thread_faults(config.faults == FaultService::InThread)
 }

@@ -54,6 +54,11 @@ pub struct RunArgs {
     /// uzswap's: the program's SIGBUS handler gets every SIGBUS uzswap does not serve.
     #[arg(long)]
     pub in_thread_faults: bool,
+    /// Turn off the working set's protection: refault detection, as mm/workingset.c, by
+    /// which a folio that comes back within what the region holds resident is kept out of
+    /// reclaim's reach for a while, so that memory used once goes first.
+    #[arg(long)]
+    pub no_workingset: bool,
     /// Print the statistics when the program exits (to stderr): the kernel-named counters,
     /// fault latency and where the memory was (`uzswap stat PID` shows them while it runs).
     #[arg(long)]
@@ -237,7 +242,8 @@ fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String
     }
     config = config
         .max_pool_percent(args.max_pool_percent)
-        .in_thread_faults(args.in_thread_faults);
+        .in_thread_faults(args.in_thread_faults)
+        .workingset(!args.no_workingset);
     config
         .validate(max_heap as usize)
         .map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
@@ -249,6 +255,7 @@ fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String
         format!("writethrough={}", args.writethrough as u8),
         format!("user_mode_only={}", args.user_mode_only as u8),
         format!("in_thread_faults={}", args.in_thread_faults as u8),
+        format!("workingset={}", !args.no_workingset as u8),
     ];
     if let Some(c) = &args.compressor {
         items.push(format!("compressor={c}"));

@@ -289,6 +289,8 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("folio_lock_waits", Counter, Unit::None, "Events that waited for a folio someone held."),
     ("spare_deferred", Counter, Unit::None, "Faults on a held folio the spare handler left to a regular one."),
     ("in_thread_faults", Counter, Unit::None, "Faults a program thread served itself, from its SIGBUS handler."),
+    ("workingset_refault", Counter, Unit::None, "Faults that brought a folio back from the pool or the swap file."),
+    ("workingset_activate", Counter, Unit::None, "Refaulted folios activated: back within fewer evictions than the region holds resident."),
     ("fault_latency_p50_ns", Gauge, Unit::Nanoseconds, "Fault service time, median, since the start."),
     ("fault_latency_p99_ns", Gauge, Unit::Nanoseconds, "Fault service time, 99th percentile, since the start."),
     ("fault_latency_max_ns", Gauge, Unit::Nanoseconds, "Fault service time, the longest, since the start."),

@@ -76,6 +76,9 @@ pub struct ProgramArgs {
     /// trade-off).
     #[arg(long)]
     pub in_thread_faults: bool,
+    /// Turn off uzswap's working-set protection, as uzswap run's --no-workingset.
+    #[arg(long)]
+    pub uzswap_no_workingset: bool,
     /// zswap max_pool_percent for the kernel side, 0 to 100 (default: leave it).
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_pool_percent: Option<u32>,
@@ -157,6 +160,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         writethrough: false,
         user_mode_only: a.user_mode_only,
         in_thread_faults: a.in_thread_faults,
+        no_workingset: a.uzswap_no_workingset,
         stats: true,
         program: a.program.clone(),
     }
