@@ -39,11 +39,13 @@ pub enum Writethrough {
     Off,
     /// Always (`Y`).
     On,
-    /// By how full the pool is (`auto`): written through while the pool is above its accept
-    /// threshold, where each store pushes an older page out and a page written at store time
-    /// leaves without a write, as the writethrough patch proposed ("changing from writeback
-    /// to writethrough based on the zswap % full"); written back below it, where most pages
-    /// never leave the pool and writing them would be wasted.
+    /// By how full the pool is and where its pages go (`auto`): written through while the
+    /// pool is above its accept threshold, where each store pushes an older page out and a
+    /// page written at store time leaves without a write, as the writethrough patch proposed
+    /// ("changing from writeback to writethrough based on the zswap % full"), and while its
+    /// pages have been leaving for the disk (at least half as many as were stored, over the
+    /// last 4 MiB stored: zswap/adaptive.rs); written back otherwise, where most pages come
+    /// back or never leave the pool and writing them would be wasted.
     Auto,
 }
 

@@ -60,7 +60,8 @@ pub struct CommonArgs {
     /// Systems to run (default: uzswap; sweep: uzswap-nocompress, uzswap, uzswap-writethrough,
     /// uzswap-adaptive); any of uzswap[:COMP], uzswap-writethrough[:COMP],
     /// uzswap-adaptive[:COMP] (writethrough=auto: written through while the pool is above its
-    /// accept threshold), uzswap-nocompress, kernel-zswap[:COMP], kernel-swap.
+    /// accept threshold and its pages have been leaving for the disk), uzswap-nocompress,
+    /// kernel-zswap[:COMP], kernel-swap.
     #[arg(long, value_name = "SYSTEM")]
     pub system: Vec<SystemName>,
     /// Runs of each system, alternating; medians are reported (1 to 1000).

@@ -94,8 +94,8 @@ pub enum UzswapMode {
     Writethrough,
     /// No compression: cold pages go to the swap file only.
     NoCompression,
-    /// Compressed pool, written through while it is above its accept threshold and written
-    /// back below it (`writethrough=auto`).
+    /// Compressed pool, written through while it is above its accept threshold and its pages
+    /// have been leaving for the disk, written back otherwise (`writethrough=auto`).
     Adaptive,
 }
 

@@ -45,12 +45,22 @@ impl Shared {
     }
 
     /// Whether a store now writes its pages through (`Writethrough`): always, never, or
-    /// (auto) while the pool is above its accept threshold or full.
+    /// (auto) while the pool is above its accept threshold or full and its pages have been
+    /// going to the disk (adaptive.rs).
     pub(crate) fn writes_through(&self) -> bool {
         match self.params.writethrough() {
             Writethrough::Off => false,
             Writethrough::On => true,
-            Writethrough::Auto => self.is_full() || self.above_accept_threshold(),
+            Writethrough::Auto => {
+                (self.is_full() || self.above_accept_threshold()) && self.disk_share.disk_bound()
+            }
+        }
+    }
+
+    /// Pages were stored: `writethrough=auto` measures where the pool's pages go.
+    pub(crate) fn count_stored_for_auto(&self) {
+        if self.params.writethrough() == Writethrough::Auto {
+            self.disk_share.stored(&self.stats);
         }
     }
 

@@ -10,6 +10,7 @@
 //! Store (store.rs), load (load.rs), invalidate (invalidate.rs), writeback (writeback.rs),
 //! the shrinker (shrinker.rs) and the limits (limits.rs) each have a file.
 
+mod adaptive;
 mod audit;
 mod invalidate;
 mod limits;
@@ -137,6 +138,8 @@ pub(crate) struct Shared {
     total_memory: AtomicU64,
     /// The pool hit `max_pool_percent` and has not yet shrunk below the accept threshold.
     reached_full: AtomicBool,
+    /// Where the pool's pages have been going, for `writethrough=auto` (adaptive.rs).
+    disk_share: adaptive::DiskShare,
     groups: Mutex<Vec<Weak<ZswapGroup>>>,
     next_group: AtomicUsize,
     worker: ShrinkWork,
@@ -171,6 +174,7 @@ impl Zswap {
                 swap,
                 total_memory: AtomicU64::new(config.total_memory),
                 reached_full: AtomicBool::new(false),
+                disk_share: adaptive::DiskShare::default(),
                 groups: Mutex::new(Vec::new()),
                 next_group: AtomicUsize::new(0),
                 worker: ShrinkWork::default(),

@@ -434,6 +434,7 @@ impl ZswapGroup {
         Stats::add(&s.stats.stored_incompressible_pages, raw);
         Stats::add(&s.stats.same_filled_pages, zero);
         Stats::add(&s.stats.zswpout, stored);
+        s.count_stored_for_auto();
         Stats::add(&s.stats.swpout_zero, zero);
         if stored > 0 {
             Stats::count_order(&s.stats.order_zswpout, folio.order(), 1);
@@ -446,6 +447,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::same_filled;
+    use crate::swap::cache::FolioLock;
     use crate::swap::MemoryDevice;
     use crate::{Zswap, ZswapConfig, PAGE_SIZE};
 
@@ -482,46 +484,75 @@ mod tests {
     }
 
     /// `writethrough=auto` writes nothing through while the pool is below its accept
-    /// threshold, and writes every store through once it is above it (or full); switching
-    /// to `N` mid-way stops it. Would fail if auto were either `Y` or `N`.
+    /// threshold. Above it, it writes stores through while the pool's pages leave for the
+    /// disk (here each store pushes one out), and stops once they leave otherwise (here each
+    /// page is invalidated before the pool pushes anything out), however full the pool is.
+    /// Switching to `N` stops it. Would fail if auto were `Y`, `N`, or blind to where the
+    /// pool's pages go (adaptive.rs).
     #[test]
-    fn auto_writethrough_follows_how_full_the_pool_is() {
+    fn auto_writethrough_follows_the_pool_and_where_its_pages_go() {
         use crate::params::Writethrough;
+        use crate::zswap::adaptive::EPOCH_PAGES;
+        const PAGES: u32 = 8192;
         // A pool of at most 20% of 4 MiB: about 820 KiB, its accept threshold 90% of that.
         let zswap =
-            Zswap::new(ZswapConfig::new(4 << 20).device(Arc::new(MemoryDevice::new(4096)), 4096));
+            Zswap::new(ZswapConfig::new(4 << 20).device(Arc::new(MemoryDevice::new(PAGES)), PAGES));
         zswap.set_param("writethrough", "auto").unwrap();
         assert_eq!(zswap.params().writethrough(), Writethrough::Auto);
         assert_eq!(zswap.params().get("writethrough").unwrap(), "auto");
-        let group = zswap.new_group(4096);
+        let group = zswap.new_group(PAGES);
         let pool = || zswap.pool().total_size();
-        let threshold = (4u64 << 20) / 5 * 9 / 10;
+        let through = || zswap.stats().get("writethrough_pages");
+        let (max, threshold) = ((4u64 << 20) / 5, (4u64 << 20) / 5 * 9 / 10);
         let mut offset = 0;
-        while pool() + PAGE_SIZE as u64 <= threshold {
+        let mut store = |then: &dyn Fn(&FolioLock)| {
             let folio = group.lock_folio(offset, 0);
             group.store(&folio, &random_page(offset as u64)).unwrap();
+            then(&folio);
             offset += 1;
+        };
+        while pool() + PAGE_SIZE as u64 <= threshold {
+            store(&|_| {});
+        }
+        assert_eq!(through(), 0, "written through below the threshold");
+        // Above the threshold, each store pushes the coldest page out to the disk.
+        let push_out = |_: &FolioLock| {
+            while pool() + PAGE_SIZE as u64 >= max {
+                assert!(group.shrink(1).written > 0, "nothing left the pool");
+            }
+        };
+        for _ in 0..2 * EPOCH_PAGES {
+            store(&push_out);
+        }
+        let before = through();
+        for _ in 0..EPOCH_PAGES {
+            store(&push_out);
         }
         assert_eq!(
-            zswap.stats().get("writethrough_pages"),
-            0,
-            "written through below the threshold"
+            through() - before,
+            EPOCH_PAGES,
+            "not every store written through while the pool's pages went to disk"
         );
-        let mut through = 0;
-        for _ in 0..8 {
-            let before = zswap.stats().get("writethrough_pages");
-            let folio = group.lock_folio(offset, 0);
-            if group.store(&folio, &random_page(offset as u64)).is_ok() {
-                through += zswap.stats().get("writethrough_pages") - before;
-            }
-            offset += 1;
+        assert!(pool() > threshold);
+        // Still above the threshold, but each page leaves before the pool pushes it out.
+        let invalidate = |folio: &FolioLock| group.invalidate(folio);
+        for _ in 0..2 * EPOCH_PAGES {
+            store(&invalidate);
         }
-        assert!(through > 0, "nothing written through above the threshold");
+        let before = through();
+        for _ in 0..EPOCH_PAGES {
+            store(&invalidate);
+        }
+        assert!(pool() > threshold);
+        assert_eq!(
+            through(),
+            before,
+            "written through while no page went to the disk"
+        );
         zswap.set_param("writethrough", "N").unwrap();
-        let before = zswap.stats().get("writethrough_pages");
-        let folio = group.lock_folio(offset, 0);
-        let _ = group.store(&folio, &random_page(offset as u64));
-        assert_eq!(zswap.stats().get("writethrough_pages"), before);
+        let before = through();
+        store(&|_| {});
+        assert_eq!(through(), before);
         assert!(zswap.set_param("writethrough", "sometimes").is_err());
     }
 
