@@ -88,9 +88,14 @@ impl Lru {
         fifo.push_back(start, |_| true);
     }
 
-    /// How long ago (in queueings) the folio at `start` was queued. Zero for one queued
-    /// again between the two loads (it would otherwise wrap and look oldest).
+    /// How long ago (in queueings) the folio at `start` was queued in the FIFO: how cold it
+    /// is. Zero for an active folio, which is out of reclaim's reach (batch eviction takes
+    /// neighbours by their age), and for one queued again between the two loads (it would
+    /// otherwise wrap and look oldest).
     pub fn age(&self, start: u32) -> u32 {
+        if self.is_active.test(self.folio(start)) {
+            return 0;
+        }
         let now = self.seq.load(Relaxed);
         let queued_at = self
             .queued_at
@@ -255,5 +260,9 @@ mod tests {
         q.queue(1);
         q.queue(2);
         assert_eq!((q.age(0), q.age(1), q.age(2)), (3, 2, 1));
+        // Activated, the oldest is not cold any more: batch eviction does not take it as a
+        // cold neighbour.
+        q.activate(0);
+        assert_eq!(q.age(0), 0);
     }
 }

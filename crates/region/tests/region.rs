@@ -867,12 +867,20 @@ fn prepare_fork_brings_every_page_back_and_holds_reclaim_off() {
 
 /// A working set thrashed by pages used once is protected (workingset.rs): a 2 MiB hot set
 /// touched every round, each round followed by 2 MiB of fresh pages touched once, under a
-/// 6 MiB limit, both in no order a scan would be taken for. Reclaim takes folios oldest first (it cannot see accesses to resident pages),
-/// so without refault detection the hot set, queued before the pages used once, is evicted
-/// and faults back round after round. Activated by its near refaults, it is passed over and
-/// the pages used once go instead. Would fail without the activation.
+/// 6 MiB limit, both in no order a scan would be taken for. Reclaim takes folios oldest
+/// first (it cannot see accesses to resident pages), so without refault detection the hot
+/// set, queued before the pages used once, is evicted and faults back round after round.
+/// Activated by its near refaults, it is passed over and the pages used once go instead.
+/// With 4 KiB folios too, where batch eviction takes a cold folio's neighbours with it and
+/// must not take active ones. Would fail without the activation.
 #[test]
 fn a_working_set_is_protected_from_pages_used_once() {
+    for folio_size in [16 << 10, 4 << 10] {
+        working_set_protected(folio_size);
+    }
+}
+
+fn working_set_protected(folio_size: usize) {
     const HOT: usize = 2 << 20;
     const STREAM: usize = 2 << 20;
     const ROUNDS: usize = 12;
@@ -880,7 +888,7 @@ fn a_working_set_is_protected_from_pages_used_once() {
         let r = Region::new(
             64 << 20,
             RegionConfig::new(6 << 20)
-                .folio_size(16 << 10)
+                .folio_size(folio_size)
                 .workingset(workingset),
         )
         .unwrap();
@@ -912,14 +920,16 @@ fn a_working_set_is_protected_from_pages_used_once() {
     let (with, activated) = hot_faults(true);
     let (without, none) = hot_faults(false);
     eprintln!(
-        "hot-set faults over 10 rounds: {with} with refault detection ({activated} folios \
-         activated), {without} without"
+        "{} KiB folios: hot-set faults over 10 rounds: {with} with refault detection \
+         ({activated} folios activated), {without} without",
+        folio_size >> 10
     );
     assert_eq!(none, 0);
     assert!(activated > 0);
     assert!(
         with * 2 < without,
-        "the working set was not protected: {with} hot-set faults with refault detection, \
-         {without} without"
+        "the working set of {} KiB folios was not protected: {with} hot-set faults with \
+         refault detection, {without} without",
+        folio_size >> 10
     );
 }
