@@ -35,6 +35,7 @@ pub use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 pub mod bench;
 pub mod corpus;
 pub mod pages;
+pub mod param;
 pub mod report;
 pub mod run;
 pub mod size;

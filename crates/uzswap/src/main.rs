@@ -32,6 +32,10 @@ enum Command {
     /// The statistics of a program under `uzswap run`, while it runs (exit status 1 when
     /// there are none: not under uzswap run, or another user's).
     Stat(uzswap::stat::StatArgs),
+    /// The engine's tunables of a program under `uzswap run`, read or changed while it runs,
+    /// as /sys/module/zswap/parameters (exit status 1 when the program cannot be reached,
+    /// refuses, or rejects the name or value).
+    Param(uzswap::param::ParamArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -101,6 +105,7 @@ fn main() -> ExitCode {
         Command::Corpus(Corpus::Capture(args)) => uzswap::corpus::cmd::capture(args),
         Command::Run(args) => return uzswap::run::run(args),
         Command::Stat(args) => return uzswap::stat::run(args),
+        Command::Param(args) => return uzswap::param::run(args),
     };
     uzswap::report::exit(result)
 }

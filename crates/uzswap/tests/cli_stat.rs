@@ -1,6 +1,7 @@
 //! `uzswap stat PID` on a program under `uzswap run` while it runs: `name value` lines, JSON
 //! and the Prometheus text format; another user refused in one line; a process without
 //! uzswap one line and status 1. And `uzswap run --stats` at exit names the same statistics.
+//! `uzswap param PID` reads and changes its tunables through the same channel.
 
 mod common;
 
@@ -93,6 +94,23 @@ fn stat(args: &[&str], uid: Option<u32>) -> Output {
             common::uzswap(&all)
         }
     }
+}
+
+/// `uzswap param ARGS`, as the user `uid` if given.
+fn param(args: &[&str], uid: Option<u32>) -> Output {
+    let mut command = match uid {
+        Some(uid) => {
+            let mut c = Command::new("setpriv");
+            c.args(as_user(uid)).arg(env!("CARGO_BIN_EXE_uzswap"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_uzswap")),
+    };
+    command
+        .arg("param")
+        .args(args)
+        .output()
+        .expect("run uzswap param")
 }
 
 /// A `name value` line's value.
@@ -332,4 +350,48 @@ print(os.getpid(), pid)
     assert_unavailable(&stat(&[parent], None), &format!("no process {parent}"));
     assert!(start.elapsed() < std::time::Duration::from_secs(2));
     assert_unavailable(&stat(&[child], None), "does not run under uzswap run");
+}
+
+/// A running program's tunables, read and changed as sysfs reads and writes the kernel's:
+/// all of them, one of them, a new value read back; a bad value and an unknown name refused
+/// in one line, status 1, nothing changed; another user refused.
+#[test]
+fn param_reads_and_changes_a_running_programs_tunables() {
+    let program = compile("hold");
+    let held = hold(&program, &["--memory-high", "16M"], 24, None);
+    let pid = held.pid.to_string();
+
+    let o = param(&[&pid], None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let all = stdout(&o);
+    for line in ["enabled Y", "max_pool_percent 20", "writethrough N"] {
+        assert!(all.lines().any(|l| l == line), "{line:?} missing:\n{all}");
+    }
+
+    let o = param(&[&pid, "writethrough", "auto"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(o.stdout.is_empty() && o.stderr.is_empty(), "{}", stderr(&o));
+    let o = param(&[&pid, "writethrough"], None);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "auto\n".into()));
+
+    assert_unavailable(
+        &param(&[&pid, "max_pool_percent", "150"], None),
+        "max_pool_percent",
+    );
+    assert_unavailable(&param(&[&pid, "swappiness", "1"], None), "unknown tunable");
+    assert_unavailable(&param(&[&pid, "swappiness"], None), "unknown tunable");
+    let o = param(&[&pid, "max_pool_percent"], None);
+    assert_eq!(stdout(&o), "20\n", "a refused value changed it");
+
+    if is_root() {
+        assert_unavailable(&param(&[&pid, "writethrough", "Y"], Some(65534)), "refused");
+        assert_eq!(stdout(&param(&[&pid, "writethrough"], None)), "auto\n");
+    } else {
+        eprintln!("not root: another user's refusal is not tested");
+    }
+
+    let o = held.finish();
+    let _ = std::fs::remove_file(&program);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("sum "), "{}", stdout(&o));
 }

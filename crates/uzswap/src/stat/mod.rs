@@ -3,10 +3,11 @@
 //! JSON object, or the Prometheus text format (format.rs).
 //!
 //! The preload serves them on a Unix stream socket with the abstract name `uzswap-stat-PID`
-//! (crates/preload/src/server.rs): connect, send nothing, read to the end. The answer is the
-//! line `uzswap-stats 1` and `name value` lines, or one line `refused: ...` to a user that is
-//! neither the program's nor root. The socket's owner (`SO_PEERCRED`) must be process PID: an
-//! abstract name can be taken by any process first.
+//! (crates/preload/src/server.rs): connect, send the request `stats`, read to the end. The
+//! answer is the line `uzswap-stats 1` and `name value` lines, or one line `refused: ...` to a
+//! user that is neither the program's nor root. The socket's owner (`SO_PEERCRED`) must be
+//! process PID: an abstract name can be taken by any process first. `uzswap param`
+//! (param.rs) sends its requests the same way (`request`).
 //!
 //! Exit status: 0 with the statistics; 1 when there are none to be had (no such process, not
 //! under `uzswap run`, refused, no answer), as one line on stderr; 2 for a usage error.
@@ -77,14 +78,22 @@ pub fn run(args: &StatArgs) -> ExitCode {
 
 /// The statistics of process `pid`, or the line that says why there are none.
 pub fn fetch(pid: u32) -> Result<Snapshot, String> {
+    let text = request(pid, "stats")?;
+    Snapshot::parse(&text).map_err(|e| format!("process {pid}: {e}"))
+}
+
+/// Send process `pid` the request `line` (server.rs in the preload) and return its answer,
+/// or the line that says why there is none (a refusal among them). `pid` may also be the
+/// `uzswap run` that started the program.
+pub fn request(pid: u32, line: &str) -> Result<String, String> {
     let addr = SocketAddr::from_abstract_name(socket_name(pid))
         .map_err(|e| format!("process {pid}: {e}"))?;
-    let stream = match UnixStream::connect_addr(&addr) {
+    let mut stream = match UnixStream::connect_addr(&addr) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             // `uzswap run` itself: its program is the one with the statistics.
             return match program_of_run(pid) {
-                Some(program) => fetch(program),
+                Some(program) => request(program, line),
                 None => Err(not_under_uzswap(pid)),
             };
         }
@@ -99,6 +108,10 @@ pub fn fetch(pid: u32) -> Result<Snapshot, String> {
         ));
     }
     stream
+        .write_all(format!("{line}\n").as_bytes())
+        .and_then(|()| stream.shutdown(std::net::Shutdown::Write))
+        .map_err(|e| format!("process {pid}: sending the request: {e}"))?;
+    stream
         .set_read_timeout(Some(ANSWER_TIMEOUT))
         .map_err(|e| format!("process {pid}: {e}"))?;
     let mut text = String::new();
@@ -108,13 +121,13 @@ pub fn fetch(pid: u32) -> Result<Snapshot, String> {
                 "process {pid} did not answer within {} s",
                 ANSWER_TIMEOUT.as_secs()
             ),
-            _ => format!("process {pid}: reading its statistics: {e}"),
+            _ => format!("process {pid}: reading its answer: {e}"),
         });
     }
-    if text.starts_with("refused: ") {
+    if text.starts_with("refused: ") || text.starts_with("error: ") {
         return Err(format!("process {pid}: {}", text.trim_end()));
     }
-    Snapshot::parse(&text).map_err(|e| format!("process {pid}: {e}"))
+    Ok(text)
 }
 
 /// The program a `uzswap run` process started, if `pid` is one (`uzswap` with a child).
