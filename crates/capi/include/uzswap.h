@@ -114,7 +114,8 @@ struct uzswap_config {
   bool writeback;
   /**
    * `writethrough`: every stored page is also written to the swap file at store time, so
-   * that dropping it from a full pool costs no write. Default: false.
+   * that dropping it from a full pool costs no write. Default: false. (`auto`, by how
+   * full the pool is: `uzswap_region_set_param(region, "writethrough", "auto")`.)
    */
   bool writethrough;
   /**

@@ -62,7 +62,8 @@ pub struct uzswap_config {
     /// Default: true.
     pub writeback: bool,
     /// `writethrough`: every stored page is also written to the swap file at store time, so
-    /// that dropping it from a full pool costs no write. Default: false.
+    /// that dropping it from a full pool costs no write. Default: false. (`auto`, by how
+    /// full the pool is: `uzswap_region_set_param(region, "writethrough", "auto")`.)
     pub writethrough: bool,
     /// Give free swap space back to the file system a 2 MiB cluster at a time (the kernel's
     /// `swapon --discard`). Default: false.
@@ -92,7 +93,7 @@ impl uzswap_config {
             fault_threads: r.fault_threads as u32,
             kswapd_threads: r.kswapd_threads as u32,
             writeback: r.writeback,
-            writethrough: r.writethrough,
+            writethrough: r.writethrough == region::Writethrough::On,
             swap_discard: r.swap_discard,
             user_mode_only: r.user_mode_only,
         }
@@ -203,7 +204,10 @@ pub(crate) unsafe fn region_config(config: *const uzswap_config) -> Result<Regio
     r.fault_threads = c.fault_threads as usize;
     r.kswapd_threads = c.kswapd_threads as usize;
     r.writeback = c.writeback;
-    r.writethrough = c.writethrough;
+    r.writethrough = match c.writethrough {
+        true => region::Writethrough::On,
+        false => region::Writethrough::Off,
+    };
     r.swap_discard = c.swap_discard;
     r.user_mode_only = c.user_mode_only;
     Ok(r)

@@ -50,7 +50,9 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
                 region.compressor = value.parse().map_err(|e| format!("compressor: {e}"))?
             }
             "max_pool_percent" => region.max_pool_percent = bytes()? as u32,
-            "writethrough" => region.writethrough = on()?,
+            "writethrough" => {
+                region.writethrough = value.parse().map_err(|e| format!("writethrough: {e}"))?
+            }
             "user_mode_only" => region.user_mode_only = on()?,
             "in_thread_faults" => region.in_thread_faults = on()?,
             "workingset" => region.policies.workingset = on()?,
@@ -82,7 +84,7 @@ mod tests {
         .unwrap();
         assert_eq!((c.region.memory_limit, c.max_heap), (1 << 20, 4 << 20));
         assert_eq!(c.region.folio_size, 16 << 10);
-        assert!(c.region.writethrough);
+        assert_eq!(c.region.writethrough, region::Writethrough::On);
         assert!(parse("max_heap=1").unwrap_err().contains("memory_high"));
         assert!(parse("memory_high=x;max_heap=1")
             .unwrap_err()

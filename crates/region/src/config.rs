@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use zswap::compress::CompressorSpec;
+use zswap::params::Writethrough;
 use zswap::swap::BackingDevice;
 use zswap::PAGE_SIZE;
 
@@ -78,9 +79,11 @@ pub struct RegionConfig {
     /// memory.zswap.writeback: whether the pool may write its coldest pages to the swap file.
     /// Default: on.
     pub writeback: bool,
-    /// Write every stored page to the swap file at store time too (the pool's copy is then
-    /// dropped without a write when the pool is full). Default: off.
-    pub writethrough: bool,
+    /// The engine's `writethrough` tunable: never (`Off`, the default), every stored page
+    /// written to the swap file at store time too (`On`: the pool's copy is then dropped
+    /// without a write when the pool is full), or by how full the pool is and where its
+    /// pages go (`Auto`, zswap/adaptive.rs). Changeable at runtime through `Region::zswap`.
+    pub writethrough: Writethrough,
     /// Pool limit, in percent of `memory_limit`, 0 to 100.
     /// Default: 20, as the kernel's `max_pool_percent`.
     pub max_pool_percent: u32,
@@ -134,7 +137,7 @@ impl RegionConfig {
             folio_size: 64 << 10,
             compressor: CompressorSpec::default(),
             writeback: true,
-            writethrough: false,
+            writethrough: Writethrough::Off,
             max_pool_percent: 20,
             compress_threads: 1,
             swap_dir: None,
@@ -309,8 +312,8 @@ impl RegionConfig {
         self
     }
     /// Set `writethrough`.
-    pub fn writethrough(mut self, on: bool) -> Self {
-        self.writethrough = on;
+    pub fn writethrough(mut self, mode: Writethrough) -> Self {
+        self.writethrough = mode;
         self
     }
     /// Set `compress_threads`.

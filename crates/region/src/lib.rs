@@ -50,3 +50,4 @@ pub use config::{ConfigError, Policies, RegionConfig};
 pub use inner::Usage;
 pub use region::{ForkGuard, Region, RegionError, UsageProbe};
 pub use stats::RegionStatsSnapshot;
+pub use zswap::params::Writethrough;

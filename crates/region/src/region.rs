@@ -198,7 +198,7 @@ impl Region {
                     reason: e.to_string(),
                 })
             })?;
-        zswap.params().set_writethrough(config.writethrough);
+        zswap.params().set_writethrough_mode(config.writethrough);
         zswap
             .params()
             .set_compress_threads(config.compress_threads)

@@ -353,26 +353,32 @@ print(os.getpid(), pid)
 }
 
 /// A running program's tunables, read and changed as sysfs reads and writes the kernel's:
-/// all of them, one of them, a new value read back; a bad value and an unknown name refused
-/// in one line, status 1, nothing changed; another user refused.
+/// all of them (`uzswap run --writethrough auto` among them), one of them, a new value read
+/// back; a bad value and an unknown name refused in one line, status 1, nothing changed;
+/// another user refused.
 #[test]
 fn param_reads_and_changes_a_running_programs_tunables() {
     let program = compile("hold");
-    let held = hold(&program, &["--memory-high", "16M"], 24, None);
+    let held = hold(
+        &program,
+        &["--memory-high", "16M", "--writethrough", "auto"],
+        24,
+        None,
+    );
     let pid = held.pid.to_string();
 
     let o = param(&[&pid], None);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let all = stdout(&o);
-    for line in ["enabled Y", "max_pool_percent 20", "writethrough N"] {
+    for line in ["enabled Y", "max_pool_percent 20", "writethrough auto"] {
         assert!(all.lines().any(|l| l == line), "{line:?} missing:\n{all}");
     }
 
-    let o = param(&[&pid, "writethrough", "auto"], None);
+    let o = param(&[&pid, "writethrough", "Y"], None);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(o.stdout.is_empty() && o.stderr.is_empty(), "{}", stderr(&o));
     let o = param(&[&pid, "writethrough"], None);
-    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "auto\n".into()));
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "Y\n".into()));
 
     assert_unavailable(
         &param(&[&pid, "max_pool_percent", "150"], None),
@@ -384,8 +390,8 @@ fn param_reads_and_changes_a_running_programs_tunables() {
     assert_eq!(stdout(&o), "20\n", "a refused value changed it");
 
     if is_root() {
-        assert_unavailable(&param(&[&pid, "writethrough", "Y"], Some(65534)), "refused");
-        assert_eq!(stdout(&param(&[&pid, "writethrough"], None)), "auto\n");
+        assert_unavailable(&param(&[&pid, "writethrough", "N"], Some(65534)), "refused");
+        assert_eq!(stdout(&param(&[&pid, "writethrough"], None)), "Y\n");
     } else {
         eprintln!("not root: another user's refusal is not tested");
     }

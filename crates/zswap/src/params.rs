@@ -66,6 +66,26 @@ impl Writethrough {
     }
 }
 
+/// `auto`, or a boolean in any of the kernel's spellings (`Y`, `1`, `off`, ...).
+impl std::str::FromStr for Writethrough {
+    type Err = ParamError;
+
+    fn from_str(value: &str) -> Result<Self, ParamError> {
+        if value.trim() == "auto" {
+            return Ok(Writethrough::Auto);
+        }
+        match parse_bool("writethrough", value) {
+            Ok(true) => Ok(Writethrough::On),
+            Ok(false) => Ok(Writethrough::Off),
+            Err(_) => Err(ParamError::BadValue {
+                name: "writethrough",
+                value: value.to_string(),
+                why: "give Y, N or auto".into(),
+            }),
+        }
+    }
+}
+
 /// `compress_threads` at most: the storing thread and the helpers (parallel.rs).
 pub const MAX_COMPRESS_THREADS: u32 = 8;
 
@@ -240,25 +260,7 @@ impl Params {
                 parse_in("compress_threads", value, 1, MAX_COMPRESS_THREADS)?,
                 Relaxed,
             ),
-            "writethrough" => self.set_writethrough_mode(match value.trim() {
-                "auto" => Writethrough::Auto,
-                _ => match parse_bool("writethrough", value) {
-                    Ok(on) => {
-                        if on {
-                            Writethrough::On
-                        } else {
-                            Writethrough::Off
-                        }
-                    }
-                    Err(_) => {
-                        return Err(ParamError::BadValue {
-                            name: "writethrough",
-                            value: value.to_string(),
-                            why: "give Y, N or auto".into(),
-                        })
-                    }
-                },
-            }),
+            "writethrough" => self.set_writethrough_mode(value.parse()?),
             _ => return Err(ParamError::Unknown(name.to_string())),
         }
         Ok(())

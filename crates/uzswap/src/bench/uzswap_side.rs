@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use region::{Region, RegionConfig, RegionError, Usage};
+use region::{Region, RegionConfig, RegionError, Usage, Writethrough};
 use zswap::compress::{CompressorSpec, UnknownCompressor};
 use zswap::stats::StatsSnapshot;
 
@@ -196,7 +196,11 @@ pub fn uzswap_worker(spec_json: &str, config_json: &str) -> Result<(), AlreadyTo
 fn region_config(spec: &WorkloadSpec, config: &UzswapConfig) -> RegionConfig {
     RegionConfig::new(spec.memory_high)
         .folio_size(spec.folio_size)
-        .writethrough(config.mode == UzswapMode::Writethrough)
+        .writethrough(match config.mode {
+            UzswapMode::Writethrough => Writethrough::On,
+            UzswapMode::Adaptive => Writethrough::Auto,
+            UzswapMode::Writeback | UzswapMode::NoCompression => Writethrough::Off,
+        })
         .max_pool_percent(config.max_pool_percent)
         .compress_threads(config.compress_threads)
         .workingset(config.workingset)
@@ -241,11 +245,7 @@ fn run_uzswap_here(
     match config.mode {
         // Every cold page goes straight to the swap file.
         UzswapMode::NoCompression => region.zswap().params().set_enabled(false),
-        UzswapMode::Adaptive => region
-            .zswap()
-            .params()
-            .set_writethrough_mode(zswap::params::Writethrough::Auto),
-        UzswapMode::Writeback | UzswapMode::Writethrough => {}
+        UzswapMode::Writeback | UzswapMode::Writethrough | UzswapMode::Adaptive => {}
     }
     let baseline = rss();
     let before_cpu = process_cpu();

@@ -36,9 +36,11 @@ pub struct RunArgs {
     /// Where the (unnamed) swap file goes. Default: the system temp directory.
     #[arg(long)]
     pub swap_dir: Option<PathBuf>,
-    /// Write every stored page to the swap file at store time too.
-    #[arg(long)]
-    pub writethrough: bool,
+    /// Write every stored page to the swap file at store time too (Y, the flag alone), or
+    /// only while the pool is nearly full and its pages go to disk (auto); N by default.
+    /// `uzswap param PID writethrough MODE` changes it while the program runs.
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_value = "N", default_missing_value = "Y", value_parser = writethrough_arg)]
+    pub writethrough: region::Writethrough,
     /// Run without kernel-mode userfaultfd: a system call on an evicted buffer then fails
     /// with EFAULT instead of bringing it back.
     #[arg(long)]
@@ -66,6 +68,11 @@ pub struct RunArgs {
     /// The program and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub program: Vec<OsString>,
+}
+
+/// `--writethrough`'s value: Y, N or auto (or another of the kernel's boolean spellings).
+fn writethrough_arg(text: &str) -> Result<region::Writethrough, String> {
+    text.parse().map_err(|e| format!("{e}"))
 }
 
 /// Run the program; the exit status is the program's (see the module's documentation).
@@ -243,7 +250,8 @@ fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String
     config = config
         .max_pool_percent(args.max_pool_percent)
         .in_thread_faults(args.in_thread_faults)
-        .workingset(!args.no_workingset);
+        .workingset(!args.no_workingset)
+        .writethrough(args.writethrough);
     config
         .validate(max_heap as usize)
         .map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
@@ -252,7 +260,7 @@ fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String
         format!("max_heap={max_heap}"),
         format!("folio_size={}", args.folio_size),
         format!("max_pool_percent={}", args.max_pool_percent),
-        format!("writethrough={}", args.writethrough as u8),
+        format!("writethrough={}", args.writethrough.as_str()),
         format!("user_mode_only={}", args.user_mode_only as u8),
         format!("in_thread_faults={}", args.in_thread_faults as u8),
         format!("workingset={}", !args.no_workingset as u8),

@@ -157,7 +157,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         max_pool_percent: a.uzswap_max_pool_percent,
         folio_size: a.folio_size,
         swap_dir: None,
-        writethrough: false,
+        writethrough: region::Writethrough::Off,
         user_mode_only: a.user_mode_only,
         in_thread_faults: a.in_thread_faults,
         no_workingset: a.uzswap_no_workingset,
