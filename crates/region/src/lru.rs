@@ -81,9 +81,7 @@ impl Lru {
             return;
         }
         let seq = self.seq.fetch_add(1, Relaxed);
-        self.queued_at
-            .entry((start / self.folio_pages) as usize)
-            .store(seq, Relaxed);
+        self.queued_at.entry(self.folio(start)).store(seq, Relaxed);
         // Compacting: only the newest entry of a folio stays (folio_queue.rs).
         fifo.push_back(start, |_| true);
     }
@@ -99,7 +97,7 @@ impl Lru {
         let now = self.seq.load(Relaxed);
         let queued_at = self
             .queued_at
-            .get((start / self.folio_pages) as usize)
+            .get(self.folio(start))
             .map_or(0, |q| q.load(Relaxed));
         let age = now.wrapping_sub(queued_at);
         if age > i32::MAX as u32 {

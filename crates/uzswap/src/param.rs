@@ -7,7 +7,6 @@
 //! Exit status: 0 done; 1 when the program cannot be reached, refuses, or rejects the name or
 //! the value, as one line on stderr; 2 for a usage error.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -52,15 +51,7 @@ pub fn run(args: &ParamArgs) -> ExitCode {
             return ExitCode::from(UNAVAILABLE);
         }
     };
-    let mut out = report::stdout();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(_) if report::stdout_closed() => ExitCode::from(report::STDOUT_CLOSED),
-        Err(e) => {
-            report::say(&format!("writing the tunables: {e}"));
-            ExitCode::from(report::FAILED)
-        }
-    }
+    report::print(&text, "the tunables")
 }
 
 /// Every tunable of process `pid` as `name value` lines, or the value of `name` alone.

@@ -140,6 +140,20 @@ where
     ExitCode::from(FAILED)
 }
 
+/// End the command by writing `text` to stdout: status 0; a closed stdout ends quietly
+/// ([`STDOUT_CLOSED`]); any other failure is one line naming `what` was written, status 2.
+pub fn print(text: &str, what: &str) -> ExitCode {
+    let mut out = stdout();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) if stdout_closed() => ExitCode::from(STDOUT_CLOSED),
+        Err(e) => {
+            say(&format!("writing {what}: {e}"));
+            ExitCode::from(FAILED)
+        }
+    }
+}
+
 /// An error and its causes, each the `source` of the one before.
 pub fn chain<'a>(e: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
     std::iter::successors(Some(e), |&e| e.source())

@@ -57,6 +57,16 @@ fn hold(program: &std::path::Path, run_args: &[&str], mib: u32, uid: Option<u32>
 }
 
 impl Held {
+    /// `finish`, then check that the program ended well and said its sum, and remove
+    /// `program`.
+    fn finish_well(self, program: &std::path::Path) -> Output {
+        let o = self.finish();
+        let _ = std::fs::remove_file(program);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).starts_with("sum "), "{}", stdout(&o));
+        o
+    }
+
     /// Close the program's stdin and wait: `uzswap run`'s output, the program's first line
     /// (read already) aside.
     fn finish(mut self) -> Output {
@@ -211,10 +221,7 @@ fn stat_prints_a_running_programs_statistics_three_ways() {
         eprintln!("not root: another user's refusal is not tested");
     }
 
-    let o = held.finish();
-    let _ = std::fs::remove_file(&program);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("sum "), "{}", stdout(&o));
+    let o = held.finish_well(&program);
     let at_exit = stderr(&o);
     for name in NAMES {
         value(&at_exit, name);
@@ -396,8 +403,5 @@ fn param_reads_and_changes_a_running_programs_tunables() {
         eprintln!("not root: another user's refusal is not tested");
     }
 
-    let o = held.finish();
-    let _ = std::fs::remove_file(&program);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("sum "), "{}", stdout(&o));
+    held.finish_well(&program);
 }

@@ -65,15 +65,7 @@ pub fn run(args: &StatArgs) -> ExitCode {
         (_, true) => snapshot.prometheus(),
         _ => snapshot.text(),
     };
-    let mut out = report::stdout();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(_) if report::stdout_closed() => ExitCode::from(report::STDOUT_CLOSED),
-        Err(e) => {
-            report::say(&format!("writing the statistics: {e}"));
-            ExitCode::from(report::FAILED)
-        }
-    }
+    report::print(&text, "the statistics")
 }
 
 /// The statistics of process `pid`, or the line that says why there are none.
