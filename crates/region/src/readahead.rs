@@ -83,9 +83,16 @@ impl Readahead {
     }
 
     /// A fault swapped in the whole folio at `start`. If that continues a scan, the folios
-    /// ahead of it are queued for readahead, and the folios the scan has passed since its
-    /// last swap-in are returned, to be dropped behind (None with drop-behind off).
-    pub fn swapped_in(&self, start: u32) -> Option<StepBy<Range<u32>>> {
+    /// ahead of it that are `worth` reading ahead are queued for readahead (a readahead
+    /// thread is woken only for those: a wake-up costs the faulting thread a few
+    /// microseconds, and most folios ahead of a scan are resident or in the pool), and the
+    /// folios the scan has passed since its last swap-in are returned, to be dropped behind
+    /// (None with drop-behind off).
+    pub fn swapped_in(
+        &self,
+        start: u32,
+        worth: impl Fn(u32) -> bool,
+    ) -> Option<StepBy<Range<u32>>> {
         let fp = self.folio_pages;
         let window = self.window();
         let previous = {
@@ -100,22 +107,25 @@ impl Readahead {
             streams[slot] = start + 1;
             previous
         }?;
-        let mut queue = self.queue.lock();
-        for k in 1..=window {
-            let next = start + k * fp;
-            if next >= self.nr_pages {
-                break;
+        let ahead: Vec<u32> = (1..=window)
+            .map(|k| start + k * fp)
+            .take_while(|&next| next < self.nr_pages)
+            .filter(|&next| worth(next))
+            .collect();
+        if !ahead.is_empty() {
+            let mut queue = self.queue.lock();
+            for next in ahead {
+                if !queue.contains(&next) {
+                    queue.push_back(next);
+                }
             }
-            if !queue.contains(&next) {
-                queue.push_back(next);
+            // Bounded: a stale backlog is worse than none.
+            while queue.len() > 4 * window as usize {
+                queue.pop_front();
             }
+            drop(queue);
+            self.wake.notify_one();
         }
-        // Bounded: a stale backlog is worse than none.
-        while queue.len() > 4 * window as usize {
-            queue.pop_front();
-        }
-        drop(queue);
-        self.wake.notify_one();
         self.drop_behind
             .then(|| (previous..start).step_by(fp as usize))
     }
@@ -138,9 +148,9 @@ mod tests {
     fn a_scan_reads_ahead_and_drops_behind() {
         // 64 KiB folios: a window of 8.
         let ra = Readahead::new(16, 16 * 64, true);
-        assert!(ra.swapped_in(0).is_none(), "a new stream");
+        assert!(ra.swapped_in(0, |_| true).is_none(), "a new stream");
         assert!(ra.dropped_behind_soon(32));
-        let passed: Vec<u32> = ra.swapped_in(32).unwrap().collect();
+        let passed: Vec<u32> = ra.swapped_in(32, |_| true).unwrap().collect();
         assert_eq!(passed, [0, 16]);
         let ahead: Vec<u32> = std::iter::from_fn(|| ra.next(Duration::ZERO)).collect();
         assert_eq!(ahead, (1..=8).map(|k| 32 + k * 16).collect::<Vec<_>>());
@@ -150,9 +160,18 @@ mod tests {
     #[test]
     fn without_drop_behind_nothing_is_passed() {
         let ra = Readahead::new(16, 16 * 64, false);
-        ra.swapped_in(0);
-        assert!(ra.swapped_in(16).is_none());
+        ra.swapped_in(0, |_| true);
+        assert!(ra.swapped_in(16, |_| true).is_none());
         assert!(!ra.dropped_behind_soon(32));
         assert_eq!(ra.next(Duration::ZERO), Some(32));
+    }
+
+    #[test]
+    fn only_folios_worth_reading_are_queued() {
+        let ra = Readahead::new(16, 16 * 64, true);
+        ra.swapped_in(0, |_| true);
+        ra.swapped_in(16, |next| next == 64 || next == 96);
+        let ahead: Vec<u32> = std::iter::from_fn(|| ra.next(Duration::ZERO)).collect();
+        assert_eq!(ahead, [64, 96]);
     }
 }

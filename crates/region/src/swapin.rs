@@ -528,9 +528,14 @@ fn poison(inner: &Inner, gate: &Gate, folio: &FolioLock, page: u32) -> Result<()
 }
 
 /// A whole folio was swapped in at `start`: readahead decides whether a scan goes on
-/// (readahead.rs); the folios it passed are dropped behind.
+/// (readahead.rs); the folios it passed are dropped behind. Worth reading ahead: a folio
+/// that `read_ahead` would bring in, as it looks without its lock.
 fn swapped_in(inner: &Inner, start: u32) {
-    if let Some(passed) = inner.readahead.swapped_in(start) {
+    let worth = |next: u32| {
+        (next..next + inner.folio_pages)
+            .all(|p| !inner.pages.is_resident(p) && inner.group.peek(p).kind == Kind::OnDisk)
+    };
+    if let Some(passed) = inner.readahead.swapped_in(start, worth) {
         inner.lru.drop_behind(passed);
     }
 }
