@@ -668,12 +668,12 @@ fn kswapd_keeps_a_run_of_incompressible_folios() {
     );
     // Mostly kswapd alone: a fault reclaims for itself only when the usage passes the limit
     // between the wait above and the fault after it. That is rare, and each time it is brief
-    // (32 direct reclaims at most, seen in CI). A few such faults cannot hide what is under
-    // test: direct reclaim stores one kept folio in 17 as-is, so a few dozen direct reclaims
-    // add two or three pages to the count below, while a kswapd that gave up after
-    // `KEPT_PER_CALL` kept folios, as direct reclaim does, would store 97-127.
+    // (69 direct reclaims at most, seen in CI; none in most runs). Such faults cannot hide
+    // what is under test: direct reclaim stores one kept folio in 17 as-is, so 160 direct
+    // reclaims add at most ten pages to the count below (33-57 seen), while a kswapd that
+    // gave up after `KEPT_PER_CALL` kept folios, as direct reclaim does, would store 97-127.
     assert!(
-        s.direct_reclaim <= 64,
+        s.direct_reclaim <= 160,
         "faults reclaimed {} times: not kswapd alone",
         s.direct_reclaim
     );
