@@ -107,6 +107,30 @@ impl Lru {
         }
     }
 
+    /// A point in the FIFO's time (folios queued so far), for `queued_since`.
+    pub fn now(&self) -> u32 {
+        self.seq.load(Relaxed)
+    }
+
+    /// Whether the folio at `start` was last queued in the FIFO at or after `since` (a
+    /// `now`).
+    pub fn queued_since(&self, start: u32, since: u32) -> bool {
+        let queued_at = self
+            .queued_at
+            .get(self.folio(start))
+            .map_or(0, |q| q.load(Relaxed));
+        queued_at.wrapping_sub(since) <= i32::MAX as u32
+    }
+
+    /// Put the folio at `start`, which `pop_coldest` named, back at the FIFO's young end as
+    /// it was, its queue time kept: kswapd found it too young to take (reclaim.rs).
+    pub fn put_back(&self, start: u32) {
+        let mut fifo = self.fifo.lock();
+        if !self.is_active.test(self.folio(start)) {
+            fifo.push_back(start, |_| true);
+        }
+    }
+
     /// The folio at `start` came back within the working set (workingset.rs): it moves to
     /// the active queue, out of reclaim's reach until the queue's aging moves it back.
     pub fn activate(&self, start: u32) {
@@ -212,6 +236,26 @@ mod tests {
             .map(|c| (c.start, c.behind))
             .collect();
         assert_eq!(order, [(32, true), (48, true), (0, false), (16, false)]);
+    }
+
+    #[test]
+    fn a_folio_put_back_keeps_its_queue_time() {
+        let q = Lru::new(1, 8, 0);
+        q.queue(0);
+        let horizon = q.now();
+        q.queue(1);
+        assert!(!q.queued_since(0, horizon));
+        assert!(q.queued_since(1, horizon));
+        // Named and put back (as kswapd puts back a folio too young for it): it goes behind
+        // folio 1 in the queue, but it is as old as it was.
+        let coldest = q.pop_coldest().unwrap().start;
+        assert_eq!(coldest, 0);
+        q.put_back(coldest);
+        assert!(!q.queued_since(0, horizon) && q.queued_since(1, horizon));
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop_coldest())
+            .map(|c| c.start)
+            .collect();
+        assert_eq!(order, [1, 0]);
     }
 
     #[test]

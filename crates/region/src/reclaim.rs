@@ -40,18 +40,21 @@ fn margin(inner: &Inner) -> u64 {
 const KSWAPD_PERIOD: Duration = Duration::from_millis(20);
 
 pub(crate) fn kswapd_loop(inner: &Inner) {
+    let mut horizon = inner.lru.now();
     loop {
         inner.reclaim_wait.kswapd_sleep(KSWAPD_PERIOD);
         if inner.stop.load(Relaxed) {
             return;
         }
+        let pass = inner.lru.now();
         if inner.usage().total() > inner.limit.saturating_sub(margin(inner) / 2) {
             reclaim_to(
                 inner,
                 inner.limit.saturating_sub(margin(inner)),
-                KEPT_PER_CALL_KSWAPD,
+                Reclaimer::Kswapd { horizon },
             );
         }
+        horizon = pass;
         // Freed staging slots left over from the last batch: discard them while idle.
         inner.staging.flush();
         if let Some(batch) = &inner.batch_staging {
@@ -59,6 +62,38 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
         }
         // Exclusive loads and writeback leave holes in the pool: give the pages back.
         inner.zswap.pool().compact_if_fragmented();
+    }
+}
+
+/// Who reclaims, which decides what it may take.
+#[derive(Clone, Copy)]
+pub(crate) enum Reclaimer {
+    /// kswapd takes only folios queued before its previous pass began. A fault queues its
+    /// folio, installs it and wakes the faulting thread, which may not have run yet when the
+    /// same fault's wake starts a pass; taking its folio then makes it fault again. In a
+    /// region that cannot get within its target (the pool alone over it, device writes
+    /// failing) every pass would find that folio, and the program would fault on it forever.
+    Kswapd { horizon: u32 },
+    /// A caller that waits for the room: a fault (before it takes its own folio) or
+    /// `Region::reclaim_to`.
+    Direct,
+}
+
+impl Reclaimer {
+    /// Folios found incompressible and kept before one is stored as-is (`free_one`).
+    fn kept_max(self) -> usize {
+        match self {
+            Reclaimer::Kswapd { .. } => KEPT_PER_CALL_KSWAPD,
+            Reclaimer::Direct => KEPT_PER_CALL,
+        }
+    }
+
+    /// Whether the folio at `start` came in too recently for this reclaimer to take.
+    fn too_young(self, inner: &Inner, start: u32) -> bool {
+        match self {
+            Reclaimer::Kswapd { horizon } => inner.lru.queued_since(start, horizon),
+            Reclaimer::Direct => false,
+        }
     }
 }
 
@@ -72,7 +107,7 @@ pub(crate) fn throttle(inner: &Inner) {
     let _slot = inner.in_thread.as_ref().map(|t| t.reclaim_slot());
     while inner.usage().total() + need > inner.limit {
         inner.stats.direct_reclaim.fetch_add(1, Relaxed);
-        if !reclaim_one(inner, KEPT_PER_CALL) {
+        if !reclaim_one(inner, Reclaimer::Direct) {
             // Nothing can go (everything is in flight, or writeback is off and the pool
             // full): proceed; this is the overshoot the limit allows, a folio per thread.
             return;
@@ -80,12 +115,11 @@ pub(crate) fn throttle(inner: &Inner) {
     }
 }
 
-/// Reclaim until the region holds at most `target` bytes, or nothing more can go; `kept_max`
-/// as in `reclaim_one`.
-pub(crate) fn reclaim_to(inner: &Inner, target: u64, kept_max: usize) {
+/// Reclaim until the region holds at most `target` bytes, or nothing more can go.
+pub(crate) fn reclaim_to(inner: &Inner, target: u64, who: Reclaimer) {
     let mut failures = 0;
     while inner.usage().total() > target && failures < 8 {
-        if !reclaim_one(inner, kept_max) {
+        if !reclaim_one(inner, who) {
             failures += 1;
         }
     }
@@ -106,7 +140,7 @@ pub(crate) fn wait_for_reclaim(inner: &Inner, target: u64) {
     };
     for _ in 0..100 {
         let seen = inner.reclaim_wait.freed_count();
-        reclaim_to(inner, target, KEPT_PER_CALL);
+        reclaim_to(inner, target, Reclaimer::Direct);
         if done() {
             return;
         }
@@ -118,19 +152,19 @@ pub(crate) fn wait_for_reclaim(inner: &Inner, target: u64) {
 }
 
 /// Evict the coldest folio (or, with none left, drop the oldest staged folio). False
-/// when nothing could be freed. After `kept_max` folios found incompressible and kept, the
-/// next is stored whatever it is. What is freed wakes those who wait for it
+/// when nothing could be freed. After `who.kept_max()` folios found incompressible and kept,
+/// the next is stored whatever it is. What is freed wakes those who wait for it
 /// (`wait_for_reclaim`).
-fn reclaim_one(inner: &Inner, kept_max: usize) -> bool {
+fn reclaim_one(inner: &Inner, who: Reclaimer) -> bool {
     let _reclaiming = inner.reclaim_wait.reclaiming();
-    let freed = free_one(inner, kept_max);
+    let freed = free_one(inner, who);
     if freed {
         inner.reclaim_wait.freed();
     }
     freed
 }
 
-fn free_one(inner: &Inner, kept_max: usize) -> bool {
+fn free_one(inner: &Inner, who: Reclaimer) -> bool {
     // Near the limit, staged folios go first: they are stored already, so dropping one
     // frees a folio at once, while evicting a resident folio into staging frees nothing
     // until staging itself is trimmed (and the pool grows meanwhile).
@@ -143,8 +177,9 @@ fn free_one(inner: &Inner, kept_max: usize) -> bool {
     // A folio found incompressible and kept is marked: the next candidates are other folios.
     // After `kept_max` of them the next is stored whatever it is: reclaim never leaves a
     // fault short of room for want of compressible folios.
+    let kept_max = who.kept_max();
     for kept in 0..=kept_max {
-        match evict_coldest(inner, kept == kept_max) {
+        match evict_coldest(inner, kept == kept_max, who) {
             Eviction::Freed => return true,
             Eviction::Failed => return false,
             Eviction::NothingLeft => return write_back_pool(inner),
@@ -197,7 +232,7 @@ enum Eviction {
     KeptIncompressible,
 }
 
-fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
+fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
     // The queue names a folio again each time it comes back in, so it holds stale entries
     // (folios that left since): skip them here, so a caller's count of attempts means work.
     let (folio, present, behind, queued) = loop {
@@ -222,6 +257,12 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
         if present == 0 {
             continue;
         }
+        // (A folio a scan has passed was touched: the scan went on past it.)
+        if !behind && who.too_young(inner, start) {
+            drop(folio);
+            inner.lru.put_back(start);
+            return Eviction::Failed;
+        }
         if !behind
             && keep_resident(inner, &folio, present)
             && inner.incompressible.pass_over(queued)
@@ -239,7 +280,7 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
     let marked = inner.incompressible.is_marked(folio.start());
     // A cold 4 KiB folio takes its cold neighbours along: one move, one TLB flush.
     let single = as_is || behind || marked;
-    let folio = match with_neighbours(inner, folio, present, queued, single) {
+    let folio = match with_neighbours(inner, folio, present, queued, single, who) {
         Ok(batch) => return evict_batch(inner, batch),
         Err(folio) => folio,
     };
@@ -277,7 +318,8 @@ fn evict_coldest(inner: &Inner, as_is: bool) -> Eviction {
 /// resident and unlocked (a try, never a wait: we hold `head`), its last store compressed
 /// (so it is stored, not tried or kept: incompressible.rs), not clean, not staged, and in the
 /// older half of the reclaim queue (queued at least half as long ago as `head`), so a folio
-/// in use is not taken for its place. The first that fails ends the run. A head that
+/// in use is not taken for its place, nor one too young for `who`. The first that fails
+/// ends the run. A head that
 /// was queued again since the entry that named it (a stale entry: the queue names a folio
 /// each time it comes in) is young, and goes alone: its age says nothing of its neighbours'.
 fn with_neighbours<'a>(
@@ -286,6 +328,7 @@ fn with_neighbours<'a>(
     present: u32,
     queued: usize,
     single: bool,
+    who: Reclaimer,
 ) -> Result<Vec<FolioLock<'a>>, FolioLock<'a>> {
     let head_age = inner.lru.age(head.start());
     if inner.batch_staging.is_none()
@@ -306,6 +349,7 @@ fn with_neighbours<'a>(
             || !inner.pages.is_resident(next)
             || !inner.incompressible.is_compressible(next)
             || inner.lru.age(next) < half_age
+            || who.too_young(inner, next)
         {
             break;
         }

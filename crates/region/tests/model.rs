@@ -1268,6 +1268,19 @@ fn run_model(folio: usize, share: f64) {
                 .collect()
         }
     };
+    let tally = run_seeds(folio, &seeds);
+    if seeds.len() >= 50 {
+        // The sequences reached the pool, the device and its write failures. (The last not
+        // asked of the few short sequences of 2 MiB folios: a failure armed there is often
+        // cleared before anything is written.)
+        assert!(tally.folios_evicted > 0 && tally.zswpout > 0, "{tally:?}");
+        assert!(tally.pswpout + tally.written_back > 0, "{tally:?}");
+        assert!(folio == 2 << 20 || tally.write_faults > 0, "{tally:?}");
+    }
+}
+
+/// Run the sequences `seeds` name, of folios of `folio` bytes.
+fn run_seeds(folio: usize, seeds: &[u64]) -> Tally {
     // Sequences spend much of their time waiting for the region's threads (a fault is a
     // round trip through a handler): two at a time keep the machine busier.
     let workers: usize = std::env::var("UZSWAP_MODEL_THREADS")
@@ -1277,10 +1290,15 @@ fn run_model(folio: usize, share: f64) {
         .max(1);
     let t = Instant::now();
     let failed = std::sync::atomic::AtomicBool::new(false);
+    // Each worker's sequence under way and when it began, for the watchdog.
+    let running: Vec<std::sync::Mutex<Option<(u64, Instant)>>> =
+        (0..workers).map(|_| std::sync::Mutex::new(None)).collect();
+    let finished = std::sync::atomic::AtomicBool::new(false);
     let tally = std::thread::scope(|s| {
+        s.spawn(|| watchdog(folio, &running, &finished));
         let workers: Vec<_> = (0..workers)
             .map(|w| {
-                let (seeds, failed) = (&seeds, &failed);
+                let (failed, running) = (&failed, &running);
                 s.spawn(move || {
                     // A failing worker stops the others at their next sequence.
                     struct StopOthers<'a>(&'a std::sync::atomic::AtomicBool);
@@ -1299,18 +1317,25 @@ fn run_model(folio: usize, share: f64) {
                             break;
                         }
                         let setup = Setup::draw(seed, folio);
+                        *running[w].lock().unwrap() = Some((seed, Instant::now()));
                         run_sequence(&setup, &mut tally, &mut dropper);
+                        *running[w].lock().unwrap() = None;
                     }
                     tally
                 })
             })
             .collect();
         let mut tally = Tally::default();
+        let mut panicked = None;
         for w in workers {
             match w.join() {
                 Ok(t) => tally.add(t),
-                Err(e) => std::panic::resume_unwind(e),
+                Err(e) => panicked = Some(e),
             }
+        }
+        finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(e) = panicked {
+            std::panic::resume_unwind(e);
         }
         tally
     });
@@ -1320,13 +1345,39 @@ fn run_model(folio: usize, share: f64) {
         seeds.len(),
         t.elapsed()
     );
-    if seeds.len() >= 50 {
-        // The sequences reached the pool, the device and its write failures. (The last not
-        // asked of the few short sequences of 2 MiB folios: a failure armed there is often
-        // cleared before anything is written.)
-        assert!(tally.folios_evicted > 0 && tally.zswpout > 0, "{tally:?}");
-        assert!(tally.pswpout + tally.written_back > 0, "{tally:?}");
-        assert!(folio == 2 << 20 || tally.write_faults > 0, "{tally:?}");
+    tally
+}
+
+/// The longest a sequence may take. Most take milliseconds; those with writes failing or
+/// writeback off wait out `reclaim_to`'s patience (200 ms) a few times.
+const SEQUENCE_TIME_LIMIT: Duration = Duration::from_secs(60);
+
+/// Stops the process, naming the sequence, if a sequence runs past `SEQUENCE_TIME_LIMIT`:
+/// a region that stops making progress would otherwise hang the test with no seed to rerun.
+fn watchdog(
+    folio: usize,
+    running: &[std::sync::Mutex<Option<(u64, Instant)>>],
+    finished: &std::sync::atomic::AtomicBool,
+) {
+    while !finished.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(200));
+        for r in running {
+            let Some((seed, since)) = *r.lock().unwrap() else {
+                continue;
+            };
+            if since.elapsed() > SEQUENCE_TIME_LIMIT {
+                // Straight to the process's stderr: the harness's capture dies with it.
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "model test failed: a sequence ran past {SEQUENCE_TIME_LIMIT:?}\n{}\n\
+                     rerun: UZSWAP_MODEL_SEED={seed:#x} UZSWAP_MODEL_TRACE=1 cargo test -p \
+                     region --test model {}",
+                    Setup::draw(seed, folio).describe(),
+                    test_name(folio)
+                );
+                std::process::abort();
+            }
+        }
     }
 }
 
@@ -1355,6 +1406,19 @@ fn model_64k_folios() {
 #[test]
 fn model_2m_folios() {
     run_model(2 << 20, 0.04);
+}
+
+/// A sequence that once hung, kept here whatever the default seeds become: the pool alone
+/// holds the region over its limit and every device write is torn, so the region cannot get
+/// within its limit. kswapd took each folio a fault brought in before the faulting thread had
+/// touched it, and the thread faulted on it again, forever when the machine was busy
+/// (`Reclaimer::Kswapd`, reclaim.rs). Its 38 steps fault about 900 times; without that, 2,800
+/// to 6,800 times in 3 to 7 s with another program busy on the machine, and it hung (past 60 s)
+/// in the full run of `model_4k_folios`, 4 times in 4.
+#[test]
+fn model_sequence_of_a_region_that_cannot_get_within_its_limit() {
+    let tally = run_seeds(4 << 10, &[0x6d7f_6465_6c00_0275]);
+    assert!(tally.faults < 1500, "{tally:?}");
 }
 
 // ---------------------------------------------------------------------------------------
