@@ -197,7 +197,22 @@ fn a_signal_to_uzswap_reaches_the_program() {
         .args(["run", "--memory-high", "64M", "--", "sleep", "30"])
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Once the program runs (uzswap catches the signal from before it starts it). SIGINT,
+    // which a shell's background jobs ignore and pass on ignored: uzswap's catching it
+    // makes the program start with it at its default.
+    let children = format!("/proc/{0}/task/{0}/children", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&children)
+        .unwrap()
+        .trim()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let status = child.wait().unwrap();

@@ -120,6 +120,10 @@ fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
         }
     };
     let mut command = command(args, stats.as_deref()).inspect_err(|_| remove_stats())?;
+    // Caught from before the program starts, so that none comes between its start and the
+    // forwarding (it would end uzswap and miss the program); the program starts with them
+    // at their defaults, as exec leaves a caught signal.
+    let signals = catch_signals();
     let mut child = command.spawn().map_err(|e| {
         remove_stats();
         let status = match e.kind() {
@@ -129,7 +133,7 @@ fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
         let path = std::path::Path::new(command.get_program());
         (status, format!("{}: {e}", path.display()))
     })?;
-    let forwarding = forward_signals(child.id());
+    let forwarding = signals.and_then(|s| forward_signals(s, child.id()));
     let status = child
         .wait()
         .map_err(|e| fail(format!("waiting for the program: {e}")))?;
@@ -297,10 +301,18 @@ fn ld_preload(library: &std::path::Path) -> OsString {
     value
 }
 
-/// Pass SIGINT, SIGTERM and SIGHUP on to the child until the returned handle is dropped.
-fn forward_signals(child: u32) -> Option<signal_hook::iterator::Handle> {
+/// SIGINT, SIGTERM and SIGHUP, caught from now on, for `forward_signals`.
+fn catch_signals() -> Option<signal_hook::iterator::Signals> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).ok()?;
+    signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).ok()
+}
+
+/// Pass the signals caught (those that came before too) on to the child until the returned
+/// handle is closed.
+fn forward_signals(
+    mut signals: signal_hook::iterator::Signals,
+    child: u32,
+) -> Option<signal_hook::iterator::Handle> {
     let handle = signals.handle();
     let pid = rustix::process::Pid::from_raw(child as i32)?;
     std::thread::spawn(move || {
