@@ -13,8 +13,13 @@
 //! file); appending to a shared span and compacting into full class spans later gives ~0.99.
 //!
 //! Locking: one reader-writer lock over the whole state; every method takes it once, except
-//! compaction, which takes it for one bounded step at a time. `read` copies the object out
-//! under it, so no caller ever holds a reference into pool memory that compaction could move.
+//! compaction, which takes it for one bounded step at a time. It is std's lock, whose waiter
+//! spins briefly and then sleeps until the release wakes it. (parking_lot's waiter calls
+//! `sched_yield` several times before it sleeps: with more runnable threads than CPUs, each
+//! yield gave a faulting thread's CPU to a compressing thread for a time slice; CPython
+//! under `uzswap run` at a third of its peak yielded 180,000 times in its loads, and ran 3%
+//! slower.) `read` copies the object out under it, so no caller ever holds a reference into
+//! pool memory that compaction could move.
 //! The sizes an owner polls (`total_size`, `charged_bytes`, `metadata_bytes`) are published
 //! to atomics by every change before it gives the lock up, and read without it.
 
@@ -30,7 +35,7 @@ pub(crate) mod tests;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use parking_lot::{RwLock, RwLockWriteGuard};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use pool::PoolState;
 
@@ -99,12 +104,21 @@ impl Default for ZsPool {
             state: RwLock::new(PoolState::default()),
             sizes: Sizes::default(),
         };
-        pool.publish(&pool.state.read());
+        pool.publish(&pool.shared());
         pool
     }
 }
 
 impl ZsPool {
+    /// The state, shared. (Poisoning is ignored: a panic in the pool is a bug, not a state
+    /// to recover from.)
+    pub(crate) fn shared(&self) -> RwLockReadGuard<'_, PoolState> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+    /// The state, alone.
+    pub(crate) fn exclusive(&self) -> RwLockWriteGuard<'_, PoolState> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
     /// An empty pool, without a page cap.
     pub fn new() -> Self {
         Self::default()
@@ -121,7 +135,7 @@ impl ZsPool {
     }
     /// Allocate an object of `data.len()` bytes (1..=4096) and copy `data` into it.
     pub fn malloc(&self, data: &[u8]) -> Result<Handle, AllocError> {
-        let mut state = self.state.write();
+        let mut state = self.exclusive();
         let r = state.malloc(data).map(Handle);
         self.publish(&state);
         r
@@ -130,7 +144,7 @@ impl ZsPool {
     ///
     /// Panics if `handle` is not allocated or `out` is shorter than the object.
     pub fn read(&self, handle: Handle, out: &mut [u8]) -> usize {
-        self.state.read().read(handle.0, out)
+        self.shared().read(handle.0, out)
     }
     /// Run `f` on the object's bytes: in place when they lie in one page (no copy), else
     /// copied into `scratch` (at least 4096 bytes). The pool is read-locked meanwhile, so the
@@ -141,7 +155,7 @@ impl ZsPool {
         scratch: &mut [u8],
         f: impl FnOnce(&[u8]) -> R,
     ) -> R {
-        let state = self.state.read();
+        let state = self.shared();
         match state.object_in_place(handle.0) {
             Some(bytes) => f(bytes),
             None => {
@@ -152,12 +166,12 @@ impl ZsPool {
     }
     /// Length of the object in bytes.
     pub fn obj_len(&self, handle: Handle) -> usize {
-        self.state.read().obj_len(handle.0)
+        self.shared().obj_len(handle.0)
     }
     /// Free the object; returns its length. Panics if `handle` is not allocated (a double
     /// free).
     pub fn free(&self, handle: Handle) -> usize {
-        let mut state = self.state.write();
+        let mut state = self.exclusive();
         let n = state.free(handle.0);
         self.publish(&state);
         n
@@ -165,16 +179,16 @@ impl ZsPool {
     /// One compaction step, the sizes published after it (tests that step by hand).
     #[cfg(test)]
     pub(crate) fn compact_step(&self, budget: u64) -> (u64, bool) {
-        let mut state = self.state.write();
+        let mut state = self.exclusive();
         let r = state.compact_step(budget);
         self.publish(&state);
         r
     }
     /// Compact the pool, in steps of a bounded number of moves with the lock given up in
-    /// between (handed to any waiting load or store), as the kernel's zs_compact gives up its
-    /// lock between zspages.
+    /// between (and a yield, to let any waiting load or store in), as the kernel's zs_compact
+    /// gives up its lock between zspages.
     pub fn compact(&self) -> CompactStats {
-        let mut state = self.state.write();
+        let mut state = self.exclusive();
         let pages_before = state.arena.nr_used();
         // Under churn there is always more to do (every free may leave its class a span too
         // many): stop after about as many moves as the pool holds objects, what one pass over
@@ -193,8 +207,11 @@ impl ZsPool {
                 break;
             }
             self.publish(&state);
-            RwLockWriteGuard::unlock_fair(state);
-            state = self.state.write();
+            // The lock is not handed over on release: taken straight back, it would keep
+            // waiting loads out for the whole compaction. The yield lets them in first.
+            drop(state);
+            std::thread::yield_now();
+            state = self.exclusive();
         }
         self.publish(&state);
         CompactStats {
@@ -208,7 +225,7 @@ impl ZsPool {
     /// again after every free). Returns what the compaction did, if it ran.
     pub fn compact_if_fragmented(&self) -> Option<CompactStats> {
         let fragmented = {
-            let state = self.state.read();
+            let state = self.shared();
             let slack = state.total_size().saturating_sub(state.stored_bytes);
             let per_mille = state.slack_after_compaction.max(125);
             slack > state.stored_bytes * per_mille / 1000 + (1 << 20)
@@ -220,7 +237,7 @@ impl ZsPool {
     /// its charge went down. Moves no object: cheap where `compact` would scan the pool, for
     /// an owner over its limit with nothing else to free.
     pub fn give_back_kept(&self) -> bool {
-        let mut state = self.state.write();
+        let mut state = self.exclusive();
         let before = self.sizes.charged.load(Relaxed);
         state.give_back_kept();
         self.publish(&state);
@@ -235,7 +252,7 @@ impl ZsPool {
     /// compaction step may run into before the spans it empties are freed (compact.rs:
     /// up to 128 KiB, less for a pool of fewer pages, none for an empty one).
     pub fn reserved_bytes(&self) -> u64 {
-        let state = self.state.read();
+        let state = self.shared();
         (state.reserved_pages() + state.compact_headroom()) * crate::PAGE_SIZE as u64
     }
     /// `total_size() + reserved_bytes()` as the last change left them: what an owner charges.
@@ -244,11 +261,11 @@ impl ZsPool {
     }
     /// Sum of the lengths of the live objects.
     pub fn stored_bytes(&self) -> u64 {
-        self.state.read().stored_bytes
+        self.shared().stored_bytes
     }
     /// Number of live objects.
     pub fn nr_objects(&self) -> u64 {
-        self.state.read().nr_objects
+        self.shared().nr_objects
     }
     /// Bytes of heap metadata the pool keeps (handle table, span descriptors, class lists,
     /// chunk table).
@@ -258,13 +275,13 @@ impl ZsPool {
     /// Cap the pool at this many pages (None: no cap). Allocation past it fails with PoolFull.
     /// Lowering the cap below what the pool holds frees nothing; it only stops growth.
     pub fn set_max_pages(&self, max: Option<u64>) {
-        let mut state = self.state.write();
+        let mut state = self.exclusive();
         state.set_max_pages(max);
         self.publish(&state);
     }
     /// Check the pool's internal invariants (every page, span, slot and handle accounted for
     /// exactly once); returns a description of the first one broken. For tests and debugging.
     pub fn check_consistency(&self) -> Result<(), String> {
-        self.state.read().check_consistency()
+        self.shared().check_consistency()
     }
 }

@@ -34,7 +34,7 @@ fn read_vec(pool: &ZsPool, h: Handle) -> Vec<u8> {
 }
 
 fn location(pool: &ZsPool, h: Handle) -> Location {
-    pool.state.read().location(h.0)
+    pool.shared().location(h.0)
 }
 
 fn span_of(pool: &ZsPool, h: Handle) -> u32 {
@@ -100,7 +100,7 @@ fn objects_straddling_pages_read_back() {
     // And in class spans: 1504-byte slots cross page boundaries too.
     pool.compact();
     let first = span_of(&pool, hs[0]);
-    assert!(pool.state.read().spans[first].kind == span::SpanKind::Class);
+    assert!(pool.shared().spans[first].kind == span::SpanKind::Class);
     for (i, h) in hs.iter().enumerate() {
         assert_eq!(read_vec(&pool, *h), pattern(i as u64, 1500));
     }
@@ -216,7 +216,7 @@ fn compaction_steps_are_bounded_and_end_no_worse_than_one_pass() {
     let (whole, _) = fragmented_pool(11);
 
     // A step moves at most its budget, and says whether it is done.
-    let (moved, done) = stepped.state.write().compact_step(compact::STEP_BUDGET);
+    let (moved, done) = stepped.exclusive().compact_step(compact::STEP_BUDGET);
     assert_eq!(moved, compact::STEP_BUDGET);
     assert!(
         !done,
@@ -228,7 +228,7 @@ fn compaction_steps_are_bounded_and_end_no_worse_than_one_pass() {
     // as one unbounded pass leaves it (each step's ceiling starts from the pool as the steps
     // before left it, so steps can do better).
     let rest = stepped.compact();
-    let (moved_whole, done_whole) = whole.state.write().compact_step(u64::MAX);
+    let (moved_whole, done_whole) = whole.exclusive().compact_step(u64::MAX);
     assert!(done_whole);
     assert!(rest.objects_moved > compact::STEP_BUDGET);
     eprintln!(
@@ -264,10 +264,10 @@ fn compaction_never_takes_the_pool_over_its_charge_and_headroom() {
     // once grew by a third), and a spread of sizes with packed spans to drain.
     for (seed, sizes) in [(14, 1500..=1700), (16, 100..=3000)] {
         let (pool, live) = fragmented_pool_of(seed, sizes);
-        let before = pool.state.read().arena.nr_used();
+        let before = pool.shared().arena.nr_used();
         let mut steps = 0;
         loop {
-            let mut state = pool.state.write();
+            let mut state = pool.exclusive();
             let start = state.arena.charged();
             let headroom = state.compact_headroom();
             state.arena.take_peak_charged();
@@ -285,7 +285,7 @@ fn compaction_never_takes_the_pool_over_its_charge_and_headroom() {
             steps += 1;
             assert!(steps < 1000, "compaction in steps does not converge");
         }
-        let after = pool.state.read().arena.nr_used();
+        let after = pool.shared().arena.nr_used();
         eprintln!("pages: {before} before, {after} after {steps} steps");
         assert!(steps > 10);
         // Kept under the ceiling, it still compacts as well as it did without one.
@@ -325,14 +325,14 @@ fn compaction_does_not_grow_the_pool_to_classify_small_objects() {
 #[test]
 fn compaction_at_the_page_cap_ends_and_loses_nothing() {
     let (pool, live) = fragmented_pool(15);
-    let pages = pool.state.read().arena.nr_used();
+    let pages = pool.shared().arena.nr_used();
     pool.set_max_pages(Some(pages));
     let mut steps = 0;
-    while !pool.state.write().compact_step(compact::STEP_BUDGET).1 {
+    while !pool.exclusive().compact_step(compact::STEP_BUDGET).1 {
         steps += 1;
         assert!(steps < 100, "compaction at the cap never ends");
     }
-    assert!(pool.state.read().arena.nr_used() <= pages);
+    assert!(pool.shared().arena.nr_used() <= pages);
     for (h, data) in &live {
         assert_eq!(&read_vec(&pool, *h), data);
     }
@@ -346,7 +346,7 @@ fn compaction_steps_interleave_with_frees_and_mallocs() {
     // Under steady churn compaction always has more to do (every free may leave a class
     // one span too many): the work is bounded per step, not in total.
     for _ in 0..40 {
-        let (moved, _) = pool.state.write().compact_step(compact::STEP_BUDGET / 4);
+        let (moved, _) = pool.exclusive().compact_step(compact::STEP_BUDGET / 4);
         assert!(moved <= compact::STEP_BUDGET / 4);
         pool.check_consistency().unwrap();
         // What a load (exclusive: the object is freed) and a store do between two steps.
@@ -361,7 +361,7 @@ fn compaction_steps_interleave_with_frees_and_mallocs() {
     }
     // Once the churn stops, the steps finish.
     let mut steps = 0;
-    while !pool.state.write().compact_step(compact::STEP_BUDGET / 4).1 {
+    while !pool.exclusive().compact_step(compact::STEP_BUDGET / 4).1 {
         steps += 1;
         assert!(steps < 1000, "compaction in steps does not converge");
     }
@@ -389,7 +389,7 @@ fn freed_pages_go_back() {
     assert!(pool.total_size() <= 4096);
     pool.compact();
     assert_eq!(pool.total_size(), 0);
-    assert_eq!(pool.state.read().arena.nr_chunks_mapped(), 0);
+    assert_eq!(pool.shared().arena.nr_chunks_mapped(), 0);
     pool.check_consistency().unwrap();
 }
 
@@ -600,7 +600,7 @@ fn density_on_the_corpus() {
         pool.check_consistency().unwrap();
         let name = path.file_name().unwrap().to_string_lossy();
         {
-            let st = pool.state.read();
+            let st = pool.shared();
             eprintln!(
                 "  meta: handles {} spans {} ({} used) lists {} arena {}",
                 st.handles.metadata_bytes(),
@@ -671,7 +671,7 @@ fn compaction_keeps_and_charges_its_reverse_map() {
     let before = pool.metadata_bytes();
     let (_, done) = pool.compact_step(compact::STEP_BUDGET);
     assert!(!done);
-    let map = pool.state.read().by_span.bytes();
+    let map = pool.shared().by_span.bytes();
     // A handle a live object, and an index a span.
     assert!(
         map >= 4 * live.len() as u64,
@@ -682,17 +682,14 @@ fn compaction_keeps_and_charges_its_reverse_map() {
     assert!(pool.metadata_bytes() >= before + map, "the map is charged");
     let (_, done) = pool.compact_step(compact::STEP_BUDGET);
     assert!(!done);
-    assert!(
-        pool.state.read().by_span.bytes() >= map,
-        "kept between steps"
-    );
+    assert!(pool.shared().by_span.bytes() >= map, "kept between steps");
 
     // Most objects freed, the next compaction's end gives the big map back.
     for (h, _) in &live[..5500] {
         pool.free(*h);
     }
     pool.compact();
-    let after = pool.state.read().by_span.bytes();
+    let after = pool.shared().by_span.bytes();
     assert!(
         after < map / 2,
         "map of {after} bytes kept after the pool shrank"
@@ -708,7 +705,7 @@ fn compaction_keeps_and_charges_its_reverse_map() {
 #[test]
 fn every_change_publishes_the_pool_sizes() {
     let check = |pool: &ZsPool, what: &str| {
-        let s = pool.state.read();
+        let s = pool.shared();
         let reserved = (s.reserved_pages() + s.compact_headroom()) * PAGE_SIZE as u64;
         assert_eq!(pool.total_size(), s.total_size(), "total after {what}");
         assert_eq!(
