@@ -70,10 +70,14 @@ impl FixedCharge {
             false => fs,
         };
         // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O
-        // from an unaligned buffer, a bounce buffer of at most `BOUNCE_BYTES`: resident
-        // memory too, allocated on first use, so charged up front.
+        // from an unaligned buffer, a bounce buffer of at most `BOUNCE_BYTES`, and one that
+        // stores large folios a store's batch buffer: resident memory too, allocated on
+        // first use, so charged up front.
         let threads = handlers + config.kswapd_threads + READAHEAD_THREADS + 1;
-        let io_buffers = threads as u64 * (fs + zswap::swap::file::BOUNCE_BYTES as u64);
+        let io_buffers = threads as u64
+            * (fs
+                + zswap::swap::file::BOUNCE_BYTES as u64
+                + fs.min(zswap::zswap::STORE_SCRATCH_BYTES));
         let dirty_reserve = (discard_batch_slots(config) - 1) * fs
             + match batching(config) {
                 true => ((BATCH_DISCARD_SLOTS - 1) * BATCH_PAGES * PAGE_SIZE) as u64,

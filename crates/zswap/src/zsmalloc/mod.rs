@@ -140,6 +140,22 @@ impl ZsPool {
         self.publish(&state);
         r
     }
+    /// `malloc` of each object in turn under one taking of the lock (a store's pages: one
+    /// lock a batch rather than a page), the handles pushed to `handles` in order. The first
+    /// failure stops it and is returned; the objects allocated before it stay allocated, their
+    /// handles in `handles`.
+    pub fn malloc_many<'a>(
+        &self,
+        objects: impl IntoIterator<Item = &'a [u8]>,
+        handles: &mut Vec<Handle>,
+    ) -> Result<(), AllocError> {
+        let mut state = self.exclusive();
+        let r = objects
+            .into_iter()
+            .try_for_each(|data| state.malloc(data).map(|h| handles.push(Handle(h))));
+        self.publish(&state);
+        r
+    }
     /// Copy the object into `out` (at least 4096 bytes); returns its length.
     ///
     /// Panics if `handle` is not allocated or `out` is shorter than the object.

@@ -393,6 +393,37 @@ fn freed_pages_go_back() {
     pool.check_consistency().unwrap();
 }
 
+/// `malloc_many` gives handles in the objects' order, each holding its object; at the page
+/// cap it stops with PoolFull, the objects before the failure allocated and handed back.
+#[test]
+fn malloc_many_allocates_in_order_and_stops_at_the_first_failure() {
+    let pool = ZsPool::new();
+    let objects: Vec<Vec<u8>> = (0..16)
+        .map(|i| pattern(i, 700 + 200 * i as usize))
+        .collect();
+    let mut hs = Vec::new();
+    pool.malloc_many(objects.iter().map(Vec::as_slice), &mut hs)
+        .unwrap();
+    assert_eq!(hs.len(), objects.len());
+    let mut out = vec![0; 4096];
+    for (h, object) in hs.iter().zip(&objects) {
+        let n = pool.read(*h, &mut out);
+        assert_eq!(&out[..n], object.as_slice());
+    }
+    let pages = pool.total_size() / 4096;
+    pool.set_max_pages(Some(pages + 1));
+    let mut more = Vec::new();
+    let err = pool
+        .malloc_many((0..8).map(|_| &[7u8; 4096][..]), &mut more)
+        .unwrap_err();
+    assert_eq!(err, AllocError::PoolFull);
+    assert_eq!(more.len(), 1, "one page-sized object fits under the cap");
+    assert_eq!(pool.nr_objects(), 17);
+    let n = pool.read(more[0], &mut out);
+    assert_eq!(&out[..n], &[7u8; 4096][..]);
+    pool.check_consistency().unwrap();
+}
+
 #[test]
 fn page_cap_fails_with_pool_full_and_leaves_no_trace() {
     let pool = ZsPool::new();

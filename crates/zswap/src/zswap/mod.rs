@@ -37,7 +37,7 @@ use crate::zsmalloc::ZsPool;
 pub use load::{LoadError, LoadErrorKind, Loaded};
 pub use pool::{TooManyCompressors, MAX_COMPRESSORS};
 pub use shrinker::ShrinkResult;
-pub use store::{StoreError, SwapOutResult};
+pub use store::{StoreError, SwapOutResult, STORE_SCRATCH_BYTES};
 pub use writeback::WritebackError;
 
 use pool::Compressors;
