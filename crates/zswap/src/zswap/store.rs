@@ -30,7 +30,7 @@ use crate::PAGE_SIZE;
 /// Pages a store compresses before it allocates their objects, all under one taking of the
 /// pool's lock. Per page, usemem's four kswapd threads and two workers (2 MiB folios, two
 /// CPUs) waited for the lock 3,500 times a second, each a sleep and a wake-up.
-pub const STORE_BATCH: usize = 16;
+pub const STORE_BATCH: usize = 8;
 
 /// Bytes of scratch a thread that stores folios of a batch or more keeps (its batch's
 /// compressed pages; less for smaller folios).
