@@ -95,15 +95,17 @@ impl Drop for ReclaimSlot<'_> {
 }
 
 /// The engine's scratch one thread keeps once it has swapped in and reclaimed: two folio
-/// buffers (a load's, a writeback's), the store's and load's page buffers and entry list,
-/// and the codec's context (zstd's are a few hundred KiB; lz4 keeps a page).
+/// buffers (a load's, a writeback's), the store's batch buffer (at most
+/// `STORE_SCRATCH_BYTES`), the load's page buffer and the store's entry list (16 KiB
+/// together), and the codec's context (zstd's are a few hundred KiB; lz4 keeps a page).
 fn scratch_per_thread(folio_bytes: usize, algorithm: Algorithm) -> u64 {
     let codec: u64 = match algorithm {
         Algorithm::Zstd => 1 << 20,
         Algorithm::Deflate => 256 << 10,
         _ => 16 << 10,
     };
-    2 * folio_bytes as u64 + (32 << 10) + codec
+    let store_batch = (folio_bytes as u64).min(zswap::zswap::STORE_SCRATCH_BYTES);
+    2 * folio_bytes as u64 + store_batch + (16 << 10) + codec
 }
 
 /// Serve faults on `inner` in the faulting thread from now on.

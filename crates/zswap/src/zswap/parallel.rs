@@ -19,9 +19,9 @@ pub(crate) const MIN_PART_PAGES: u32 = 8;
 /// Helper threads at most, whatever the CPUs.
 const MAX_HELPERS: usize = 7;
 
-/// Bytes each helper thread keeps: its compression buffer and entry list, and a codec's
-/// context (zstd's are the largest, a few hundred KiB).
-pub const HELPER_SCRATCH_BYTES: u64 = (32 << 10) + (1 << 20);
+/// Bytes each helper thread keeps: its store's batch buffer and entry list (16 KiB), and a
+/// codec's context (zstd's are the largest, a few hundred KiB).
+pub const HELPER_SCRATCH_BYTES: u64 = super::STORE_SCRATCH_BYTES + (16 << 10) + (1 << 20);
 
 static HELPERS: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
 

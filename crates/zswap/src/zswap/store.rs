@@ -347,7 +347,7 @@ impl ZswapGroup {
     }
 
     /// `compress_pages` of the folio in `parts` parts at once (parallel.rs): this thread
-    /// compresses the first into `buf` and `new`, helpers the others; their entries follow
+    /// compresses the first with `buffers` into `new`, helpers the others; their entries follow
     /// in `new`, in page order, whatever failed (so that the caller frees them all). The
     /// first failure, in page order, is returned.
     fn compress_in_parts(
