@@ -197,9 +197,9 @@ fn a_signal_to_uzswap_reaches_the_program() {
         .args(["run", "--memory-high", "64M", "--", "sleep", "30"])
         .spawn()
         .unwrap();
-    // Once the program runs (uzswap catches the signal from before it starts it). SIGINT,
-    // which a shell's background jobs ignore and pass on ignored: uzswap's catching it
-    // makes the program start with it at its default.
+    // Once the program runs (uzswap catches the signal from before it starts it). SIGTERM:
+    // SIGINT may be ignored where the tests run (a script's background job), and uzswap
+    // leaves an ignored signal ignored.
     let children = format!("/proc/{0}/task/{0}/children", child.id());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::fs::read_to_string(&children)
@@ -214,9 +214,39 @@ fn a_signal_to_uzswap_reaches_the_program() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(128 + 2), "{status:?}");
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}");
+}
+
+/// Under `nohup`, the program ignores SIGHUP as it would without uzswap: uzswap neither
+/// catches it (which would start the program with SIGHUP at its default) nor forwards it.
+#[test]
+fn a_signal_uzswap_was_started_ignoring_stays_ignored_in_the_program() {
+    common::ensure_preload();
+    let o = Command::new("nohup")
+        .arg(env!("CARGO_BIN_EXE_uzswap"))
+        .args(["run", "--memory-high", "64M", "--"])
+        .args([
+            "sh",
+            "-c",
+            "grep SigIgn /proc/self/status; kill -HUP $PPID; echo alive",
+        ])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let mask = out
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .map(|m| u64::from_str_radix(m.trim(), 16).unwrap())
+        .unwrap_or_else(|| panic!("no SigIgn in {out:?}"));
+    assert_ne!(
+        mask & 1,
+        0,
+        "SIGHUP is not ignored in the program: {mask:#x}"
+    );
+    assert!(out.ends_with("alive\n"), "{out:?}");
 }
 
 #[test]

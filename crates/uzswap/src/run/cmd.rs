@@ -301,10 +301,29 @@ fn ld_preload(library: &std::path::Path) -> OsString {
     value
 }
 
-/// SIGINT, SIGTERM and SIGHUP, caught from now on, for `forward_signals`.
+/// SIGINT, SIGTERM and SIGHUP, caught from now on, for `forward_signals`; those uzswap was
+/// started ignoring are left ignored, so that the program inherits them ignored, as it would
+/// without uzswap (`nohup`'s SIGHUP; SIGINT in a script's background job). A caught signal
+/// is at its default in the program.
 fn catch_signals() -> Option<signal_hook::iterator::Signals> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).ok()
+    let ignored = ignored_signals();
+    let caught = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|&signal| ignored & (1 << (signal - 1)) == 0);
+    signal_hook::iterator::Signals::new(caught).ok()
+}
+
+/// The signals this process ignores, a bit each (bit `n - 1` for signal `n`): the `SigIgn`
+/// mask of /proc/self/status (none if it cannot be read).
+fn ignored_signals() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .unwrap_or(0)
 }
 
 /// Pass the signals caught (those that came before too) on to the child until the returned

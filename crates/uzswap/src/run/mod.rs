@@ -5,7 +5,8 @@
 //! `UZSWAP_RUN`; the library makes the region before the program's `main` and puts the whole
 //! malloc family and the program's anonymous heap mappings in it (crates/preload). The
 //! program keeps its stdin, stdout and stderr. Its exit status passes through, death by
-//! signal N becomes 128+N as in a shell, and SIGINT, SIGTERM and SIGHUP are passed on to it.
+//! signal N becomes 128+N as in a shell, and SIGINT, SIGTERM and SIGHUP are passed on to it
+//! (those uzswap was started ignoring stay ignored, in the program too, as under `nohup`).
 //! uzswap's own failures follow `timeout(1)`: 125 when uzswap fails, 126 when the program
 //! cannot be run, 127 when it is not found.
 //!
