@@ -6,11 +6,12 @@
 //! 2. The group's `zswap_max` and the global pool limit are checked once per folio, so a
 //!    large folio may overshoot by its own size.
 //! 3. Each page: a same-filled page is recorded by value; otherwise it is compressed into a
-//!    buffer one byte short of a page. The pages are allocated in batches of `STORE_BATCH`,
-//!    one taking of the pool's lock a batch. A page that does not fit is stored raw (a PAGE_SIZE
+//!    buffer one byte short of a page. A page that does not fit is stored raw (a PAGE_SIZE
 //!    object) when the group may write back, and refused when it may not
 //!    (`reject_compress_poor`): a raw page in the pool keeps LRU order, but with writeback
 //!    off it could never leave. The decision is made here only; load looks at the length.
+//!    The pages' objects are allocated `STORE_BATCH` at a time, one taking of the pool's
+//!    lock a batch.
 //! 4. Only when every page has its new object are the entries published: each stale entry
 //!    is freed as it is replaced, then charges and counters move.
 //! 5. On any failure every new object is freed, every entry at the folio's offsets is
@@ -27,6 +28,8 @@ use crate::swap::slots::SwapSlot;
 use crate::zsmalloc::Handle;
 use crate::PAGE_SIZE;
 
+use super::{parallel, ZswapGroup};
+
 /// Pages a store compresses before it allocates their objects, all under one taking of the
 /// pool's lock. Per page, usemem's four kswapd threads and two workers (2 MiB folios, two
 /// CPUs) waited for the lock 3,500 times a second, each a sleep and a wake-up.
@@ -35,8 +38,6 @@ pub const STORE_BATCH: usize = 8;
 /// Bytes of scratch a thread that stores folios of a batch or more keeps (its batch's
 /// compressed pages; less for smaller folios).
 pub const STORE_SCRATCH_BYTES: u64 = (STORE_BATCH * PAGE_SIZE) as u64;
-
-use super::{parallel, ZswapGroup};
 
 /// Why a folio was not stored. The folio's offsets hold nothing afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
