@@ -1,8 +1,12 @@
-//! What a region charges to its limit from the start, whatever the program does: the
-//! buffers and staging of its threads. What it keeps per page (the engine's state words,
-//! the page flags, the LRU's times) is charged as the program touches pages, not here: a
-//! reservation of address space costs what is touched of it. A limit that cannot hold this and a few
-//! folios besides could only be exceeded, so `RegionConfig::validate` refuses it.
+//! What a region charges to its limit for itself: the buffers and staging of its threads,
+//! some from the start, the rest as they are used. What it keeps per page (the engine's
+//! state words, the page flags, the LRU's times) is charged as the program touches pages,
+//! not here: a reservation of address space costs what is touched of it. A limit that cannot
+//! hold all of this in use at once and a few folios besides could be exceeded, so
+//! `RegionConfig::validate` refuses it.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use zswap::PAGE_SIZE;
 
@@ -30,7 +34,8 @@ pub(crate) const BATCH_PAGES: usize = 16;
 /// Freed batch-eviction slots (64 KiB each) discarded at once.
 pub(crate) const BATCH_DISCARD_SLOTS: usize = 4;
 
-/// What a region charges to its limit from the start, whatever the program does.
+/// What a region charges to its limit besides the program's pages and the pool: some from the
+/// start, the rest as it is used, up to the most `FixedCharge::most` says.
 pub(crate) struct FixedCharge {
     /// Threads that hold buffers: fault handlers (the spare too), kswapd, readahead, the
     /// shrink worker.
@@ -45,8 +50,22 @@ pub(crate) struct FixedCharge {
     /// page until the next discard (a region of incompressible data some 250 KiB past its
     /// limit). Dirty bytes past this (two batches discarding at once) still count.
     pub dirty_reserve: u64,
-    /// Charged from the start.
+    /// Charged from the start: the dirty reserve, the shrink worker's buffers, the
+    /// compression helpers' scratch, the drop-behind queue.
     pub bytes: u64,
+    /// The most bytes in flight to the engine at once: each evicting thread's folio (or
+    /// batch) between its move out and its store. Charged while in flight
+    /// (`Inner::in_flight`).
+    pub in_flight: u64,
+    /// What one of the region's own threads (a fault handler, kswapd, readahead) keeps once
+    /// it has loaded or stored: a folio buffer, a bounce buffer for direct I/O from an
+    /// unaligned buffer (at most `BOUNCE_BYTES`), and the store's batch buffer. Allocated on
+    /// first use and kept, so charged from then on (`ThreadScratch`): a handler whose faults
+    /// the program's threads serve themselves, or a readahead thread of a region that never
+    /// writes to disk, charges nothing.
+    pub per_thread: u64,
+    /// The region's own threads (`per_thread`).
+    pub region_threads: usize,
     /// What the region keeps per page and per folio once the program has touched every
     /// page: charged as pages are touched (`Inner::usage`), not from the start, but a limit
     /// that could not hold it with the rest could be exceeded by a program that uses its
@@ -69,15 +88,9 @@ impl FixedCharge {
             true => (BATCH_PAGES * PAGE_SIZE) as u64,
             false => fs,
         };
-        // Each thread that loads or writes pages keeps a folio buffer and, for direct I/O
-        // from an unaligned buffer, a bounce buffer of at most `BOUNCE_BYTES`, and one that
-        // stores large folios a store's batch buffer: resident memory too, allocated on
-        // first use, so charged up front.
-        let threads = handlers + config.kswapd_threads + READAHEAD_THREADS + 1;
-        let io_buffers = threads as u64
-            * (fs
-                + zswap::swap::file::BOUNCE_BYTES as u64
-                + fs.min(zswap::zswap::STORE_SCRATCH_BYTES));
+        let region_threads = handlers + config.kswapd_threads + READAHEAD_THREADS;
+        let per_thread =
+            fs + zswap::swap::file::BOUNCE_BYTES as u64 + fs.min(zswap::zswap::STORE_SCRATCH_BYTES);
         let dirty_reserve = (discard_batch_slots(config) - 1) * fs
             + match batching(config) {
                 true => ((BATCH_DISCARD_SLOTS - 1) * BATCH_PAGES * PAGE_SIZE) as u64,
@@ -95,16 +108,111 @@ impl FixedCharge {
                 + 2 * nr_pages.div_ceil(8)
                 + nr_folios * 4
                 + 6 * nr_folios.div_ceil(8),
-            threads,
+            threads: region_threads + 1,
             evicting,
             dirty_reserve,
-            // Folios in flight in staging, freed slots, buffers, the drop-behind queue. What
-            // is kept per page or per folio is charged as it is allocated (`Inner::usage`).
-            bytes: evicting as u64 * in_flight
-                + dirty_reserve
-                + io_buffers
+            // The shrink worker (the engine's thread) writes back with buffers like a region
+            // thread's. What is kept per page or per folio is charged as it is allocated
+            // (`Inner::usage`).
+            bytes: dirty_reserve
+                + per_thread
                 + compress_helpers
                 + crate::lru::INACTIVE_MAX as u64 * 4,
+            in_flight: evicting as u64 * in_flight,
+            per_thread,
+            region_threads,
         }
+    }
+
+    /// The most the region charges besides the program's data and the pool: all of it in
+    /// use at once, every page touched.
+    pub fn most(&self) -> u64 {
+        self.bytes + self.in_flight + self.region_threads as u64 * self.per_thread + self.per_page
+    }
+}
+
+/// The scratch of the region's own threads, charged once each has used any (`FixedCharge::
+/// per_thread`). A thread checks after each piece of work (`charge_this_thread`): a buffer
+/// allocated during one is charged by its end, a folio's worth late at most.
+#[derive(Debug)]
+pub(crate) struct ThreadScratch {
+    per_thread: u64,
+    charged: AtomicU64,
+}
+
+thread_local! {
+    /// This thread's scratch is charged (to the region whose thread it is).
+    static CHARGED: Cell<bool> = const { Cell::new(false) };
+}
+
+impl ThreadScratch {
+    pub fn new(per_thread: u64) -> Self {
+        ThreadScratch {
+            per_thread,
+            charged: AtomicU64::new(0),
+        }
+    }
+
+    /// Called by one of the region's threads after a piece of work: once it has used
+    /// scratch, its share is charged from then on (the thread lives as long as the region).
+    pub fn charge_this_thread(&self) {
+        if !CHARGED.get() && zswap::scratch::used() {
+            CHARGED.set(true);
+            self.charged.fetch_add(self.per_thread, Relaxed);
+        }
+    }
+
+    /// Bytes charged.
+    pub fn bytes(&self) -> u64 {
+        self.charged.load(Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::{Region, RegionConfig};
+
+    /// A region charges its threads' scratch once they have used it, and a folio in flight
+    /// while it is: idle, it charges neither. Under pressure, evictions by kswapd and by
+    /// faults charge the threads that evicted (whole shares, no more than it has threads),
+    /// and every folio in flight is uncharged once stored. Would fail if either were charged
+    /// up front (an idle region's charge), or a path out of an eviction kept its charge.
+    #[test]
+    fn scratch_and_folios_in_flight_are_charged_as_they_are_used() {
+        let folio = 64 << 10;
+        let config = RegionConfig::new(16 << 20).folio_size(folio);
+        let fixed = FixedCharge::of(&config, (64 << 20) / PAGE_SIZE as u32);
+        let mut r = Region::new(64 << 20, config).unwrap();
+        let inner = r.inner().clone();
+        let idle = r.usage();
+        assert_eq!(inner.thread_scratch.bytes(), 0);
+        assert_eq!(idle.staged, 0);
+        assert!(
+            idle.metadata < fixed.bytes + fixed.per_thread,
+            "idle: {idle:?}, charged from the start {}",
+            fixed.bytes
+        );
+        // Four times the limit, written page by page: kswapd and the faults evict.
+        let mem = r.as_mut_slice();
+        for (i, page) in mem.chunks_exact_mut(PAGE_SIZE).enumerate() {
+            page[..8].copy_from_slice(&(i as u64).to_ne_bytes());
+        }
+        for (i, page) in mem.chunks_exact(PAGE_SIZE).enumerate() {
+            assert_eq!(page[..8], (i as u64).to_ne_bytes());
+        }
+        let scratch = inner.thread_scratch.bytes();
+        assert!(scratch > 0 && scratch.is_multiple_of(fixed.per_thread));
+        assert!(scratch <= fixed.region_threads as u64 * fixed.per_thread);
+        // Evictions finish (kswapd's pass may still be under way).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while inner.in_flight.load(Relaxed) != 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(inner.in_flight.load(Relaxed), 0);
+        assert!(r.stats().folios_evicted > 0);
     }
 }

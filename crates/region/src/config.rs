@@ -6,7 +6,7 @@
 //!
 //! | constant | value | why fixed |
 //! |---|---|---|
-//! | `READAHEAD_THREADS` (charge.rs) | 4 | enough disk reads in flight to hide a scan's latency on this class of disk; each is charged up front |
+//! | `READAHEAD_THREADS` (charge.rs) | 4 | enough disk reads in flight to hide a scan's latency on this class of disk; each is charged once it has read |
 //! | `BATCH_PAGES`, `BATCH_DISCARD_SLOTS` (charge.rs) | 16, 4 | a 64 KiB batch move is one TLB flush; larger batches take folios still in use |
 //! | `SPARE_HANDLERS` (spare.rs) | 1 | one poller while every handler waits on the disk; each poller costs every fault a wake-up |
 //! | `FAULT_AROUND_BYTES` (fault.rs) | 256 KiB | the kernel's fault-around order of magnitude; only first touches, only with room under the limit |
@@ -223,11 +223,11 @@ impl RegionConfig {
                 ));
             }
         }
-        // Charged from the start, whatever the program does, and for every page the program
-        // touches: a limit that cannot hold it all and a few folios besides could only be
-        // exceeded.
+        // What the region charges for itself, all of it in use, and for every page the
+        // program touches: a limit that cannot hold it all and a few folios besides could
+        // only be exceeded.
         let fixed = FixedCharge::of(self, nr_pages);
-        if self.memory_limit < fixed.bytes + fixed.per_page + 4 * fs as u64 {
+        if self.memory_limit < fixed.most() + 4 * fs as u64 {
             return Err(invalid(
                 "memory_limit",
                 format!(
@@ -237,7 +237,7 @@ impl RegionConfig {
                      limit, or use a smaller region, smaller folios or fewer threads (or, with \
                      4 KiB folios, turn batch_eviction off)",
                     self.memory_limit,
-                    fixed.bytes,
+                    fixed.most() - fixed.per_page,
                     fixed.threads,
                     fixed.per_page,
                     4 * fs

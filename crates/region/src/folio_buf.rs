@@ -1,6 +1,6 @@
 //! Each thread's folio buffer: what a folio is read into (a load, a read where it is), page
-//! aligned so that direct I/O from and to it needs no bounce buffer. Charged up front, one a
-//! thread (charge.rs).
+//! aligned so that direct I/O from and to it needs no bounce buffer. Charged once the thread
+//! has used scratch (charge.rs, `ThreadScratch`).
 
 use std::cell::RefCell;
 

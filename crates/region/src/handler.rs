@@ -18,6 +18,7 @@ pub(crate) fn handler_loop(inner: &Inner) {
     let mut events = Vec::with_capacity(uffd::EVENT_BATCH);
     while !inner.stop.load(Relaxed) {
         serve_events(inner, &mut events, Duration::from_millis(100));
+        inner.thread_scratch.charge_this_thread();
     }
 }
 
@@ -94,6 +95,7 @@ pub(crate) fn spare_loop(inner: &Inner) {
             // each poller costs every fault a wake-up.
             let served = serve_events(inner, &mut events, Duration::from_millis(5));
             inner.stats.spare_events.fetch_add(served as u64, Relaxed);
+            inner.thread_scratch.charge_this_thread();
         }
         // The last poll may have taken the deferred bell's ring for events deferred (or
         // faults left) after the queues were served: ring again for a regular handler,

@@ -11,13 +11,14 @@
 //! metadata bytes. Reclaim keeps it under the limit; a fault that would pass it reclaims
 //! first.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use uffd::Staging;
 use zswap::swap::FolioLock;
 use zswap::{Zswap, ZswapGroup, PAGE_SIZE};
 
+use crate::charge::ThreadScratch;
 use crate::clean::CleanTracking;
 use crate::deferred::DeferredEvents;
 use crate::discards::Discards;
@@ -38,8 +39,9 @@ use crate::stats::RegionStats;
 pub struct Usage {
     /// Pages mapped in the region, in bytes.
     pub resident: u64,
-    /// Staged folios (moved out after their store, uncompressed), and freed staging slots
-    /// not yet discarded beyond what the fixed charge holds for them, in bytes.
+    /// Staged folios (moved out after their store, uncompressed), folios in flight (moved
+    /// out, their store under way), and freed staging slots not yet discarded beyond what
+    /// the fixed charge holds for them, in bytes.
     pub staged: u64,
     /// The compressed pool's pages, the free ones it keeps for reuse included, in bytes.
     pub pool: u64,
@@ -100,6 +102,10 @@ pub(crate) struct Inner {
     pub limit: u64,
     /// Bytes charged from the start (charge.rs).
     pub fixed_metadata: u64,
+    /// Bytes moved out to staging whose store is under way (reclaim.rs, `InFlight`).
+    pub in_flight: AtomicU64,
+    /// The scratch of the region's threads that have used any (charge.rs).
+    pub thread_scratch: ThreadScratch,
     /// Bytes of freed staging slots that `fixed_metadata` covers: only dirty bytes past it
     /// count in the usage.
     pub dirty_reserve: u64,
@@ -152,15 +158,17 @@ impl Inner {
     pub fn usage(&self) -> Usage {
         Usage {
             resident: self.pages.nr_resident() * PAGE_SIZE as u64,
-            // Staged folios, and freed staging slots not discarded yet beyond what the fixed
-            // charge holds for them.
+            // Staged folios, folios in flight, and freed staging slots not discarded yet
+            // beyond what the fixed charge holds for them.
             staged: self.staged.pages() * PAGE_SIZE as u64
+                + self.in_flight.load(Relaxed)
                 + self
                     .staging_dirty_bytes()
                     .saturating_sub(self.dirty_reserve),
             // The pool's pages, and the freed ones it keeps for reuse: both are resident.
             pool: self.zswap.pool().charged_bytes(),
             metadata: self.fixed_metadata
+                + self.thread_scratch.bytes()
                 + self.group.cache().metadata_bytes()
                 + self.pages.bytes()
                 + self.incompressible.bytes()

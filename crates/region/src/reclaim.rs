@@ -53,6 +53,7 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
                 inner.limit.saturating_sub(margin(inner)),
                 Reclaimer::Kswapd { horizon },
             );
+            inner.thread_scratch.charge_this_thread();
         }
         horizon = pass;
         // Freed staging slots left over from the last batch: discard them while idle.
@@ -397,7 +398,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
         drop(gate);
         staged
     };
-    let mut staged = match staged {
+    let staged = match staged {
         Ok(s) => s,
         Err(StageError::NoSlot) => {
             // Every batch slot in flight (they are one per evicting thread, and then some).
@@ -421,6 +422,10 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
             return evict_head_alone(inner, batch);
         }
     };
+    // Charged until every page is stored or put back: bound before the slot, so that the
+    // slot is freed (and counted dirty) before the guard drops.
+    let _in_flight = InFlight::charge(inner, (n * PAGE_SIZE) as u64);
+    let mut staged = staged;
     let mut any = false;
     // Moved back only once no page of the slot is read any more: `bytes` may only be taken
     // while every page of it is there.
@@ -580,6 +585,9 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
             }
         }
     };
+    // Charged until the folio is kept staged, freed or put back: bound before the slot, so
+    // that the slot is freed (and counted dirty) before the guard drops.
+    let _in_flight = InFlight::charge(inner, bytes as u64);
     let mut staged = staged;
     // Read back from disk and not written since (clean.rs): the disk copy stands.
     let clean = keep_staged && crate::clean::is_clean(folio);
@@ -680,6 +688,29 @@ fn give_up(inner: &Inner, folio: &FolioLock) {
 fn requeue(inner: &Inner, folio: &FolioLock) {
     let start = folio.start() & !(inner.folio_pages - 1);
     inner.lru.queue(start);
+}
+
+/// Pages moved out to staging whose store is under way: charged to the region (its usage's
+/// `staged`) from the move until the guard drops, by which time they are kept staged (and
+/// counted there), stored and their slot freed (a dirty slot is counted as such), or put
+/// back (resident again). Charged as they go rather than up front: a region most of whose
+/// evicting threads are idle holds none.
+struct InFlight<'a> {
+    inner: &'a Inner,
+    bytes: u64,
+}
+
+impl<'a> InFlight<'a> {
+    fn charge(inner: &'a Inner, bytes: u64) -> Self {
+        inner.in_flight.fetch_add(bytes, Relaxed);
+        InFlight { inner, bytes }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.inner.in_flight.fetch_sub(self.bytes, Relaxed);
+    }
 }
 
 /// What `put_back` returns.

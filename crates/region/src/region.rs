@@ -2,7 +2,7 @@
 //! pages compressed. This file is the public face: it sets a region up (its parts, inner.rs,
 //! and its threads) and tears it down.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -11,7 +11,8 @@ use zswap::swap::{BackingDevice, FileDevice};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
 use crate::charge::{
-    batching, discard_batch_slots, FixedCharge, BATCH_DISCARD_SLOTS, READAHEAD_THREADS,
+    batching, discard_batch_slots, FixedCharge, ThreadScratch, BATCH_DISCARD_SLOTS,
+    READAHEAD_THREADS,
 };
 use crate::clean::CleanTracking;
 use crate::config::{ConfigError, RegionConfig};
@@ -114,7 +115,7 @@ impl Region {
         config.memory_limit = 0;
         loop {
             let fixed = FixedCharge::of(&config, nr_pages);
-            let need = fixed.bytes + fixed.per_page + 4 * config.folio_size as u64;
+            let need = fixed.most() + 4 * config.folio_size as u64;
             if need <= config.memory_limit {
                 return Some(config.memory_limit);
             }
@@ -251,6 +252,8 @@ impl Region {
             batch_staging,
             limit: config.memory_limit,
             fixed_metadata: fixed.bytes,
+            in_flight: AtomicU64::new(0),
+            thread_scratch: ThreadScratch::new(fixed.per_thread),
             dirty_reserve: fixed.dirty_reserve,
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,

@@ -545,6 +545,7 @@ pub(crate) fn readahead_loop(inner: &Inner) {
     while !inner.stop.load(Relaxed) {
         if let Some(start) = inner.readahead.next(Duration::from_millis(100)) {
             read_ahead(inner, start);
+            inner.thread_scratch.charge_this_thread();
         }
     }
 }

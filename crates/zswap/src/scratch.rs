@@ -2,9 +2,21 @@
 //! are already destroyed: a thread that is exiting may still fault on a region and serve the
 //! fault itself (region's in_thread.rs), after its thread-local destructors ran. It then gets
 //! a fresh scratch for the call, made by `init` and dropped after.
+//!
+//! Whether a thread has used any scratch (`used`) is what its buffers are charged by (region's
+//! charge.rs): scratch is allocated on first use and kept.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::thread::LocalKey;
+
+thread_local! {
+    static USED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread has used any scratch (and so keeps some).
+pub fn used() -> bool {
+    USED.try_with(Cell::get).unwrap_or(false)
+}
 
 /// Run `f` on this thread's scratch in `key`, or on a fresh one if it is gone.
 pub fn with<T, R>(
@@ -12,6 +24,7 @@ pub fn with<T, R>(
     init: impl FnOnce() -> T,
     f: impl FnOnce(&RefCell<T>) -> R,
 ) -> R {
+    let _ = USED.try_with(|u| u.set(true));
     let mut f = Some(f);
     if let Ok(r) = key.try_with(|scratch| f.take().expect("called once")(scratch)) {
         return r;
