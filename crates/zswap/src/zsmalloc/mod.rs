@@ -39,6 +39,10 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use pool::PoolState;
 
+/// Slack a pool keeps uncompacted past its proportional share (`ZsPool::compact_if_fragmented`),
+/// by default and for a pool serving 256 MiB or more.
+const SLACK_FLOOR: u64 = 1 << 20;
+
 /// An opaque object handle. Stable for the object's life: compaction moves objects but never
 /// changes their handles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -237,14 +241,15 @@ impl ZsPool {
     }
     /// Compact if the pool's pages hold much more than its objects: more than an eighth
     /// over, and more (in proportion) than the slack the last finished compaction could not
-    /// remove, by 1 MiB (without that, a pool whose slack compaction cannot take was scanned
-    /// again after every free). Returns what the compaction did, if it ran.
+    /// remove, by 1 MiB or the served memory's share (`set_served_memory`; without such a
+    /// floor, a pool whose slack compaction cannot take was scanned again after every free).
+    /// Returns what the compaction did, if it ran.
     pub fn compact_if_fragmented(&self) -> Option<CompactStats> {
         let fragmented = {
             let state = self.shared();
             let slack = state.total_size().saturating_sub(state.stored_bytes);
             let per_mille = state.slack_after_compaction.max(125);
-            slack > state.stored_bytes * per_mille / 1000 + (1 << 20)
+            slack > state.stored_bytes * per_mille / 1000 + state.slack_floor
         };
         fragmented.then(|| self.compact())
     }
@@ -287,6 +292,21 @@ impl ZsPool {
     /// chunk table).
     pub fn metadata_bytes(&self) -> u64 {
         self.sizes.metadata.load(Relaxed)
+    }
+    /// Size the pool's allowances to the memory it serves (its owner's limit), since its owner
+    /// charges them: the freed pages kept resident for reuse (`reserved_bytes`) and the slack
+    /// left uncompacted (`compact_if_fragmented`) are each at most 1/256 of it, and at most
+    /// 4 MiB and 1 MiB. A pool of a 128 MiB region keeps 512 KiB of each, not 4 and 1: pages
+    /// the region's data could use (churn in a smaller pool is smaller too). Those past the
+    /// new reserve are given back now.
+    pub fn set_served_memory(&self, bytes: u64) {
+        let share = bytes / 256;
+        let mut state = self.exclusive();
+        state.set_reserve_max(
+            usize::try_from(share / crate::PAGE_SIZE as u64).unwrap_or(usize::MAX),
+        );
+        state.slack_floor = share.min(SLACK_FLOOR);
+        self.publish(&state);
     }
     /// Cap the pool at this many pages (None: no cap). Allocation past it fails with PoolFull.
     /// Lowering the cap below what the pool holds frees nothing; it only stops growth.

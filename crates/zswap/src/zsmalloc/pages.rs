@@ -3,8 +3,8 @@
 //! back to the OS (MADV_DONTNEED, adjacent pages coalesced into one call) and a chunk with no
 //! page in use is unmapped, so the process's RSS follows `total_size()`.
 //!
-//! The one exception is a reserve of freed pages (at most `RESERVE_PAGES`, 4 MiB) kept resident
-//! for the next allocation: measured on a malloc/free churn, giving every page back at once
+//! The one exception is a reserve of freed pages (at most `RESERVE_PAGES`, 4 MiB, or less as
+//! the pool's owner sets: `set_reserve_max`) kept resident for the next allocation: measured on a malloc/free churn, giving every page back at once
 //! made the page fault and the madvise/TLB flush 80% of the cost (1.5 us a pair), and in
 //! `bench engine` the madvise alone was an eighth of an exclusive load and the refaults a
 //! tenth of the next store. The reserve is not in `total_size()` (the kernel's
@@ -63,6 +63,8 @@ pub(crate) struct PageArena {
     max_pages: Option<u64>,
     /// Freed pages still resident and still marked in their chunk, reused first.
     reserve: Vec<PageId>,
+    /// The most `reserve` holds (`RESERVE_PAGES` unless set lower).
+    reserve_max: Option<usize>,
     /// The most `charged()` has been since `take_peak_charged` (for tests of compaction).
     peak_charged: u64,
 }
@@ -145,13 +147,29 @@ impl PageArena {
         }
     }
 
+    fn reserve_max(&self) -> usize {
+        self.reserve_max.unwrap_or(RESERVE_PAGES)
+    }
+
+    /// Keep at most `max` freed pages (at most `RESERVE_PAGES`) for reuse; those past it go
+    /// back now.
+    pub(crate) fn set_reserve_max(&mut self, max: usize) {
+        let max = max.min(RESERVE_PAGES);
+        self.reserve_max = Some(max);
+        if self.reserve.len() > max {
+            let mut past = self.reserve.split_off(max);
+            self.release(&mut past);
+        }
+    }
+
     /// Free `pages` (sorted here) and hand them back to the OS: runs of adjacent pages are
     /// discarded with one madvise each, and a chunk left with no page in use is unmapped.
     pub(crate) fn free(&mut self, pages: &mut [PageId]) {
         self.nr_used -= pages.len() as u64;
-        let keep = (RESERVE_PAGES - self.reserve.len()).min(pages.len());
+        let max = self.reserve_max();
+        let keep = max.saturating_sub(self.reserve.len()).min(pages.len());
         if self.reserve.capacity() == 0 {
-            self.reserve.reserve_exact(RESERVE_PAGES);
+            self.reserve.reserve_exact(max);
         }
         self.reserve.extend_from_slice(&pages[..keep]);
         self.release(&mut pages[keep..]);

@@ -40,6 +40,8 @@ pub(crate) struct PoolState {
     /// either (`ZsPool::compact_if_fragmented` looks past it). Forgotten when the page cap
     /// changes, since what compaction can do changes with it.
     pub(super) slack_after_compaction: u64,
+    /// Slack below which the pool is never compacted for fragmentation (`set_served_memory`).
+    pub(super) slack_floor: u64,
     /// Compaction's reverse map, kept between steps (compact.rs).
     pub(super) by_span: super::compact::BySpan,
 }
@@ -57,6 +59,7 @@ impl Default for PoolState {
             nr_objects: 0,
             compact_ceiling: None,
             slack_after_compaction: 0,
+            slack_floor: super::SLACK_FLOOR,
             by_span: Default::default(),
         }
     }
@@ -394,6 +397,10 @@ impl PoolState {
     pub(crate) fn set_max_pages(&mut self, max: Option<u64>) {
         self.slack_after_compaction = 0;
         self.arena.set_max_pages(max);
+    }
+
+    pub(crate) fn set_reserve_max(&mut self, max: usize) {
+        self.arena.set_reserve_max(max);
     }
 
     /// Check every invariant that ties the structures together; returns what is broken.

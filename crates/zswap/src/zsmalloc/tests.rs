@@ -789,3 +789,57 @@ fn pages_kept_for_reuse_are_given_back_on_request() {
     let h = pool.malloc(&pattern(9, 100)).unwrap();
     assert_eq!(read_vec(&pool, h), pattern(9, 100));
 }
+
+/// A pool sized to the memory it serves keeps at most 1/256 of it in freed pages for reuse
+/// (its owner charges them), gives back at once what a smaller share no longer covers, and
+/// compacts past a slack floor of the same share. Would fail with the flat 4 MiB reserve and
+/// 1 MiB floor: a region of 128 MiB would keep 3% of its limit in empty pool pages.
+#[test]
+fn the_reserve_and_the_compaction_floor_follow_the_served_memory() {
+    let pool = ZsPool::new();
+    // 2,000 pages of objects, all freed: the default reserve keeps 1024 of them.
+    let handles: Vec<Handle> = (0..4000)
+        .map(|i| pool.malloc(&pattern(i, 2000)).unwrap())
+        .collect();
+    for h in &handles {
+        pool.free(*h);
+    }
+    let headroom = pool.shared().compact_headroom() * PAGE_SIZE as u64;
+    assert_eq!(pool.reserved_bytes() - headroom, 1024 * PAGE_SIZE as u64);
+    // Serving 64 MiB: 256 KiB kept, the rest given back now.
+    pool.set_served_memory(64 << 20);
+    let headroom = pool.shared().compact_headroom() * PAGE_SIZE as u64;
+    assert_eq!(pool.reserved_bytes() - headroom, 256 << 10);
+    assert_eq!(
+        pool.charged_bytes(),
+        pool.total_size() + pool.reserved_bytes()
+    );
+    // Frees past it are given back too.
+    let handles: Vec<Handle> = (0..1000)
+        .map(|i| pool.malloc(&pattern(i, 2000)).unwrap())
+        .collect();
+    for h in &handles {
+        pool.free(*h);
+    }
+    let headroom = pool.shared().compact_headroom() * PAGE_SIZE as u64;
+    assert!(pool.reserved_bytes() - headroom <= 256 << 10);
+    // Half a MiB of slack (every other 2000-byte object of 1,000 freed) is under the default
+    // floor of 1 MiB, over that of a pool serving 64 MiB (256 KiB).
+    let fragmented = || {
+        let pool = ZsPool::new();
+        let handles: Vec<Handle> = (0..1000)
+            .map(|i| pool.malloc(&pattern(i, 2000)).unwrap())
+            .collect();
+        for h in handles.iter().step_by(2) {
+            pool.free(*h);
+        }
+        pool
+    };
+    assert!(fragmented().compact_if_fragmented().is_none());
+    let small = fragmented();
+    small.set_served_memory(64 << 20);
+    assert!(small
+        .compact_if_fragmented()
+        .is_some_and(|c| c.pages_freed > 0));
+    small.check_consistency().unwrap();
+}

@@ -165,11 +165,13 @@ impl Zswap {
         let swap = config
             .device
             .map(|dev| SwapInfo::new(dev, config.device_pages, config.discard));
+        let pool = ZsPool::new();
+        pool.set_served_memory(config.total_memory);
         Zswap {
             shared: Arc::new(Shared {
                 params,
                 stats: Stats::default(),
-                pool: ZsPool::new(),
+                pool,
                 compressors: Compressors::new(config.compressor),
                 swap,
                 total_memory: AtomicU64::new(config.total_memory),
@@ -240,7 +242,8 @@ impl Zswap {
 
     /// Set the memory that `max_pool_percent` is a percentage of, in bytes.
     pub fn set_total_memory(&self, bytes: u64) {
-        self.shared.total_memory.store(bytes, Relaxed)
+        self.shared.total_memory.store(bytes, Relaxed);
+        self.shared.pool.set_served_memory(bytes);
     }
 
     /// The compressed pool.
