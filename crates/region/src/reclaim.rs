@@ -424,7 +424,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     };
     // Charged until every page is stored or put back: bound before the slot, so that the
     // slot is freed (and counted dirty) before the guard drops.
-    let _in_flight = InFlight::charge(inner, (n * PAGE_SIZE) as u64);
+    let mut in_flight = InFlight::new(inner);
     let mut staged = staged;
     let mut any = false;
     // Moved back only once no page of the slot is read any more: `bytes` may only be taken
@@ -432,6 +432,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     let mut unstored = Vec::new();
     for (i, folio) in batch.iter().enumerate() {
         let p = folio.start();
+        in_flight.add_page();
         inner.pages.set_resident(p, false);
         crate::events::left_for_the_engine(inner, p);
         let bytes = &staged.bytes()[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
@@ -587,11 +588,12 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
     };
     // Charged until the folio is kept staged, freed or put back: bound before the slot, so
     // that the slot is freed (and counted dirty) before the guard drops.
-    let _in_flight = InFlight::charge(inner, bytes as u64);
+    let mut in_flight = InFlight::new(inner);
     let mut staged = staged;
     // Read back from disk and not written since (clean.rs): the disk copy stands.
     let clean = keep_staged && crate::clean::is_clean(folio);
     for p in folio.offsets() {
+        in_flight.add_page();
         inner.pages.set_resident(p, false);
         crate::events::left_for_the_engine(inner, p);
     }
@@ -690,20 +692,25 @@ fn requeue(inner: &Inner, folio: &FolioLock) {
     inner.lru.queue(start);
 }
 
-/// Pages moved out to staging whose store is under way: charged to the region (its usage's
-/// `staged`) from the move until the guard drops, by which time they are kept staged (and
-/// counted there), stored and their slot freed (a dirty slot is counted as such), or put
-/// back (resident again). Charged as they go rather than up front: a region most of whose
-/// evicting threads are idle holds none.
+/// Pages moved out to staging whose store is under way: each is charged to the region (its
+/// usage's `staged`) as it stops counting as resident (`add_page`, just before), until the
+/// guard drops, by which time they are kept staged (and counted there), stored and their
+/// slot freed (a dirty slot is counted as such), or put back (resident again). Charged as
+/// they go rather than up front: a region most of whose evicting threads are idle holds
+/// none.
 struct InFlight<'a> {
     inner: &'a Inner,
     bytes: u64,
 }
 
 impl<'a> InFlight<'a> {
-    fn charge(inner: &'a Inner, bytes: u64) -> Self {
-        inner.in_flight.fetch_add(bytes, Relaxed);
-        InFlight { inner, bytes }
+    fn new(inner: &'a Inner) -> Self {
+        InFlight { inner, bytes: 0 }
+    }
+
+    fn add_page(&mut self) {
+        self.inner.in_flight.fetch_add(PAGE_SIZE as u64, Relaxed);
+        self.bytes += PAGE_SIZE as u64;
     }
 }
 
