@@ -58,12 +58,14 @@ pub(crate) struct FixedCharge {
     /// (`Inner::in_flight`).
     pub in_flight: u64,
     /// What one of the region's own threads (a fault handler, kswapd, readahead) keeps once
-    /// it has loaded or stored: a folio buffer, a bounce buffer for direct I/O from an
-    /// unaligned buffer (at most `BOUNCE_BYTES`), and the store's batch buffer. Allocated on
+    /// it has loaded or stored: a folio buffer and the store's batch buffer. Allocated on
     /// first use and kept, so charged from then on (`ThreadScratch`): a handler whose faults
     /// the program's threads serve themselves, or a readahead thread of a region that never
     /// writes to disk, charges nothing.
     pub per_thread: u64,
+    /// A bounce buffer for direct I/O from an unaligned buffer (`BOUNCE_BYTES`), charged
+    /// the same way once a thread has one.
+    pub bounce: u64,
     /// The region's own threads (`per_thread`).
     pub region_threads: usize,
     /// What the region keeps per page and per folio once the program has touched every
@@ -89,8 +91,8 @@ impl FixedCharge {
             false => fs,
         };
         let region_threads = handlers + config.kswapd_threads + READAHEAD_THREADS;
-        let per_thread =
-            fs + zswap::swap::file::BOUNCE_BYTES as u64 + fs.min(zswap::zswap::STORE_SCRATCH_BYTES);
+        let per_thread = fs + fs.min(zswap::zswap::STORE_SCRATCH_BYTES);
+        let bounce = zswap::swap::file::BOUNCE_BYTES as u64;
         let dirty_reserve = (discard_batch_slots(config) - 1) * fs
             + match batching(config) {
                 true => ((BATCH_DISCARD_SLOTS - 1) * BATCH_PAGES * PAGE_SIZE) as u64,
@@ -116,10 +118,12 @@ impl FixedCharge {
             // (`Inner::usage`).
             bytes: dirty_reserve
                 + per_thread
+                + bounce
                 + compress_helpers
                 + crate::lru::INACTIVE_MAX as u64 * 4,
             in_flight: evicting as u64 * in_flight,
             per_thread,
+            bounce,
             region_threads,
         }
     }
@@ -127,39 +131,53 @@ impl FixedCharge {
     /// The most the region charges besides the program's data and the pool: all of it in
     /// use at once, every page touched.
     pub fn most(&self) -> u64 {
-        self.bytes + self.in_flight + self.region_threads as u64 * self.per_thread + self.per_page
+        self.bytes
+            + self.in_flight
+            + self.region_threads as u64 * (self.per_thread + self.bounce)
+            + self.per_page
     }
 }
 
 /// The scratch of the region's own threads, charged once each has used any (`FixedCharge::
-/// per_thread`). A thread checks after each piece of work (`charge_this_thread`): a buffer
-/// allocated during one is charged by its end, a folio's worth late at most.
+/// per_thread`), and their bounce buffers once each has one (`FixedCharge::bounce`). A thread
+/// checks after each piece of work (`charge_this_thread`): a buffer allocated during one is
+/// charged by its end, a folio's worth late at most.
 #[derive(Debug)]
 pub(crate) struct ThreadScratch {
     per_thread: u64,
+    bounce: u64,
     charged: AtomicU64,
 }
 
 thread_local! {
-    /// This thread's scratch is charged (to the region whose thread it is).
-    static CHARGED: Cell<bool> = const { Cell::new(false) };
+    /// This thread's scratch, and its bounce buffer, are charged (to the region whose thread
+    /// it is).
+    static CHARGED: Cell<(bool, bool)> = const { Cell::new((false, false)) };
 }
 
 impl ThreadScratch {
-    pub fn new(per_thread: u64) -> Self {
+    pub fn new(per_thread: u64, bounce: u64) -> Self {
         ThreadScratch {
             per_thread,
+            bounce,
             charged: AtomicU64::new(0),
         }
     }
 
     /// Called by one of the region's threads after a piece of work: once it has used
-    /// scratch, its share is charged from then on (the thread lives as long as the region).
+    /// scratch (or holds a bounce buffer), its share is charged from then on (the thread
+    /// lives as long as the region).
     pub fn charge_this_thread(&self) {
-        if !CHARGED.get() && zswap::scratch::used() {
-            CHARGED.set(true);
+        let (mut scratch, mut bounce) = CHARGED.get();
+        if !scratch && zswap::scratch::used() {
+            scratch = true;
             self.charged.fetch_add(self.per_thread, Relaxed);
         }
+        if !bounce && zswap::swap::file::bounce_held() {
+            bounce = true;
+            self.charged.fetch_add(self.bounce, Relaxed);
+        }
+        CHARGED.set((scratch, bounce));
     }
 
     /// Bytes charged.
@@ -205,8 +223,8 @@ mod tests {
             assert_eq!(page[..8], (i as u64).to_ne_bytes());
         }
         let scratch = inner.thread_scratch.bytes();
-        assert!(scratch > 0 && scratch.is_multiple_of(fixed.per_thread));
-        assert!(scratch <= fixed.region_threads as u64 * fixed.per_thread);
+        assert!(scratch >= fixed.per_thread);
+        assert!(scratch <= fixed.region_threads as u64 * (fixed.per_thread + fixed.bounce));
         // Evictions finish (kswapd's pass may still be under way).
         let deadline = Instant::now() + Duration::from_secs(10);
         while inner.in_flight.load(Relaxed) != 0 && Instant::now() < deadline {

@@ -253,7 +253,7 @@ impl Region {
             limit: config.memory_limit,
             fixed_metadata: fixed.bytes,
             in_flight: AtomicU64::new(0),
-            thread_scratch: ThreadScratch::new(fixed.per_thread),
+            thread_scratch: ThreadScratch::new(fixed.per_thread, fixed.bounce),
             dirty_reserve: fixed.dirty_reserve,
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,

@@ -273,6 +273,14 @@ fn read_exact_at(file: &File, out: &mut [u8], offset: u64) -> Result<(), DeviceE
 /// so each thread's bounce buffer stays this small whatever the stripe (an owner charges it).
 pub const BOUNCE_BYTES: usize = 64 << 10;
 
+/// Whether this thread holds a bounce buffer (it has done I/O from or to an unaligned buffer:
+/// the bounce buffer is allocated on first use and kept).
+pub fn bounce_held() -> bool {
+    BOUNCE
+        .try_with(|b| b.try_borrow().is_ok_and(|b| b.capacity() > 0))
+        .unwrap_or(false)
+}
+
 /// `write_all_at` of an unaligned `chunk` through this thread's bounce buffer, a part of at
 /// most `BOUNCE_BYTES` at a time.
 fn write_bounced(file: &File, chunk: &[u8], offset: u64) -> Result<(), DeviceError> {
