@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use zswap::PAGE_SIZE;
 
 use crate::config::RegionConfig;
+use crate::inner::Inner;
 
 /// Readahead threads: each waits on the disk for one folio at a time.
 pub(crate) const READAHEAD_THREADS: usize = 4;
@@ -141,7 +142,7 @@ impl FixedCharge {
 /// The scratch of the region's own threads, charged once each has used any (`FixedCharge::
 /// per_thread`), and their bounce buffers once each has one (`FixedCharge::bounce`). A thread
 /// checks after each piece of work (`charge_this_thread`): a buffer allocated during one is
-/// charged by its end, a folio's worth late at most.
+/// charged by its end, one share late at most (a few folios).
 #[derive(Debug)]
 pub(crate) struct ThreadScratch {
     per_thread: u64,
@@ -183,6 +184,39 @@ impl ThreadScratch {
     /// Bytes charged.
     pub fn bytes(&self) -> u64 {
         self.charged.load(Relaxed)
+    }
+}
+
+/// Pages out of the mapping that still occupy memory and are counted nowhere else: moved out
+/// to staging by an eviction whose store is under way, or a staged folio a fault has taken
+/// back and is moving in. Each is charged to the region (its usage's `staged`) as it stops
+/// counting as resident or staged (just before), until the guard drops, by which time it is
+/// kept staged (and counted there), stored and its slot freed (a dirty slot is counted as
+/// such), or resident again. Charged as they go rather than up front: a region most of whose
+/// threads are idle holds none.
+pub(crate) struct InFlight<'a> {
+    inner: &'a Inner,
+    bytes: u64,
+}
+
+impl<'a> InFlight<'a> {
+    pub fn new(inner: &'a Inner) -> Self {
+        InFlight { inner, bytes: 0 }
+    }
+
+    pub fn add(&mut self, bytes: u64) {
+        self.inner.in_flight.fetch_add(bytes, Relaxed);
+        self.bytes += bytes;
+    }
+
+    pub fn add_page(&mut self) {
+        self.add(PAGE_SIZE as u64);
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.inner.in_flight.fetch_sub(self.bytes, Relaxed);
     }
 }
 

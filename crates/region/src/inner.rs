@@ -156,12 +156,15 @@ impl Inner {
     }
 
     pub fn usage(&self) -> Usage {
-        Usage {
+        // A page joins `in_flight` before it leaves the resident count and leaves it after it
+        // is counted where it goes (resident, staged): read before and after the rest, the
+        // larger counts a page that moved meanwhile, either way.
+        let in_flight = self.in_flight.load(Relaxed);
+        let mut usage = Usage {
             resident: self.pages.nr_resident() * PAGE_SIZE as u64,
             // Staged folios, folios in flight, and freed staging slots not discarded yet
             // beyond what the fixed charge holds for them.
             staged: self.staged.pages() * PAGE_SIZE as u64
-                + self.in_flight.load(Relaxed)
                 + self
                     .staging_dirty_bytes()
                     .saturating_sub(self.dirty_reserve),
@@ -179,7 +182,9 @@ impl Inner {
                     .in_thread
                     .as_ref()
                     .map_or(0, InThreadFaults::scratch_bytes),
-        }
+        };
+        usage.staged += in_flight.max(self.in_flight.load(Relaxed));
+        usage
     }
 
     /// Bytes that freed staging slots hold until their batch is discarded.

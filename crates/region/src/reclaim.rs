@@ -26,7 +26,7 @@ use zswap::swap::FolioLock;
 use zswap::zswap::{StoreError, SwapOutResult};
 use zswap::PAGE_SIZE;
 
-use crate::charge::BATCH_PAGES;
+use crate::charge::{InFlight, BATCH_PAGES};
 use crate::inner::Inner;
 use crate::lru::Coldest;
 
@@ -690,34 +690,6 @@ fn give_up(inner: &Inner, folio: &FolioLock) {
 fn requeue(inner: &Inner, folio: &FolioLock) {
     let start = folio.start() & !(inner.folio_pages - 1);
     inner.lru.queue(start);
-}
-
-/// Pages moved out to staging whose store is under way: each is charged to the region (its
-/// usage's `staged`) as it stops counting as resident (`add_page`, just before), until the
-/// guard drops, by which time they are kept staged (and counted there), stored and their
-/// slot freed (a dirty slot is counted as such), or put back (resident again). Charged as
-/// they go rather than up front: a region most of whose evicting threads are idle holds
-/// none.
-struct InFlight<'a> {
-    inner: &'a Inner,
-    bytes: u64,
-}
-
-impl<'a> InFlight<'a> {
-    fn new(inner: &'a Inner) -> Self {
-        InFlight { inner, bytes: 0 }
-    }
-
-    fn add_page(&mut self) {
-        self.inner.in_flight.fetch_add(PAGE_SIZE as u64, Relaxed);
-        self.bytes += PAGE_SIZE as u64;
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.inner.in_flight.fetch_sub(self.bytes, Relaxed);
-    }
 }
 
 /// What `put_back` returns.

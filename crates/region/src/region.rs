@@ -101,9 +101,9 @@ impl std::fmt::Debug for Region {
 
 impl Region {
     /// The smallest memory limit a region of `size` bytes under `config` (its limit aside)
-    /// accepts: what it charges from the start and for its pages once all are touched, plus
-    /// four folios. None for a folio size or a
-    /// size `new` refuses anyway.
+    /// accepts: the most it charges for itself (its threads' buffers and folios in flight
+    /// all in use) and for its pages once all are touched, plus four folios. None for a folio
+    /// size or a size `new` refuses anyway.
     pub fn min_memory_limit(size: usize, config: &RegionConfig) -> Option<u64> {
         let mut config = config.clone();
         config.memory_limit = u64::MAX;

@@ -26,6 +26,7 @@ use zswap::swap::{FolioLock, Kind};
 use zswap::zswap::LoadErrorKind;
 use zswap::PAGE_SIZE;
 
+use crate::charge::InFlight;
 use crate::folio_buf::with_folio_buf;
 use crate::inner::Inner;
 use crate::mapping::{Gate, Source, Stop};
@@ -36,6 +37,11 @@ use crate::mapping::{Gate, Source, Stop};
 pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) -> (u64, bool) {
     let start = folio.start();
     let mut staged = inner.staged.take(start);
+    // Out of the staged count and not resident yet: charged until it is (or is freed).
+    let mut in_flight = InFlight::new(inner);
+    if let Some(s) = &staged {
+        in_flight.add(s.len() as u64);
+    }
     let first_touch = staged.is_none()
         && folio
             .offsets()

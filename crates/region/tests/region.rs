@@ -33,8 +33,8 @@ fn data_survives_reclaim_to_a_quarter_of_its_size() {
 #[test]
 fn every_folio_size_round_trips() {
     for fs in [4 << 10, 16 << 10, 2 << 20] {
-        // 2 MiB folios charge about 49 MiB from the start (a folio buffer a thread, and one
-        // in flight in staging for each thread that evicts).
+        // 2 MiB folios may charge about 49 MiB for the region itself (a folio buffer a
+        // thread, and one in flight in staging for each thread that evicts).
         let mut r = Region::new(32 << 20, RegionConfig::new(64 << 20).folio_size(fs)).unwrap();
         fill(r.as_mut_slice(), 7);
         r.reclaim_to(0);
@@ -749,8 +749,8 @@ fn incompressible_data_not_used_again_still_leaves() {
 }
 
 /// Every configuration a region cannot honour is refused at creation, with a message that
-/// says what to change; above all a limit below what the region charges from the start (a
-/// buffer of a folio for each of its threads), which it could only exceed.
+/// says what to change; above all a limit below what the region may charge for itself (a
+/// buffer of a folio for each of its threads), which it could exceed.
 #[test]
 fn configurations_a_region_cannot_honour_are_refused() {
     let refused = |size: usize, c: RegionConfig, want: &str| match Region::new(size, c) {

@@ -114,7 +114,7 @@ fn a_limit_too_small_is_answered_with_the_real_minimum() {
             &["bench", "usemem", "--size", "64M", "--memory-high", limit],
             &[
                 &format!("--memory-high {limit} is below "),
-                "what a uzswap region of 2 MiB folios charges from the start",
+                "what a uzswap region of 2 MiB folios may charge for itself",
                 "with --folio-size 64K it takes",
             ],
         );

@@ -303,7 +303,7 @@ fn uzswap_configs(systems: &[System]) -> Vec<&UzswapConfig> {
 
 /// Check every option against the others and the machine, before any worker or kernel
 /// peer starts (else the runs before a refusal would be done for nothing): the limits
-/// against the least a run takes (what the uzswap regions charge from the start) and the
+/// against the least a run takes (the most the uzswap regions charge for themselves) and the
 /// machine's memory, the area against what a region holds and the disk the swap files
 /// need. `specs` are the workloads to run; `area` names the option that sized their area.
 fn check_run(c: &CommonArgs, systems: &[System], specs: &[WorkloadSpec], area: &str) -> Result<()> {
@@ -377,7 +377,7 @@ fn check_run(c: &CommonArgs, systems: &[System], specs: &[WorkloadSpec], area: &
         }
         let folio = largest.folio_size;
         let mut why = format!(
-            "what a uzswap region of {} folios charges from the start (its threads' folios and \
+            "what a uzswap region of {} folios may charge for itself (its threads' folios and \
              buffers, staging) plus four folios",
             fmt_unit(folio as u64)
         );
@@ -445,7 +445,7 @@ fn folio_hint(c: &CommonArgs, systems: &[System], spec: &WorkloadSpec) -> Option
     let then = data_room(&with_folio(&spec, smaller), cfg)?;
     Some(format!(
         "hint: {} folios leave {} MiB of the {} MiB limit for data (the rest is what the \
-         region charges from the start); --folio-size {} leaves {} MiB",
+         region may charge for itself); --folio-size {} leaves {} MiB",
         fmt_unit(spec.folio_size as u64),
         room >> 20,
         spec.memory_high >> 20,

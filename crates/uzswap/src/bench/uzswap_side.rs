@@ -222,9 +222,9 @@ pub fn with_folio(spec: &WorkloadSpec, folio_size: usize) -> WorkloadSpec {
     }
 }
 
-/// What the uzswap side's region leaves for data under `spec`'s limit: the limit less what
-/// the region charges from the start (its threads' folios and buffers, staging), less four
-/// folios. None if the limit is below that.
+/// What the uzswap side's region leaves for data under `spec`'s limit at the least: the limit
+/// less the most the region charges for itself (its threads' folios and buffers, staging, all
+/// in use), less four folios. None if the limit is below that.
 pub fn data_room(spec: &WorkloadSpec, config: &UzswapConfig) -> Option<u64> {
     spec.memory_high.checked_sub(min_limit(spec, config)?)
 }

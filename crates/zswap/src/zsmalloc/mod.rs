@@ -42,6 +42,9 @@ use pool::PoolState;
 /// Slack a pool keeps uncompacted past its proportional share (`ZsPool::compact_if_fragmented`),
 /// by default and for a pool serving 256 MiB or more.
 const SLACK_FLOOR: u64 = 1 << 20;
+/// The least of it, however small the memory served: a pool is not compacted after every
+/// free.
+const SLACK_FLOOR_MIN: u64 = 64 << 10;
 
 /// An opaque object handle. Stable for the object's life: compaction moves objects but never
 /// changes their handles.
@@ -295,8 +298,8 @@ impl ZsPool {
     }
     /// Size the pool's allowances to the memory it serves (its owner's limit), since its owner
     /// charges them: the freed pages kept resident for reuse (`reserved_bytes`) and the slack
-    /// left uncompacted (`compact_if_fragmented`) are each at most 1/256 of it, and at most
-    /// 4 MiB and 1 MiB. A pool of a 128 MiB region keeps 512 KiB of each, not 4 and 1: pages
+    /// left uncompacted (`compact_if_fragmented`) are each 1/256 of it, at most 4 MiB and
+    /// 1 MiB (and the slack at least 64 KiB). A pool of a 128 MiB region keeps 512 KiB of each, not 4 and 1: pages
     /// the region's data could use (churn in a smaller pool is smaller too). Those past the
     /// new reserve are given back now.
     pub fn set_served_memory(&self, bytes: u64) {
@@ -305,7 +308,7 @@ impl ZsPool {
         state.set_reserve_max(
             usize::try_from(share / crate::PAGE_SIZE as u64).unwrap_or(usize::MAX),
         );
-        state.slack_floor = share.min(SLACK_FLOOR);
+        state.slack_floor = share.clamp(SLACK_FLOOR_MIN, SLACK_FLOOR);
         self.publish(&state);
     }
     /// Cap the pool at this many pages (None: no cap). Allocation past it fails with PoolFull.
