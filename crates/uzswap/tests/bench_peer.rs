@@ -374,7 +374,7 @@ fn cli_errors_are_one_line_exit_2() {
         (
             // 2 MiB folios (usemem's default): about 57 MiB needed at the least.
             &["bench", "usemem", "--size", "64M", "--memory-high", "32M"][..],
-            "the least this run takes: what a uzswap region of 2 MiB folios charges",
+            "the least this run takes: what a uzswap region of 2 MiB folios may charge",
         ),
         (
             &[
