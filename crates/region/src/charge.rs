@@ -230,8 +230,8 @@ mod tests {
 
     /// A region charges its threads' scratch once they have used it, and a folio in flight
     /// while it is: idle, it charges neither. Under pressure, evictions by kswapd and by
-    /// faults charge the threads that evicted (whole shares, no more than it has threads),
-    /// and every folio in flight is uncharged once stored. Would fail if either were charged
+    /// faults charge the threads that evicted (at least one thread's share, at most all of
+    /// theirs), and every folio in flight is uncharged once stored. Would fail if either were charged
     /// up front (an idle region's charge), or a path out of an eviction kept its charge.
     #[test]
     fn scratch_and_folios_in_flight_are_charged_as_they_are_used() {

@@ -40,8 +40,8 @@ pub struct Usage {
     /// Pages mapped in the region, in bytes.
     pub resident: u64,
     /// Staged folios (moved out after their store, uncompressed), folios in flight (moved
-    /// out, their store under way), and freed staging slots not yet discarded beyond what
-    /// the fixed charge holds for them, in bytes.
+    /// out, their store under way, or moving back in from staging), and freed staging slots
+    /// not yet discarded beyond what the fixed charge holds for them, in bytes.
     pub staged: u64,
     /// The compressed pool's pages, the free ones it keeps for reuse included, in bytes.
     pub pool: u64,
@@ -102,7 +102,8 @@ pub(crate) struct Inner {
     pub limit: u64,
     /// Bytes charged from the start (charge.rs).
     pub fixed_metadata: u64,
-    /// Bytes moved out to staging whose store is under way (reclaim.rs, `InFlight`).
+    /// Bytes out of the mapping and counted nowhere else: an eviction's whose store is under
+    /// way, a staged folio's that a fault is moving back in (charge.rs, `InFlight`).
     pub in_flight: AtomicU64,
     /// The scratch of the region's threads that have used any (charge.rs).
     pub thread_scratch: ThreadScratch,
