@@ -144,8 +144,12 @@ mod tests {
         let inner = r.inner();
         let map = StagedFolios::new(pages as u64, 1, pages);
         for p in 0..pages as u32 {
-            // Moved out behind the region's back, as reclaim does (never read here again).
+            // Moved out behind the region's back, as reclaim does (never read here again),
+            // and no longer counted resident: a fault event left over from the fill (its
+            // page mapped by fault-around meanwhile), served after the move, must find the
+            // page out, not a resident page gone from the mapping (which stops the process).
             let folio = inner.group.lock_folio(p, 0);
+            inner.pages.set_resident(p, false);
             map.insert(
                 p,
                 inner
