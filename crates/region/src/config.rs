@@ -32,6 +32,7 @@ use zswap::swap::BackingDevice;
 use zswap::PAGE_SIZE;
 
 use crate::charge::FixedCharge;
+use crate::over_limit::{OverLimit, SharedLimit};
 
 /// A configuration a region cannot honour: the field, and what it must be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -127,6 +128,15 @@ pub struct RegionConfig {
     pub pinned: usize,
     /// The reclaim and swap-in policies, each on by default.
     pub policies: Policies,
+    /// What a fault does when the region is over `memory_limit` and nothing more can be
+    /// reclaimed: throttled (memory.high), and past a hard limit killed or let through
+    /// (memory.max). Default: neither; the region then grows past its limit, counted in
+    /// `high`.
+    pub over_limit: OverLimit,
+    /// A limit shared with other regions: `memory_limit` and `over_limit.memory_max` are
+    /// then the region's first share, and each fault that makes room takes its share anew.
+    /// Default: None.
+    pub shared_limit: Option<Arc<dyn SharedLimit>>,
 }
 
 impl RegionConfig {
@@ -150,6 +160,8 @@ impl RegionConfig {
             swap_discard: false,
             pinned: 0,
             policies: Policies::default(),
+            over_limit: OverLimit::default(),
+            shared_limit: None,
         }
     }
 
@@ -214,6 +226,17 @@ impl RegionConfig {
                     self.pinned
                 ),
             ));
+        }
+        if let Some(max) = self.over_limit.memory_max {
+            if max < self.memory_limit {
+                return Err(invalid(
+                    "memory_max",
+                    format!(
+                        "{max} bytes is below the memory limit ({} bytes)",
+                        self.memory_limit
+                    ),
+                ));
+            }
         }
         if let Some(swap) = self.swap_size {
             if u32::try_from(swap / PAGE_SIZE as u64).is_err() {
@@ -354,6 +377,16 @@ impl RegionConfig {
     /// Set `in_thread_faults`.
     pub fn in_thread_faults(mut self, on: bool) -> Self {
         self.in_thread_faults = on;
+        self
+    }
+    /// Set `over_limit`.
+    pub fn over_limit(mut self, over_limit: OverLimit) -> Self {
+        self.over_limit = over_limit;
+        self
+    }
+    /// Set `shared_limit`.
+    pub fn shared_limit(mut self, shared: Arc<dyn SharedLimit>) -> Self {
+        self.shared_limit = Some(shared);
         self
     }
     /// Set `device`.

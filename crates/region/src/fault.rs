@@ -4,7 +4,8 @@
 //! A fault locks its folio in the engine's swap cache: the first thread to fault a folio owns
 //! it, and others (another fault, reclaim, a discard) wait on it there. Under the lock, and
 //! holding the event gate shared (events.rs), the folio is brought back (swapin.rs). A fault
-//! that would take the region past its limit reclaims first, before taking its lock. The
+//! that would take the region past its limit reclaims first, before taking its lock, and is
+//! throttled (over_limit.rs) when nothing could go. The
 //! faulting threads are woken once the folio is unlocked.
 //!
 //! A first touch maps the untouched folios after it too (fault-around).
@@ -30,8 +31,8 @@ pub(crate) fn faulting_folio(inner: &Inner, addr: usize) -> Option<(u32, u32)> {
     Some((page, page & !(inner.folio_pages - 1)))
 }
 
-/// Bring back the folio holding `addr`. False if left undone: the spare found the folio held
-/// (spare.rs), and the fault is to be deferred.
+/// Bring back the folio holding `addr`. False if left undone, for a regular handler: the spare
+/// found the folio held (spare.rs), or the region over its limit with throttling on.
 pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     let t0 = Instant::now();
     let base_at_fault = inner.mapping.base();
@@ -41,7 +42,13 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     if spare_leaves(inner, start) {
         return false;
     }
-    crate::reclaim::throttle(inner);
+    if !crate::reclaim::make_room(inner) {
+        if crate::spare::is_spare() && inner.over_limit_config.throttle {
+            // The spare keeps the userfaultfd served; a throttled fault waits for a regular.
+            return false;
+        }
+        crate::over_limit::handle_over_limit(inner, inner.folio_bytes() as u64);
+    }
     let folio = inner.lock_folio_for_event(start);
     inner.stats.faults.fetch_add(1, Relaxed);
     let (installed, first_touch) = swapin::swap_in(inner, &folio, page, write);
@@ -61,7 +68,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
         fault_around(inner, start + inner.folio_pages, write);
     }
     inner.stats.record_latency(t0.elapsed());
-    if inner.usage().total() > inner.limit.saturating_sub(inner.folio_bytes() as u64 * 4) {
+    if inner.usage().total() > inner.limit().saturating_sub(inner.folio_bytes() as u64 * 4) {
         inner.reclaim_wait.wake_kswapd();
     }
     true
@@ -80,7 +87,7 @@ const FAULT_AROUND_BYTES: usize = 256 << 10;
 fn fault_around(inner: &Inner, from: u32, write: bool) {
     let folio_bytes = inner.folio_bytes();
     let window = (FAULT_AROUND_BYTES / folio_bytes) as u32;
-    let room = inner.limit.saturating_sub(inner.limit / 64);
+    let room = inner.limit().saturating_sub(inner.limit() / 64);
     if window == 0 || inner.usage().total() + (FAULT_AROUND_BYTES as u64) > room {
         return;
     }

@@ -26,6 +26,7 @@ use crate::in_thread::InThreadFaults;
 use crate::incompressible::IncompressibleFolios;
 use crate::lru::Lru;
 use crate::mapping::Mapping;
+use crate::over_limit::{OverLimit, OverLimitState};
 use crate::page_flags::PageFlags;
 use crate::read_failures::ReadFailures;
 use crate::readahead::Readahead;
@@ -98,8 +99,12 @@ pub(crate) struct Inner {
     /// have slots of their own (reclaim.rs).
     pub staging: Arc<Staging>,
     pub batch_staging: Option<Arc<Staging>>,
-    /// The memory limit, in bytes.
-    pub limit: u64,
+    /// The memory limit, in bytes (`limit()`): `RegionConfig::memory_limit`, or what
+    /// `Region::set_limits` made it since (a share of a limit other regions use too).
+    pub limit: AtomicU64,
+    /// The hard limit (over_limit.rs), u64::MAX for none: `OverLimit::memory_max`, or what
+    /// `Region::set_limits` made it.
+    pub memory_max: AtomicU64,
     /// Bytes charged from the start (charge.rs).
     pub fixed_metadata: u64,
     /// Bytes out of the mapping and counted nowhere else: an eviction's whose store is under
@@ -142,11 +147,32 @@ pub(crate) struct Inner {
     pub in_thread: Option<InThreadFaults>,
     /// kswapd's wake-ups, and reclaim's progress for those who wait on it.
     pub reclaim_wait: ReclaimWait,
+    /// What a fault over the limit with nothing to reclaim does (over_limit.rs), and the
+    /// episodes under way.
+    pub over_limit_config: OverLimit,
+    /// The limit this region shares with others, if any (`RegionConfig::shared_limit`).
+    pub shared_limit: Option<std::sync::Arc<dyn crate::over_limit::SharedLimit>>,
+    pub over_limit: OverLimitState,
     pub stop: AtomicBool,
     pub stats: RegionStats,
 }
 
 impl Inner {
+    /// The memory limit now, in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit.load(Relaxed)
+    }
+
+    /// `Region::set_limits`: a lower limit wakes kswapd.
+    pub fn set_limits(&self, limit: u64, memory_max: Option<u64>) {
+        let max = memory_max.map_or(u64::MAX, |m| m.max(limit));
+        let old = self.limit.swap(limit, Relaxed);
+        self.memory_max.store(max, Relaxed);
+        if limit < old {
+            self.reclaim_wait.wake_kswapd();
+        }
+    }
+
     pub fn folio_bytes(&self) -> usize {
         self.folio_pages as usize * PAGE_SIZE
     }

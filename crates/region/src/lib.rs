@@ -13,7 +13,8 @@
 //!   (read_failures.rs), reclaim's waits (reclaim_wait.rs), the spare handler (spare.rs);
 //! - policies, which decide and never touch the mapping: clean folios (clean.rs),
 //!   incompressible folios (incompressible.rs), readahead and drop-behind (readahead.rs), the
-//!   working set's refault detection (workingset.rs).
+//!   working set's refault detection (workingset.rs);
+//! - the limit past reclaim: throttling, the hard limit and its events (over_limit.rs).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -33,6 +34,7 @@ mod incompressible;
 mod inner;
 mod lru;
 mod mapping;
+mod over_limit;
 mod page_flags;
 mod read_failures;
 mod readahead;
@@ -48,6 +50,7 @@ mod workingset;
 
 pub use config::{ConfigError, Policies, RegionConfig};
 pub use inner::Usage;
+pub use over_limit::{OnLimit, OverLimit, SharedLimit};
 pub use region::{ForkGuard, Region, RegionError, UsageProbe};
 pub use stats::RegionStatsSnapshot;
 pub use zswap::params::Writethrough;

@@ -32,7 +32,7 @@ use crate::lru::Coldest;
 
 /// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
 fn margin(inner: &Inner) -> u64 {
-    (inner.folio_bytes() as u64 * 4).max(inner.limit / 64)
+    (inner.folio_bytes() as u64 * 4).max(inner.limit() / 64)
 }
 
 /// How often kswapd looks at the region unwoken: it also gives back freed staging slots and
@@ -47,15 +47,16 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
             return;
         }
         let pass = inner.lru.now();
-        if inner.usage().total() > inner.limit.saturating_sub(margin(inner) / 2) {
+        if inner.usage().total() > inner.limit().saturating_sub(margin(inner) / 2) {
             reclaim_to(
                 inner,
-                inner.limit.saturating_sub(margin(inner)),
+                inner.limit().saturating_sub(margin(inner)),
                 Reclaimer::Kswapd { horizon },
             );
             inner.thread_scratch.charge_this_thread();
         }
         horizon = pass;
+        crate::over_limit::watch_device(inner);
         // Freed staging slots left over from the last batch: discard them while idle.
         inner.staging.flush();
         if let Some(batch) = &inner.batch_staging {
@@ -98,22 +99,32 @@ impl Reclaimer {
     }
 }
 
-/// A fault is about to bring in a folio: make room for it first.
-pub(crate) fn throttle(inner: &Inner) {
+/// A fault (or readahead) is about to bring in a folio: make room for it first. False when
+/// nothing more could go (everything is in flight, or the pool is at its share with nowhere
+/// to write back) and the folio would take the region past its limit: over_limit.rs decides
+/// what then.
+pub(crate) fn make_room(inner: &Inner) -> bool {
     let need = inner.folio_bytes() as u64;
-    if inner.usage().total() + need <= inner.limit {
-        return;
+    let total = inner.usage().total();
+    inner.stats.peak_charged_bytes.fetch_max(total, Relaxed);
+    if let Some(shared) = &inner.shared_limit {
+        let (limit, max) = shared.share(total);
+        inner.set_limits(limit, max);
+    }
+    if total + need <= inner.limit() {
+        crate::over_limit::back_under(inner);
+        return true;
     }
     // A program thread that serves its own fault reclaims in one of the handlers' places.
     let _slot = inner.in_thread.as_ref().map(|t| t.reclaim_slot());
-    while inner.usage().total() + need > inner.limit {
+    while inner.usage().total() + need > inner.limit() {
         inner.stats.direct_reclaim.fetch_add(1, Relaxed);
         if !reclaim_one(inner, Reclaimer::Direct) {
-            // Nothing can go (everything is in flight, or writeback is off and the pool
-            // full): proceed; this is the overshoot the limit allows, a folio per thread.
-            return;
+            return false;
         }
     }
+    crate::over_limit::back_under(inner);
+    true
 }
 
 /// Reclaim until the region holds at most `target` bytes, or nothing more can go.
@@ -170,7 +181,7 @@ fn free_one(inner: &Inner, who: Reclaimer) -> bool {
     // frees a folio at once, while evicting a resident folio into staging frees nothing
     // until staging itself is trimmed (and the pool grows meanwhile).
     if inner.staged.pages() > 0
-        && inner.usage().total() > inner.limit.saturating_sub(margin(inner))
+        && inner.usage().total() > inner.limit().saturating_sub(margin(inner))
         && drop_staged(inner)
     {
         return true;

@@ -94,7 +94,7 @@ impl std::fmt::Debug for Region {
         f.debug_struct("Region")
             .field("addr", &self.inner.mapping.base())
             .field("len", &self.inner.mapping.len())
-            .field("limit", &self.inner.limit)
+            .field("limit", &self.inner.limit())
             .finish()
     }
 }
@@ -107,6 +107,7 @@ impl Region {
     pub fn min_memory_limit(size: usize, config: &RegionConfig) -> Option<u64> {
         let mut config = config.clone();
         config.memory_limit = u64::MAX;
+        config.over_limit.memory_max = None;
         config.validate(size).ok()?;
         let nr_pages = config.nr_pages(size)?;
         // The fixed charge grows with the limit (the discard batch, capped at 512 KiB): the
@@ -250,7 +251,8 @@ impl Region {
             group,
             staging,
             batch_staging,
-            limit: config.memory_limit,
+            limit: AtomicU64::new(config.memory_limit),
+            memory_max: AtomicU64::new(config.over_limit.memory_max.unwrap_or(u64::MAX)),
             fixed_metadata: fixed.bytes,
             in_flight: AtomicU64::new(0),
             thread_scratch: ThreadScratch::new(fixed.per_thread, fixed.bounce),
@@ -281,6 +283,9 @@ impl Region {
             reclaim_wait: Default::default(),
             stop: AtomicBool::new(false),
             stats: RegionStats::default(),
+            over_limit_config: config.over_limit,
+            shared_limit: config.shared_limit.clone(),
+            over_limit: Default::default(),
         });
 
         // Registered last. From here on an unmap of the range waits until a handler reads its
@@ -374,7 +379,20 @@ impl Region {
 
     /// The memory limit in bytes.
     pub fn limit(&self) -> u64 {
-        self.inner.limit
+        self.inner.limit()
+    }
+
+    /// Change the memory limit and the hard limit (None: no hard limit), as a cgroup's
+    /// memory.high and memory.max may be changed while its tasks run: reclaim works towards
+    /// the new limit from now on. `uzswap run` gives each region of a process tree its share
+    /// of the tree's limits this way. A limit below `min_memory_limit` can only be exceeded.
+    pub fn set_limits(&self, limit: u64, memory_max: Option<u64>) {
+        self.inner.set_limits(limit, memory_max);
+    }
+
+    /// What the region does over its limit with nothing to reclaim (`RegionConfig::over_limit`).
+    pub fn over_limit(&self) -> crate::OverLimit {
+        self.inner.over_limit_config
     }
 
     /// Bytes held in memory now, by kind.
@@ -469,7 +487,16 @@ impl Region {
     /// memory, and nothing of the region runs there.
     pub fn prepare_fork(&self) -> Result<ForkGuard<'_>, uffd::RawRegionError> {
         let held_off = self.inner.reclaim_wait.hold_off();
+        let before = self.inner.usage().resident;
         crate::fork::bring_all_back(&self.inner);
+        // The pages the fork shares with the child cannot be moved out again (the kernel
+        // moves only pages a process holds alone): from now on the region is neither
+        // throttled nor killed over its limit (over_limit.rs).
+        let brought_back = self.inner.usage().resident.saturating_sub(before);
+        self.inner
+            .over_limit
+            .fork_allowance
+            .fetch_max(brought_back, Relaxed);
         self.mem.do_fork()?;
         Ok(ForkGuard {
             region: self,

@@ -96,6 +96,22 @@ counters! {
     batch_evictions,
     /// Evictions given up: the folio stayed resident and was queued again.
     evict_failed,
+    /// Faults that found the region over its limit with nothing left to reclaim
+    /// (over_limit.rs), as memory.events `high`.
+    high,
+    /// Of those, faults past the hard limit (`memory_max`), as memory.events `max`.
+    max,
+    /// Times the hard limit was reached with the policy to kill, as memory.events `oom`.
+    oom,
+    /// Processes killed for it, as memory.events `oom_kill`.
+    oom_kill,
+    /// Nanoseconds faults were made to sleep over the limit (memory.high's throttling).
+    throttled_ns,
+    /// The most the region was seen to hold (`Usage::total`), in bytes, sampled by each fault
+    /// as it made room.
+    peak_charged_bytes,
+    /// Nanoseconds of fault service, all faults together (what `fault_latency_*` describe).
+    fault_wait_ns,
     /// Reclaim passes a fault ran itself, because its folio would have taken the region past
     /// its limit.
     direct_reclaim,
@@ -157,6 +173,7 @@ counters! {
 impl RegionStats {
     pub fn record_latency(&self, d: Duration) {
         let ns = (d.as_nanos() as u64).max(1);
+        self.fault_wait_ns.fetch_add(ns, Relaxed);
         let _ = self.latency_ns.lock().record(ns);
     }
 }

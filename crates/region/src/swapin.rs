@@ -560,7 +560,10 @@ pub(crate) fn readahead_loop(inner: &Inner) {
 /// would (clean, so reclaiming it unwritten costs nothing). Faults never wait for readahead:
 /// a fault on a queued folio serves itself, and the readahead finds it resident and skips it.
 fn read_ahead(inner: &Inner, start: u32) {
-    crate::reclaim::throttle(inner);
+    // Read ahead only into room under the limit.
+    if !crate::reclaim::make_room(inner) {
+        return;
+    }
     let folio = inner.group.lock_folio(start, inner.folio_order);
     let out_on_disk = folio
         .offsets()

@@ -119,8 +119,7 @@ fn locked_counters_while_the_kernel_migrates_pages_lose_nothing() {
         .open("/proc/sys/vm/compact_memory")
         .is_err()
     {
-        eprintln!("skipped: forcing memory compaction needs root");
-        return;
+        panic!("this test forces memory compaction (/proc/sys/vm/compact_memory): run it as root (CI does)");
     }
     locked_counters_under_reclaim(Disturb::Migrate, Faults::Handlers);
 }
@@ -558,8 +557,7 @@ fn kernel_reads_and_writes_under_reclaim_lose_nothing() {
         // A large pool: pages come back from it, and scanned folios keep their pool copies.
         let mut r = stress_region(folio, 50, Faults::Handlers);
         if !r.kernel_faults_served() {
-            eprintln!("skipped: this process may not take kernel-mode faults");
-            return;
+            panic!("this test needs kernel-mode userfaultfd faults: run it as root (CI does)");
         }
         let deadline = Instant::now() + Duration::from_secs(secs);
         let page_of = |stamp: u64| -> Vec<u8> {

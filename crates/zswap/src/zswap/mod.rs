@@ -142,16 +142,39 @@ pub(crate) struct Shared {
     disk_share: adaptive::DiskShare,
     groups: Mutex<Vec<Weak<ZswapGroup>>>,
     next_group: AtomicUsize,
-    worker: ShrinkWork,
+    worker: Arc<ShrinkWork>,
 }
 
 /// The "zswap-shrink" work item: queued when the pool fills, run by the worker thread if
-/// one was started.
+/// one was started. The worker waits here without holding the instance, which stops it
+/// (and waits for it) when the last handle drops.
 #[derive(Debug, Default)]
 struct ShrinkWork {
-    pending: Mutex<bool>,
+    /// Work queued, and the instance gone (the worker is to end).
+    state: Mutex<ShrinkState>,
     wake: Condvar,
     started: AtomicBool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+#[derive(Debug, Default)]
+struct ShrinkState {
+    pending: bool,
+    stopped: bool,
+}
+
+impl Drop for Shared {
+    /// The last handle is gone: the shrink worker ends with it, and is gone when this
+    /// returns (unless this is the worker itself, dropping the last handle after a run).
+    fn drop(&mut self) {
+        self.worker.state.lock().stopped = true;
+        self.worker.wake.notify_all();
+        if let Some(thread) = self.worker.thread.lock().take() {
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+    }
 }
 
 impl Zswap {
@@ -179,7 +202,7 @@ impl Zswap {
                 disk_share: adaptive::DiskShare::default(),
                 groups: Mutex::new(Vec::new()),
                 next_group: AtomicUsize::new(0),
-                worker: ShrinkWork::default(),
+                worker: Arc::default(),
             }),
         }
     }

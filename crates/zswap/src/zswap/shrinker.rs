@@ -118,7 +118,7 @@ impl Shared {
 
     pub(crate) fn queue_shrink_work(&self) {
         if self.worker.started.load(Relaxed) {
-            *self.worker.pending.lock() = true;
+            self.worker.state.lock().pending = true;
             self.worker.wake.notify_one();
         }
     }
@@ -173,33 +173,33 @@ impl Zswap {
     }
 
     /// Start the "zswap-shrink" worker thread: it runs `shrink_worker_run` whenever a store
-    /// finds the pool full. It ends when the last handle to this zswap is dropped.
+    /// finds the pool full. It ends when the last handle to this zswap is dropped, which
+    /// waits for it.
     pub fn start_shrink_worker(&self) {
         let s = self.shared();
         if s.worker.started.swap(true, Relaxed) {
             return;
         }
         let weak = Arc::downgrade(s);
-        std::thread::Builder::new()
+        let work = s.worker.clone();
+        let thread = std::thread::Builder::new()
             .name("zswap-shrink".into())
             .spawn(move || loop {
-                let Some(shared) = weak.upgrade() else { return };
                 {
-                    let mut pending = shared.worker.pending.lock();
-                    if !*pending {
-                        // Wake now and then to notice that the instance is gone.
-                        shared
-                            .worker
-                            .wake
-                            .wait_for(&mut pending, std::time::Duration::from_millis(200));
+                    let mut state = work.state.lock();
+                    while !state.pending && !state.stopped {
+                        work.wake.wait(&mut state);
                     }
-                    if !std::mem::take(&mut *pending) {
-                        continue;
+                    if state.stopped {
+                        return;
                     }
+                    state.pending = false;
                 }
+                let Some(shared) = weak.upgrade() else { return };
                 Zswap { shared }.shrink_worker_run();
             })
             .expect("spawning the shrink worker");
+        *s.worker.thread.lock() = Some(thread);
     }
 
     /// Whether stores are refused for the pool limit right now.
