@@ -16,6 +16,10 @@ pub struct RunConfig {
     pub max_heap: u64,
     /// Where to write the statistics when the program exits (`uzswap run --stats`).
     pub stats_file: Option<std::path::PathBuf>,
+    /// The process tree's ledger (tree.rs), `uzswap run`'s `/proc/PID/fd/N`.
+    pub tree_file: Option<std::path::PathBuf>,
+    /// The hard limit, as given (`region.over_limit.memory_max` is the same at the start).
+    pub memory_max: Option<u64>,
     /// Only the process whose parent this is (`uzswap run` itself) writes them: the program,
     /// through any exec, and not the children it starts.
     pub stats_parent: Option<u32>,
@@ -26,7 +30,10 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
     let mut limit = None;
     let mut max_heap = None;
     let mut stats_file = None;
+    let mut tree_file = None;
     let mut stats_parent = None;
+    let mut memory_max = None;
+    let mut on_limit = region::OnLimit::default();
     let mut region = RegionConfig::new(0);
     for item in text.split(';').filter(|s| !s.is_empty()) {
         let (name, value) = item
@@ -56,18 +63,30 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
             "user_mode_only" => region.user_mode_only = on()?,
             "in_thread_faults" => region.in_thread_faults = on()?,
             "workingset" => region.policies.workingset = on()?,
+            "memory_max" => memory_max = Some(bytes()?),
+            "on_limit" => on_limit = value.parse().map_err(|e| format!("on_limit: {e}"))?,
             "swap_dir" => region.swap_dir = Some(value.into()),
             "stats_file" => stats_file = Some(value.into()),
+            "tree_file" => tree_file = Some(value.into()),
             "stats_parent" => stats_parent = Some(bytes()? as u32),
             _ => return Err(format!("unknown setting {name:?}")),
         }
     }
     region.memory_limit = limit.ok_or("memory_high is missing")?;
+    // As a cgroup keeps memory.high and memory.max, and says so on the program's stderr.
+    region.over_limit = region::OverLimit {
+        throttle: true,
+        memory_max,
+        on_limit,
+        say: true,
+    };
     let max_heap = max_heap.ok_or("max_heap is missing")?;
     Ok(RunConfig {
         region,
         max_heap,
         stats_file,
+        tree_file,
+        memory_max,
         stats_parent,
     })
 }

@@ -161,6 +161,35 @@ pub fn start(region: *mut u8, len: usize) -> Result<(), String> {
     }
     START.store(region as usize, Release);
     END.store(region as usize + len, Release);
+    // SAFETY: `on_mimalloc_error` is an `extern "C" fn` that lives as long as the process and
+    // ignores its argument, which may be null.
+    unsafe { mi::mi_register_error(Some(on_mimalloc_error), std::ptr::null_mut()) };
     HEAP.store(heap, Release);
     Ok(())
+}
+
+/// mimalloc's error callback: an allocation it could not satisfy (`ENOMEM`) means the heap's
+/// address space, `--max-heap`, is used up (or too small for one request), where without
+/// uzswap the allocation would have succeeded. Said once, so that a program that then aborts
+/// (node's "malloc returned NULL") does not die unexplained.
+extern "C" fn on_mimalloc_error(err: std::ffi::c_int, _arg: *mut std::ffi::c_void) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if err != libc::ENOMEM || SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let len = END.load(Acquire) - START.load(Acquire);
+    // Made on the stack and written straight to the descriptor: this runs inside a failing
+    // allocation, which must not allocate again.
+    let mut line = [0u8; 256];
+    use std::io::Write;
+    let mut cursor = std::io::Cursor::new(&mut line[..]);
+    let _ = writeln!(
+        cursor,
+        "uzswap: an allocation failed: the heap's address space (--max-heap, {} MiB) is used \
+         up or too small for it; run with a larger --max-heap (at most 15G)",
+        len >> 20
+    );
+    let end = cursor.position() as usize;
+    // std's stderr is unbuffered and takes no allocation.
+    let _ = std::io::stderr().write_all(&line[..end]);
 }

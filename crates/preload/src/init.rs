@@ -28,8 +28,31 @@ extern "C" fn init() {
     let config = crate::config::parse(&text)
         .unwrap_or_else(|e| refuse(&format!("{}: {e}", crate::config::ENV)));
     let size = config.max_heap as usize;
-    let region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
+    let mut region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
     let region_config_in_thread = region_config.in_thread_faults;
+    let limit = region_config.memory_limit;
+    let least = Region::min_memory_limit(size, &region_config).unwrap_or(limit);
+    // The tree's limits are shared with the other processes of `uzswap run` (tree.rs): the
+    // region starts with its share of them.
+    let tree = config
+        .tree_file
+        .as_deref()
+        .and_then(crate::tree::map)
+        .and_then(|ledger| {
+            let tree = crate::tree::Tree::join(ledger, limit, config.memory_max, least);
+            if tree.is_none() {
+                crate::say("the process tree's ledger is full: this process is held alone");
+            }
+            tree.map(std::sync::Arc::new)
+        });
+    if let Some(tree) = &tree {
+        use region::SharedLimit;
+        let (high, max) = tree.share(0);
+        region_config.memory_limit = high;
+        region_config.over_limit.memory_max = max;
+        region_config = region_config.shared_limit(tree.clone());
+    }
+    let _ = TREE.set(tree);
     let region = Region::new(size, region_config)
         .unwrap_or_else(|e| refuse(&format!("cannot make the region: {}", e.chain())));
     // The region serves the program until it exits.
@@ -55,6 +78,7 @@ extern "C" fn init() {
     let parent = unsafe { libc::getppid() } as u32;
     let _ = RUN.set(Run {
         region,
+        limits: (limit, config.memory_max),
         stats_file: config
             .stats_file
             .filter(|_| config.stats_parent == Some(parent)),
@@ -83,15 +107,33 @@ unsafe extern "C" fn fork_prepare() {
         return;
     }
     let Some(run) = RUN.get() else { return };
+    let before = run.region.usage().resident;
     match run.region.prepare_fork() {
         Ok(guard) => FORKING.with(|f| *f.borrow_mut() = Some(guard)),
         Err(e) => refuse(&format!("cannot prepare the heap for fork: {e}")),
     }
+    let brought_back = run.region.usage().resident.saturating_sub(before);
+    BROUGHT_BACK.store(brought_back, Relaxed);
 }
 
-/// After `fork`, in the parent: reclaim goes on.
+/// Bytes the last fork's prepare brought back into memory.
+static BROUGHT_BACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// After `fork`, in the parent: reclaim goes on. A fork that brought back more than a MiB is
+/// said, the first time: the child's copy of it is outside the limit.
 unsafe extern "C" fn fork_parent() {
     drop(FORKING.with(|f| f.borrow_mut().take()));
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let brought_back = BROUGHT_BACK.load(Relaxed);
+    if brought_back > 1 << 20 && !SAID.swap(true, Relaxed) {
+        crate::say(&format!(
+            "a fork brought {} MiB of the heap back from the pool and the swap file so that the \
+             child sees it: the child's copy is outside the limit, and the parent may hold \
+             that much past it and is no longer throttled, as pages it shares with a child \
+             cannot be moved out (said for the first fork only)",
+            brought_back >> 20
+        ));
+    }
 }
 
 /// After `fork`, in the child: the guard belongs to the parent's region, and so does the
@@ -105,14 +147,31 @@ unsafe extern "C" fn fork_child() {
 /// The region the program runs in, and where its statistics go at exit.
 struct Run {
     region: &'static Region,
+    /// `--memory-high` and `--memory-max`, the tree's (the region's own limits are its share).
+    limits: (u64, Option<u64>),
     stats_file: Option<std::path::PathBuf>,
 }
 
 static RUN: std::sync::OnceLock<Run> = std::sync::OnceLock::new();
 
+/// This process's place in the process tree's ledger (tree.rs), if it has one; set before
+/// the statistics thread reads it.
+static TREE: std::sync::OnceLock<Option<std::sync::Arc<crate::tree::Tree>>> =
+    std::sync::OnceLock::new();
+
 /// The region the heap lives in, once it is made.
 pub fn region() -> Option<&'static Region> {
     RUN.get().map(|run| run.region)
+}
+
+/// The tree's place of this process, if it has one.
+pub fn tree() -> Option<&'static crate::tree::Tree> {
+    TREE.get().and_then(Option::as_deref)
+}
+
+/// `--memory-high` and `--memory-max` as `uzswap run` was given them.
+pub fn limits() -> Option<(u64, Option<u64>)> {
+    RUN.get().map(|run| run.limits)
 }
 
 /// At exit: write the statistics (stats.rs), if `uzswap run --stats` asked for them.
@@ -121,14 +180,16 @@ extern "C" fn fini() {
         return;
     }
     let Some(run) = RUN.get() else { return };
+    if let Some(tree) = tree() {
+        tree.exit(run.region);
+    }
     let Some(path) = &run.stats_file else { return };
-    // `uzswap run` made the file, the user's alone: open it as it is, never through a link.
+    // `uzswap run`'s own file, `/proc/PID/fd/N` (crates/uzswap/src/run/stats_file.rs): it
+    // opens only while `uzswap run` lives, and only for its user and root.
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .write(true)
         .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
         .open(path);
     if let Ok(mut file) = file {
         let _ = file.write_all(crate::stats::render(run.region).as_bytes());

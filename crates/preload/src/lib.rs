@@ -30,8 +30,15 @@ mod malloc;
 mod mmap;
 mod server;
 mod stats;
+mod tree;
 
 use std::alloc::{GlobalAlloc, Layout};
+
+/// One `uzswap: ...` line on the program's stderr, written whole.
+pub(crate) fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("uzswap: {line}\n").as_bytes());
+}
 use std::ffi::c_void;
 
 /// uzswap's own Rust allocations: glibc's malloc, which the program no longer uses. Not

@@ -16,18 +16,22 @@
 //! is process PID (an abstract name can be taken first by anyone).
 //!
 //! The thread never blocks the program: the statistics and tunables are atomics and a few
-//! short locks (the fault latency histogram, the swap slot map, the compressor list), it never
-//! waits for a program thread, and a client that does not send or does not read is given up
-//! after a second. It is started before the region's
-//! threads are recorded (init.rs), so it is one of them: its calls never touch the region heap.
+//! short locks (the fault latency histogram, the swap slot map, the compressor list), and it
+//! never waits for a program thread. It serves up to `CLIENTS` connections at once with one
+//! `poll`: a client that sends nothing keeps no one else waiting, is dropped after
+//! `REQUEST_TIMEOUT`, and the oldest is dropped when a new one finds the table full; another
+//! user's connection is refused at once, unread. It is started before the region's threads
+//! are recorded (init.rs), so it is one of them: its calls never touch the region heap.
 #![cfg(not(test))]
 
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags};
 
 use region::Region;
 
@@ -35,8 +39,16 @@ use region::Region;
 const REFUSAL: &str = "refused: the statistics and tunables of a program under uzswap run are \
                        for its own user and root only\n";
 
-/// The longest request: `set`, a tunable's name and its value.
-const REQUEST_MAX: u64 = 256;
+/// The longest request: `set`, a tunable's name and its value. A longer one is read to its
+/// end (closing a socket with unread bytes would reset it, and lose the answer) and refused.
+const REQUEST_MAX: usize = 4096;
+
+/// Connections served at once, of the program's user and root and of others (whose
+/// connections never take the place of the first kind's), and how long each has to send its
+/// request.
+const CLIENTS: usize = 48;
+const OTHERS: usize = 16;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The listening socket's descriptor, -1 before it exists: a forked child closes its copy
 /// (`close_in_child`).
@@ -46,6 +58,7 @@ static LISTENER: AtomicI32 = AtomicI32::new(-1);
 pub fn start(region: &'static Region) -> std::io::Result<()> {
     let name = format!("uzswap-stat-{}", std::process::id());
     let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(name)?)?;
+    listener.set_nonblocking(true)?;
     LISTENER.store(listener.as_raw_fd(), Relaxed);
     std::thread::Builder::new()
         .name("uzswap-stat".into())
@@ -54,32 +67,147 @@ pub fn start(region: &'static Region) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A connection whose request is being read.
+struct Client {
+    stream: UnixStream,
+    /// The program's user or root: answered; anyone else is refused.
+    allowed: bool,
+    request: Vec<u8>,
+    /// More than `REQUEST_MAX` bytes came: the rest is read and dropped.
+    too_long: bool,
+    deadline: Instant,
+}
+
 fn serve(listener: UnixListener, region: &'static Region) {
     let own = rustix::process::geteuid();
+    let mut clients: Vec<Client> = Vec::new();
+    let mut watch = Watch::default();
     loop {
-        match listener.accept() {
-            Ok((stream, _)) => answer(stream, region, own),
-            // Out of descriptors or memory for now: try again a little later.
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        let now = Instant::now();
+        let period = watch.tick(region, now);
+        clients.retain(|c| c.deadline > now);
+        let timeout = clients
+            .iter()
+            .map(|c| c.deadline.saturating_duration_since(now))
+            .min()
+            .unwrap_or(period)
+            .min(period);
+        let mut fds: Vec<PollFd> = std::iter::once(listener.as_fd())
+            .chain(clients.iter().map(|c| c.stream.as_fd()))
+            .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+            .collect();
+        let timeout = rustix::event::Timespec::try_from(timeout).ok();
+        if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
+            continue;
+        }
+        let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
+        drop(fds);
+        // Requests first, so that a client answered is not the oldest one dropped below.
+        let mut index = 0;
+        clients.retain_mut(|client| {
+            index += 1;
+            !ready[index] || read_request(client, region)
+        });
+        if ready[0] {
+            accept_all(&listener, &mut clients, own);
         }
     }
 }
 
-fn answer(mut stream: UnixStream, region: &Region, own: rustix::process::Uid) {
-    let allowed = rustix::net::sockopt::socket_peercred(&stream)
-        .is_ok_and(|peer| peer.uid == own || peer.uid.is_root());
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-    let mut request = String::new();
-    let read = (&mut stream).take(REQUEST_MAX).read_to_string(&mut request);
-    let reply = match (allowed, read) {
+/// What the statistics thread looks after besides its clients, every `PUBLISH_PERIOD`: the
+/// process's place in the tree's limit (tree.rs), and memory outside the limit growing past a
+/// quarter of it, which is said once (the limit holds the heap only: code, file and shared
+/// pages, stacks and memory a runtime maps for itself are outside it).
+#[derive(Default)]
+struct Watch {
+    next_outside_check: Option<Instant>,
+    said_outside: bool,
+}
+
+impl Watch {
+    /// Look after both; when to look again.
+    fn tick(&mut self, region: &Region, now: Instant) -> Duration {
+        let period = crate::tree::PUBLISH_PERIOD;
+        if let Some(tree) = crate::init::tree() {
+            tree.tick(region);
+        }
+        if self.said_outside || self.next_outside_check.is_some_and(|t| now < t) {
+            return period;
+        }
+        self.next_outside_check = Some(now + Duration::from_secs(1));
+        let Some((limit, _)) = crate::init::limits() else {
+            return period;
+        };
+        let usage = region.usage();
+        let inside = usage.resident + usage.staged + usage.pool;
+        let rss = std::fs::read_to_string("/proc/self/statm")
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map_or(0, |pages| pages * zswap::PAGE_SIZE as u64);
+        let outside = rss.saturating_sub(inside);
+        if outside > limit / 4 && outside > 32 << 20 {
+            self.said_outside = true;
+            crate::say(&format!(
+                "{} MiB of this process's memory is outside the limit, more than a quarter of \
+                 --memory-high {} MiB: the limit holds the heap (malloc and anonymous \
+                 mappings) only, not the program's code, file and shared pages, stacks, or \
+                 memory it maps past uzswap",
+                outside >> 20,
+                limit >> 20
+            ));
+        }
+        period
+    }
+}
+
+/// Take every pending connection. While the table of its kind (`CLIENTS` of the program's
+/// user and root, `OTHERS`) is full, that kind's oldest is dropped.
+fn accept_all(listener: &UnixListener, clients: &mut Vec<Client>, own: rustix::process::Uid) {
+    while let Ok((stream, _)) = listener.accept() {
+        let allowed = rustix::net::sockopt::socket_peercred(&stream)
+            .is_ok_and(|peer| peer.uid == own || peer.uid.is_root());
+        if stream.set_nonblocking(true).is_err() {
+            continue;
+        }
+        let most = if allowed { CLIENTS } else { OTHERS };
+        if clients.iter().filter(|c| c.allowed == allowed).count() == most {
+            let oldest = clients.iter().position(|c| c.allowed == allowed);
+            clients.remove(oldest.expect("a full table has an oldest"));
+        }
+        clients.push(Client {
+            stream,
+            allowed,
+            request: Vec::new(),
+            too_long: false,
+            deadline: Instant::now() + REQUEST_TIMEOUT,
+        });
+    }
+}
+
+/// Read what a client sent; at its end, answer. False once it is answered (or gone).
+fn read_request(client: &mut Client, region: &Region) -> bool {
+    let mut buf = [0u8; 1024];
+    loop {
+        match (&client.stream).read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) if client.request.len() + n > REQUEST_MAX => client.too_long = true,
+            Ok(n) if !client.too_long => client.request.extend_from_slice(&buf[..n]),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    let request = String::from_utf8_lossy(&client.request);
+    let reply = match (client.allowed, client.too_long) {
         (false, _) => REFUSAL.to_string(),
-        (true, Ok(_)) => reply(region, request.trim_end()),
-        (true, Err(e)) => format!("error: reading the request: {e}\n"),
+        (true, true) => format!("error: a request of more than {REQUEST_MAX} bytes\n"),
+        (true, false) => reply(region, request.trim_end()),
     };
-    // A few KiB fit in the socket's buffer: the write returns at once unless the buffer is
-    // full of an earlier answer nobody reads.
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    let _ = stream.write_all(reply.as_bytes());
+    // A few KiB fit in the socket's buffer: the write completes at once, or the client,
+    // which left a full buffer unread, goes without.
+    let _ = (&client.stream).write_all(reply.as_bytes());
+    false
 }
 
 /// The answer to a request from the program's own user or root.

@@ -11,6 +11,8 @@
 //! what of that lies outside the region's resident, staged and pool pages (the program's
 //! text, libraries and stacks, uzswap's threads and metadata).
 
+#![cfg(not(test))]
+
 use region::Region;
 
 /// The first line, naming the form and its version.
@@ -19,6 +21,7 @@ pub const HEADER: &str = "uzswap-stats 1";
 /// The statistics now, header first.
 pub fn render(region: &Region) -> String {
     let engine = region.zswap().stats();
+    let (high, max) = crate::init::limits().unwrap_or((region.limit(), None));
     let mut text = format!("{HEADER}\n{engine}{}", region.stats());
     let usage = region.usage();
     let swap_file = engine
@@ -32,7 +35,9 @@ pub fn render(region: &Region) -> String {
         ("region_pool_bytes", usage.pool),
         ("region_metadata_bytes", usage.metadata),
         ("region_charged_bytes", usage.total()),
-        ("memory_limit_bytes", region.limit()),
+        ("memory_limit_bytes", high),
+        ("memory_max_bytes", max.unwrap_or(0)),
+        ("region_limit_bytes", region.limit()),
         ("swap_file_bytes", swap_file),
     ];
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -53,6 +58,9 @@ pub fn render(region: &Region) -> String {
     }
     for (name, value) in lines {
         text.push_str(&format!("{name} {value}\n"));
+    }
+    if let Some(tree) = crate::init::tree() {
+        text.push_str(&tree.lines());
     }
     text
 }

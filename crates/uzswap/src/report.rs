@@ -205,6 +205,19 @@ impl Write for Stdout {
     }
 }
 
+/// Bytes as MiB (GiB from 1 GiB on), to a tenth where not whole: `40 MiB`, `23.5 GiB`.
+pub fn mib(bytes: u64) -> String {
+    let (unit, shift) = match bytes >= 1 << 30 {
+        true => ("GiB", 30),
+        false => ("MiB", 20),
+    };
+    let x = bytes as f64 / (1u64 << shift) as f64;
+    match bytes.is_multiple_of(1 << shift) {
+        true => format!("{x:.0} {unit}"),
+        false => format!("{x:.1} {unit}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

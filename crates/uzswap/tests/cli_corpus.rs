@@ -27,9 +27,10 @@ fn have_python() -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: no python3 to capture");
-    }
+    assert!(
+        ok,
+        "this test captures a python3 process: install python3 (apt-get install python3; .ci/run does)"
+    );
     ok
 }
 

@@ -61,7 +61,7 @@ print(len(d), h.hexdigest())
         .unwrap();
     assert!(plain.status.success(), "{}", stderr(&plain));
     let o = run(
-        &["--memory-high", "40M", "--stats"],
+        &["--memory-high", "40M", "--stats=full"],
         &["python3", "-c", script],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -97,7 +97,7 @@ _, status = os.waitpid(pid, 0)
 print("child", os.waitstatus_to_exitcode(status), "parent", hashlib.sha256(b"".join(data)).hexdigest() == digest)
 "#;
     let o = run(
-        &["--memory-high", "24M", "--stats"],
+        &["--memory-high", "24M", "--stats=full"],
         &["python3", "-c", script],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -116,7 +116,7 @@ fn system_calls_on_evicted_and_untouched_heap_buffers_work() {
     let program = compile("syscalls");
     let data = program.with_extension("data");
     let o = run(
-        &["--memory-high", "32M", "--stats"],
+        &["--memory-high", "32M", "--stats=full"],
         &[program.to_str().unwrap(), data.to_str().unwrap()],
     );
     let _ = std::fs::remove_file(&program);
@@ -137,7 +137,7 @@ fn system_calls_on_evicted_heap_buffers_are_retried_with_in_thread_faults() {
     let program = compile("syscalls");
     let data = program.with_extension("data-in-thread");
     let o = run(
-        &["--memory-high", "32M", "--in-thread-faults", "--stats"],
+        &["--memory-high", "32M", "--in-thread-faults", "--stats=full"],
         &[program.to_str().unwrap(), data.to_str().unwrap()],
     );
     let _ = std::fs::remove_file(&program);
@@ -155,7 +155,7 @@ fn system_calls_on_evicted_heap_buffers_are_retried_with_in_thread_faults() {
 fn a_program_blocking_signals_and_catching_sigbus_keeps_in_thread_faults() {
     let program = compile("in_thread_signals");
     let o = run(
-        &["--memory-high", "24M", "--in-thread-faults", "--stats"],
+        &["--memory-high", "24M", "--in-thread-faults", "--stats=full"],
         &[program.to_str().unwrap()],
     );
     let _ = std::fs::remove_file(&program);
@@ -169,7 +169,7 @@ fn a_program_blocking_signals_and_catching_sigbus_keeps_in_thread_faults() {
 fn threads_allocating_and_freeing_at_once_corrupt_nothing() {
     let program = compile("threads");
     let o = run(
-        &["--memory-high", "24M", "--stats"],
+        &["--memory-high", "24M", "--stats=full"],
         &[program.to_str().unwrap()],
     );
     let _ = std::fs::remove_file(&program);
@@ -188,6 +188,44 @@ fn the_exit_status_and_death_by_signal_pass_through() {
     assert_eq!(stderr(&o), "err\n");
     let o = run(&["--memory-high", "64M"], &["sh", "-c", "kill -TERM $$"]);
     assert_eq!(o.status.code(), Some(128 + 15));
+}
+
+/// Every signal `timeout(1)` passes on, and SIGUSR1, SIGUSR2 and SIGWINCH, reach the program
+/// (a shell that traps each and says so); uzswap stays to pass on the rest and the status.
+#[test]
+fn the_signals_timeout_passes_on_reach_the_program() {
+    common::ensure_preload();
+    let script = "for s in QUIT USR1 USR2 WINCH ALRM HUP INT; do trap \"echo got $s\" $s; done; \
+                  echo ready; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo done";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uzswap"))
+        .args(["run", "--memory-high", "64M", "--", "bash", "-c", script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    use rustix::process::Signal;
+    let signals = [
+        ("QUIT", Signal::QUIT),
+        ("USR1", Signal::USR1),
+        ("USR2", Signal::USR2),
+        ("WINCH", Signal::WINCH),
+        ("ALRM", Signal::ALARM),
+        ("HUP", Signal::HUP),
+    ];
+    for (name, signal) in signals {
+        rustix::process::kill_process(pid, signal).unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, format!("got {name}\n"));
+    }
+    rustix::process::kill_process(pid, Signal::TERM).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}");
 }
 
 #[test]
@@ -277,6 +315,55 @@ fn uzswap_failures_are_125_126_127_in_one_line() {
     assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
 }
 
+/// A limit uzswap cannot keep, or that means nothing on this machine, is refused in one
+/// short line that names the flag the user gave and says what would be accepted.
+#[test]
+fn bad_limits_are_refused_naming_the_flag_given() {
+    for tiny in ["0", "1K"] {
+        let o = run(&["--memory-high", tiny], &["true"]);
+        assert_refused(
+            &o,
+            125,
+            &format!("--memory-high: {tiny} is below the least limit"),
+        );
+        let err = stderr(&o);
+        assert!(err.contains("give at least"), "{err}");
+        assert!(
+            !err.contains("memory-limit") && !err.contains("batch"),
+            "{err}"
+        );
+        assert!(err.len() < 200, "{} characters: {err}", err.len());
+    }
+    // The least limit it names is accepted.
+    let o = run(&["--memory-high", "0"], &["true"]);
+    let least = stderr(&o)
+        .split("16K folios: ")
+        .nth(1)
+        .and_then(|rest| rest.split(" MiB").next())
+        .map(|m| format!("{m}M"))
+        .unwrap_or_else(|| panic!("no least limit in {}", stderr(&o)));
+    let o = run(&["--memory-high", &least], &["true"]);
+    assert_eq!(o.status.code(), Some(0), "{least}: {}", stderr(&o));
+    // More than the machine's memory and swap: refused, or run with --force.
+    let o = run(&["--memory-high", "10T"], &["true"]);
+    assert_refused(
+        &o,
+        125,
+        "--memory-high: 10T is more than this machine's memory and swap",
+    );
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+    let o = run(
+        &["--memory-high", "10T", "--force", "--max-heap", "1G"],
+        &["true"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["--memory-high", "64M", "--memory-max", "32M"], &["true"]);
+    assert_refused(&o, 125, "--memory-max: 32M is below --memory-high 64M");
+    let o = run(&["--memory-high", "64M", "--on-limit", "oom"], &["true"]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(stderr(&o).contains("kill or exceed"), "{}", stderr(&o));
+}
+
 /// A large limit: the heap's reservation (four times the limit) is capped at what mimalloc
 /// manages in one arena, 15 GiB, and the program runs.
 #[test]
@@ -294,7 +381,7 @@ fn a_large_limit_runs_with_a_15_gib_heap() {
 fn a_lazily_freed_heap_block_written_again_is_held_under_the_limit() {
     let program = compile("madvise_free");
     let o = run(
-        &["--memory-high", "16M", "--stats"],
+        &["--memory-high", "16M", "--stats=full"],
         &[program.to_str().unwrap()],
     );
     std::fs::remove_file(&program).unwrap();
@@ -324,7 +411,7 @@ _, status = os.waitpid(pid, 0)
 print(out.strip(), os.waitstatus_to_exitcode(status), len(data), data[12345][:10])
 "#;
     let o = run(
-        &["--memory-high", "24M", "--stats"],
+        &["--memory-high", "24M", "--stats=full"],
         &["python3", "-c", script],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -352,7 +439,7 @@ fn blocks_from_glibcs_own_malloc_are_passed_on() {
 fn fixed_mappings_and_mprotect_over_the_heap_keep_every_byte() {
     let program = compile("fixed_mprotect");
     let o = run(
-        &["--memory-high", "16M", "--stats"],
+        &["--memory-high", "16M", "--stats=full"],
         &[program.to_str().unwrap()],
     );
     std::fs::remove_file(&program).unwrap();

@@ -176,7 +176,12 @@ const NAMES: &[&str] = &[
 #[test]
 fn stat_prints_a_running_programs_statistics_three_ways() {
     let program = compile("hold");
-    let held = hold(&program, &["--memory-high", "16M", "--stats"], 48, None);
+    let held = hold(
+        &program,
+        &["--memory-high", "16M", "--stats=full"],
+        48,
+        None,
+    );
     let pid = held.pid.to_string();
 
     let o = stat(&[&pid], None);
@@ -272,10 +277,9 @@ fn assert_prometheus_format(prom: &str) {
             );
             assert!(value.parse::<f64>().is_ok(), "{line}");
             if let Some(labels) = series.strip_prefix(name).filter(|l| !l.is_empty()) {
-                assert!(
-                    labels.starts_with("{size=\"") && labels.ends_with("kB\"}"),
-                    "{line}"
-                );
+                let size = labels.starts_with("{size=\"") && labels.ends_with("kB\"}");
+                let process = labels.starts_with("{pid=\"") && labels.ends_with("\"}");
+                assert!(size || process, "{line}");
             }
         }
     }
@@ -286,10 +290,10 @@ fn assert_prometheus_format(prom: &str) {
 /// served): nobody and root read its statistics, another user is refused.
 #[test]
 fn only_the_programs_own_user_and_root_read_its_statistics() {
-    if !is_root() {
-        eprintln!("not root: cannot run the program as another user");
-        return;
-    }
+    assert!(
+        is_root(),
+        "this test runs the program as another user: run it as root (CI does)"
+    );
     let program = compile("hold");
     let held = hold(
         &program,
@@ -403,5 +407,46 @@ fn param_reads_and_changes_a_running_programs_tunables() {
         eprintln!("not root: another user's refusal is not tested");
     }
 
+    held.finish_well(&program);
+}
+
+/// 200 connections that send nothing (any local user may open them) keep neither the
+/// program's user nor root waiting, while they are open and after they close; a request
+/// longer than any the server takes is answered with an error, not a reset connection.
+#[test]
+fn idle_connections_and_long_requests_starve_no_one() {
+    use std::os::linux::net::SocketAddrExt;
+    let program = compile("hold");
+    let held = hold(&program, &["--memory-high", "16M"], 8, None);
+    let name = format!("uzswap-stat-{}", held.pid);
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).unwrap();
+    let idle: Vec<_> = (0..200)
+        .map(|_| std::os::unix::net::UnixStream::connect_addr(&addr).unwrap())
+        .collect();
+    let t = std::time::Instant::now();
+    let o = stat(&[&held.pid.to_string()], None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(value(&stdout(&o), "memory_limit_bytes") > 0);
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(3),
+        "answered after {:?} behind 200 idle connections",
+        t.elapsed()
+    );
+    drop(idle);
+    let o = stat(&[&held.pid.to_string()], None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let long = "9".repeat(300);
+    let o = param(&[&held.pid.to_string(), "max_pool_percent", &long], None);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("reset"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("max_pool_percent"), "{}", stderr(&o));
+    let long = "9".repeat(5000);
+    let o = param(&[&held.pid.to_string(), "max_pool_percent", &long], None);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("more than 4096 bytes"),
+        "{}",
+        stderr(&o)
+    );
     held.finish_well(&program);
 }

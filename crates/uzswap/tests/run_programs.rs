@@ -21,7 +21,7 @@ const OUTSIDE: u64 = 24 << 20;
 fn run(args: &[&str], program: &[&str], input: &[u8]) -> Output {
     ensure_preload();
     let mut child = Command::new(env!("CARGO_BIN_EXE_uzswap"))
-        .args(["run", "--stats"])
+        .args(["run", "--stats=full"])
         .args(args)
         .arg("--")
         .args(program)
@@ -67,9 +67,16 @@ fn have(program: &str) -> bool {
         .args(["-c", &format!("command -v {program}")])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("NOTE: {program} is not installed (.ci/run installs it): test left out");
-    }
+    let package = match program {
+        "redis-server" => "redis-server",
+        "redis-cli" => "redis-tools",
+        "node" => "nodejs",
+        other => other,
+    };
+    assert!(
+        found,
+        "this test runs {program}, which is not installed: apt-get install {package} (.ci/run does)"
+    );
     found
 }
 
@@ -187,7 +194,7 @@ fn start_redis(limit: Option<&str>, dir: &std::path::Path) -> (Server, u16) {
         Some(limit) => {
             ensure_preload();
             let mut c = Command::new(env!("CARGO_BIN_EXE_uzswap"));
-            c.args(["run", "--stats", "--memory-high", limit, "--"]);
+            c.args(["run", "--stats=full", "--memory-high", limit, "--"]);
             c.args(server);
             c
         }

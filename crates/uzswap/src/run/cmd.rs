@@ -6,6 +6,7 @@ use std::process::{Command, ExitCode};
 
 use clap::Args;
 
+use super::shared_file::SharedFile;
 use crate::size::parse_size;
 
 /// Exit status when uzswap itself fails (as `timeout(1)`).
@@ -18,6 +19,20 @@ pub struct RunArgs {
     /// uzswap's metadata stay under it (e.g. 2G, 512M).
     #[arg(long, value_parser = parse_size)]
     pub memory_high: u64,
+    /// The hard limit, as a cgroup's memory.max: past --memory-high with nothing left to
+    /// reclaim (the swap directory full, the swap file failing) the program's allocations are
+    /// throttled (memory.high's sleep, longer the further past), and past this limit
+    /// --on-limit is done. Default: --memory-high and an eighth more, at least 8M more.
+    #[arg(long, value_parser = parse_size)]
+    pub memory_max: Option<u64>,
+    /// What happens at --memory-max: kill the program (SIGKILL, as the OOM killer would,
+    /// with a line saying why) or let its heap grow past it (exceed; said once, and
+    /// counted in `max`).
+    #[arg(long, value_name = "POLICY", default_value = "kill", value_parser = on_limit_arg)]
+    pub on_limit: region::OnLimit,
+    /// Accept a --memory-high larger than this machine's memory and swap together.
+    #[arg(long)]
+    pub force: bool,
     /// The address space reserved for the heap: the most the program can allocate, at most
     /// 15G. Default: four times the limit, at least 1 GiB, at most 15 GiB.
     #[arg(long, value_parser = parse_size)]
@@ -61,13 +76,30 @@ pub struct RunArgs {
     /// reclaim's reach for a while, so that memory used once goes first.
     #[arg(long)]
     pub no_workingset: bool,
-    /// Print the statistics when the program exits (to stderr): the kernel-named counters,
-    /// fault latency and where the memory was (`uzswap stat PID` shows them while it runs).
-    #[arg(long)]
-    pub stats: bool,
+    /// Print statistics when the program exits (to stderr): a short summary (the limits,
+    /// the most held, peak RSS and what was outside the limit, the compression ratio, what
+    /// went to the swap file, the time spent waiting on faults and throttled), or with
+    /// `--stats=full` every counter (docs/STATISTICS.md; `uzswap stat PID` shows them while
+    /// the program runs).
+    #[arg(long, value_name = "FORM", num_args = 0..=1, require_equals = true, default_missing_value = "summary")]
+    pub stats: Option<StatsForm>,
     /// The program and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub program: Vec<OsString>,
+}
+
+/// What `--stats` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatsForm {
+    /// A few lines (stat/summary.rs).
+    Summary,
+    /// Every counter, as `uzswap stat` prints them.
+    Full,
+}
+
+/// `--on-limit`'s value: kill or exceed.
+fn on_limit_arg(text: &str) -> Result<region::OnLimit, String> {
+    text.parse()
 }
 
 /// `--writethrough`'s value: Y, N or auto (or another of the kernel's boolean spellings).
@@ -86,46 +118,26 @@ pub fn run(args: &RunArgs) -> ExitCode {
     }
 }
 
-/// A new, empty file in the temp directory for the preload's statistics at exit, only the
-/// user's (0600), named `PREFIX-PID-N`. Made here, not by the program: a name in a shared
-/// directory that another user made first (a symbolic link to a file of the program's user)
-/// is refused rather than written through, and the preload opens it without following links
-/// and without creating it.
-pub fn create_stats_file(prefix: &str) -> Result<std::path::PathBuf, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| format!("cannot make the statistics file {}: {e}", path.display()))?;
-    Ok(path)
-}
-
 /// A failure before the program ran: its exit status and line.
 pub type Refusal = (u8, String);
 
 fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
     let fail = |line: String| (FAILED, line);
     let stats = match args.stats {
-        true => Some(create_stats_file("uzswap-run-stats").map_err(fail)?),
-        false => None,
+        Some(_) => Some(SharedFile::new().map_err(fail)?),
+        None => None,
     };
-    let remove_stats = || {
-        if let Some(path) = &stats {
-            let _ = std::fs::remove_file(path);
-        }
-    };
-    let mut command = command(args, stats.as_deref()).inspect_err(|_| remove_stats())?;
+    let tree = SharedFile::ledger().map_err(fail)?;
+    let mut command = command(
+        args,
+        stats.as_ref().map(SharedFile::path),
+        Some(tree.path()),
+    )?;
     // Caught from before the program starts, so that none comes between its start and the
     // forwarding (it would end uzswap and miss the program); the program starts with them
     // at their defaults, as exec leaves a caught signal.
     let signals = catch_signals();
     let mut child = command.spawn().map_err(|e| {
-        remove_stats();
         let status = match e.kind() {
             std::io::ErrorKind::NotFound => 127,
             _ => 126,
@@ -140,8 +152,8 @@ fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
     if let Some(h) = forwarding {
         h.close();
     }
-    if let Some(stats) = &stats {
-        print_stats(stats);
+    if let (Some(stats), Some(form)) = (&stats, args.stats) {
+        print_stats(&stats.read(), status, form);
     }
     Ok(ExitCode::from(exit_status(status)))
 }
@@ -149,9 +161,14 @@ fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
 /// The program as `uzswap run` starts it, not yet started: found on `PATH` and checked,
 /// with the preload library and the region's configuration in its environment. With
 /// `stats`, the preload writes its statistics there when the program exits (the lines
-/// `--stats` prints). The program's own stdin, stdout and stderr are left as the caller
-/// sets them.
-pub fn command(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<Command, Refusal> {
+/// `--stats` prints). With `tree`, the ledger through which the processes of the program's
+/// tree share the limit (crates/preload/src/tree.rs). The program's own stdin, stdout and
+/// stderr are left as the caller sets them.
+pub fn command(
+    args: &RunArgs,
+    stats: Option<&std::path::Path>,
+    tree: Option<&std::path::Path>,
+) -> Result<Command, Refusal> {
     let fail = |line: String| (FAILED, line);
     let name = args.program[0]
         .to_str()
@@ -162,7 +179,7 @@ pub fn command(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<Comman
     if !args.user_mode_only {
         kernel_mode_faults().map_err(fail)?;
     }
-    let config = environment(args, stats).map_err(fail)?;
+    let config = environment(args, stats, tree).map_err(fail)?;
 
     let mut command = Command::new(&path);
     command
@@ -236,7 +253,11 @@ fn kernel_mode_faults() -> Result<(), String> {
 const MAX_HEAP: u64 = 15 << 30;
 
 /// `UZSWAP_RUN`'s value (crates/preload/src/config.rs reads it).
-fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String, String> {
+fn environment(
+    args: &RunArgs,
+    stats: Option<&std::path::Path>,
+    tree: Option<&std::path::Path>,
+) -> Result<String, String> {
     let max_heap = args
         .max_heap
         .unwrap_or((args.memory_high.saturating_mul(4)).clamp(1 << 30, MAX_HEAP));
@@ -246,6 +267,7 @@ fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String
              in one arena: at most 15G"
         ));
     }
+    let memory_max = memory_max(args)?;
     let mut config =
         region::RegionConfig::new(args.memory_high).folio_size(args.folio_size as usize);
     if let Some(c) = &args.compressor {
@@ -258,7 +280,10 @@ fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String
         .writethrough(args.writethrough);
     config
         .validate(max_heap as usize)
-        .map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+        .map_err(|e| match e.field {
+            "memory_limit" => too_small(args, &config, max_heap),
+            field => format!("--{}: {}", field.replace('_', "-"), e.reason),
+        })?;
     let mut items = vec![
         format!("memory_high={}", args.memory_high),
         format!("max_heap={max_heap}"),
@@ -268,6 +293,8 @@ fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String
         format!("user_mode_only={}", args.user_mode_only as u8),
         format!("in_thread_faults={}", args.in_thread_faults as u8),
         format!("workingset={}", !args.no_workingset as u8),
+        format!("memory_max={memory_max}"),
+        format!("on_limit={}", args.on_limit.as_str()),
     ];
     if let Some(c) = &args.compressor {
         items.push(format!("compressor={c}"));
@@ -279,6 +306,7 @@ fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String
     for (name, path) in [
         ("swap_dir", args.swap_dir.as_deref()),
         ("stats_file", stats),
+        ("tree_file", tree),
     ] {
         if let Some(p) = path {
             let p = p.to_str().ok_or(format!("{name}: the path is not UTF-8"))?;
@@ -291,6 +319,68 @@ fn environment(args: &RunArgs, stats: Option<&std::path::Path>) -> Result<String
     Ok(items.join(";"))
 }
 
+/// `--memory-max`, or its default: an eighth over `--memory-high`, at least 8 MiB over.
+/// Refused below `--memory-high`, and `--memory-high` past this machine's memory and swap
+/// without `--force`.
+fn memory_max(args: &RunArgs) -> Result<u64, String> {
+    use crate::size::fmt_size;
+    if !args.force {
+        if let Some(machine) = machine_memory() {
+            if args.memory_high > machine {
+                return Err(format!(
+                    "--memory-high: {} is more than this machine's memory and swap ({}); \
+                     give at most that, or add --force",
+                    fmt_size(args.memory_high),
+                    crate::report::mib(machine)
+                ));
+            }
+        }
+    }
+    let default = args.memory_high + (args.memory_high / 8).max(8 << 20);
+    let max = args.memory_max.unwrap_or(default);
+    if max < args.memory_high {
+        return Err(format!(
+            "--memory-max: {} is below --memory-high {}; give at least that",
+            fmt_size(max),
+            fmt_size(args.memory_high)
+        ));
+    }
+    Ok(max)
+}
+
+/// MemTotal and SwapTotal of /proc/meminfo together, in bytes; None where it cannot be read.
+fn machine_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = |field: &str| {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    };
+    Some((kib("MemTotal:")? + kib("SwapTotal:").unwrap_or(0)) * 1024)
+}
+
+/// The refusal of a `--memory-high` below what the region needs for itself: one line with
+/// the least limit it would accept.
+fn too_small(args: &RunArgs, config: &region::RegionConfig, max_heap: u64) -> String {
+    use crate::size::fmt_size;
+    let least = region::Region::min_memory_limit(max_heap as usize, config);
+    match least {
+        Some(least) => format!(
+            "--memory-high: {} is below the least limit uzswap can keep for a heap of {} \
+             (--max-heap) in {} folios: {}; give at least that",
+            fmt_size(args.memory_high),
+            fmt_size(max_heap),
+            fmt_size(args.folio_size),
+            crate::report::mib(least.next_multiple_of(1 << 20))
+        ),
+        None => format!(
+            "--memory-high: {} is too small a limit",
+            fmt_size(args.memory_high)
+        ),
+    }
+}
+
 /// `LD_PRELOAD` with the library first, before what the environment already preloads.
 fn ld_preload(library: &std::path::Path) -> OsString {
     let mut value = OsString::from(library);
@@ -301,14 +391,27 @@ fn ld_preload(library: &std::path::Path) -> OsString {
     value
 }
 
-/// SIGINT, SIGTERM and SIGHUP, caught from now on, for `forward_signals`; those uzswap was
+/// The signals passed on to the program: those `timeout(1)` passes on (SIGHUP, SIGINT,
+/// SIGQUIT, SIGTERM, SIGALRM) and the others a user sends a program to talk to it (SIGUSR1,
+/// SIGUSR2, SIGWINCH).
+const FORWARDED: [i32; 8] = [
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGQUIT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGALRM,
+    signal_hook::consts::SIGUSR1,
+    signal_hook::consts::SIGUSR2,
+    signal_hook::consts::SIGWINCH,
+];
+
+/// The `FORWARDED` signals, caught from now on, for `forward_signals`; those uzswap was
 /// started ignoring are left ignored, so that the program inherits them ignored, as it would
 /// without uzswap (`nohup`'s SIGHUP; SIGINT in a script's background job). A caught signal
 /// is at its default in the program.
 fn catch_signals() -> Option<signal_hook::iterator::Signals> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let ignored = ignored_signals();
-    let caught = [SIGINT, SIGTERM, SIGHUP]
+    let caught = FORWARDED
         .into_iter()
         .filter(|&signal| ignored & (1 << (signal - 1)) == 0);
     signal_hook::iterator::Signals::new(caught).ok()
@@ -345,16 +448,18 @@ fn forward_signals(
 }
 
 /// Print the statistics the preload wrote at the program's exit (as `uzswap stat` prints
-/// them), and remove the file.
-fn print_stats(path: &std::path::Path) {
-    // The file is made empty before the program starts; the preload fills it at exit.
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    match crate::stat::Snapshot::parse(&text) {
-        _ if text.is_empty() => {
-            crate::report::say("no statistics: the program ended without exiting (a signal)")
-        }
-        Ok(stats) => eprint!("{}", stats.text()),
+/// them).
+fn print_stats(text: &str, status: std::process::ExitStatus, form: StatsForm) {
+    use std::os::unix::process::ExitStatusExt;
+    match crate::stat::Snapshot::parse(text) {
+        _ if text.is_empty() => crate::report::say(&match status.signal() {
+            Some(signal) => format!("no statistics: the program was killed by signal {signal}"),
+            None => "no statistics: the program ended before writing them".into(),
+        }),
+        Ok(stats) => match form {
+            StatsForm::Summary => eprint!("{}", crate::stat::summary::summary(&stats)),
+            StatsForm::Full => eprint!("{}", stats.used_orders_only().text()),
+        },
         Err(e) => crate::report::say(&format!("the program's statistics: {e}")),
     }
-    let _ = std::fs::remove_file(path);
 }

@@ -7,7 +7,8 @@
 //! Prometheus names: `uzswap_` and the statistic's name; counters end in `_total`; values in
 //! base units (`fault_latency_p50_ns` is `uzswap_fault_latency_p50_seconds`,
 //! `pool_total_size` is `uzswap_pool_total_size_bytes`); the per-folio-size counters
-//! `hugepages-<N>kB/stats/<what>` are `uzswap_hugepages_<what>_total{size="<N>kB"}`.
+//! `hugepages-<N>kB/stats/<what>` are `uzswap_hugepages_<what>_total{size="<N>kB"}`, and the
+//! process tree's `tree/<PID>/<what>` are `uzswap_process_<what>{pid="<PID>"}`.
 
 use std::fmt::Write;
 
@@ -24,7 +25,8 @@ pub enum Value {
 }
 
 impl Value {
-    fn as_f64(self) -> f64 {
+    /// The value as a float.
+    pub fn as_f64(self) -> f64 {
         match self {
             Value::Count(n) => n as f64,
             Value::Ratio(x) => x,
@@ -87,6 +89,28 @@ impl Snapshot {
         self.lines.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
     }
 
+    /// The same without the per-folio-size lines of sizes never used (every
+    /// `hugepages-<N>kB/stats/*` of that size 0).
+    pub fn used_orders_only(&self) -> Snapshot {
+        let size_of = |name: &str| -> Option<String> {
+            let rest = name.strip_prefix("hugepages-")?;
+            Some(rest.split_once('/')?.0.to_string())
+        };
+        let used: std::collections::BTreeSet<String> = self
+            .lines
+            .iter()
+            .filter(|(_, v)| v.as_f64() != 0.0)
+            .filter_map(|(name, _)| size_of(name))
+            .collect();
+        let lines = self
+            .lines
+            .iter()
+            .filter(|(name, _)| size_of(name).is_none_or(|size| used.contains(&size)))
+            .cloned()
+            .collect();
+        Snapshot { lines }
+    }
+
     /// `name value` lines, like /proc/vmstat.
     pub fn text(&self) -> String {
         let mut s = String::new();
@@ -144,6 +168,26 @@ struct Family {
 
 /// The family a statistic belongs to, and its sample.
 fn describe(name: &str, value: Value) -> (Family, (String, String)) {
+    if let Some((pid, what)) = name
+        .strip_prefix("tree/")
+        .and_then(|rest| rest.split_once('/'))
+    {
+        let (what, labels) = match what.strip_prefix("comm.") {
+            Some(comm) => ("comm", format!("{{pid=\"{pid}\",comm=\"{comm}\"}}")),
+            None => (what, format!("{{pid=\"{pid}\"}}")),
+        };
+        let known = TREE_METRICS
+            .iter()
+            .find(|(n, ..)| n.split('.').next() == Some(what));
+        let (mut family, (_, value)) = match known {
+            Some(&(_, kind, unit, help)) => {
+                family_of(&format!("process_{what}"), kind, unit, help, value)
+            }
+            None => untyped(&format!("process_{what}"), value),
+        };
+        family.help = format!("Per process of the tree: {}", family.help);
+        return (family, (labels, value));
+    }
     if let Some((size, what)) = name
         .strip_prefix("hugepages-")
         .and_then(|rest| rest.split_once("/stats/"))
@@ -162,15 +206,31 @@ fn describe(name: &str, value: Value) -> (Family, (String, String)) {
         };
         return (family, (format!("{{size=\"{size}\"}}"), value.to_string()));
     }
-    let Some(&(_, kind, unit, help)) = METRICS.iter().find(|m| m.0 == name) else {
-        let family = Family {
-            name: format!("uzswap_{}", sanitize(name)),
-            kind: "untyped",
-            help: format!("The statistic {name} (not described by this uzswap)."),
-            samples: Vec::new(),
-        };
-        return (family, (String::new(), value.to_string()));
+    match METRICS.iter().find(|m| m.0 == name) {
+        Some(&(_, kind, unit, help)) => family_of(name, kind, unit, help, value),
+        None => untyped(name, value),
+    }
+}
+
+/// The family of a statistic this uzswap does not describe.
+fn untyped(name: &str, value: Value) -> (Family, (String, String)) {
+    let family = Family {
+        name: format!("uzswap_{}", sanitize(name)),
+        kind: "untyped",
+        help: format!("The statistic {name} (not described by this uzswap)."),
+        samples: Vec::new(),
     };
+    (family, (String::new(), value.to_string()))
+}
+
+/// The family of a described statistic, in base units, and its sample.
+fn family_of(
+    name: &str,
+    kind: Kind,
+    unit: Unit,
+    help: &str,
+    value: Value,
+) -> (Family, (String, String)) {
     let (base, value) = match unit {
         Unit::None => (name.to_string(), value.to_string()),
         Unit::Bytes if name.ends_with("_bytes") => (name.to_string(), value.to_string()),
@@ -269,6 +329,14 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("batch_evictions", Counter, Unit::None, "Evictions of several neighbouring folios with one move."),
     ("evict_failed", Counter, Unit::None, "Evictions given up, the folio kept resident."),
     ("direct_reclaim", Counter, Unit::None, "Reclaim passes a fault ran itself to stay under the limit."),
+    // The region: the limit past reclaim (memory.events).
+    ("high", Counter, Unit::None, "Faults that found the heap over --memory-high with nothing left to reclaim (memory.events high)."),
+    ("max", Counter, Unit::None, "Of those, faults past --memory-max (memory.events max)."),
+    ("oom", Counter, Unit::None, "Times --memory-max was reached with --on-limit kill (memory.events oom)."),
+    ("oom_kill", Counter, Unit::None, "Processes killed for it (memory.events oom_kill)."),
+    ("throttled_ns", Counter, Unit::Nanoseconds, "Time faults were made to sleep over --memory-high (memory.high's throttling)."),
+    ("peak_charged_bytes", Gauge, Unit::Bytes, "The most the heap was seen to hold against the limit (sampled by each fault)."),
+    ("fault_wait_ns", Counter, Unit::Nanoseconds, "Fault service time, all faults together."),
     ("staged_dropped", Counter, Unit::None, "Staged folios dropped, the engine holding them."),
     ("discarded_pages", Counter, Unit::None, "Pages the program discarded (MADV_DONTNEED, MADV_FREE, munmap)."),
     ("remaps", Counter, Unit::None, "Moves of the whole region (mremap)."),
@@ -302,15 +370,105 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("region_metadata_bytes", Gauge, Unit::Bytes, "uzswap's bookkeeping charged to the limit."),
     ("region_charged_bytes", Gauge, Unit::Bytes, "All the above: what the memory limit holds."),
     ("memory_limit_bytes", Gauge, Unit::Bytes, "The memory limit (--memory-high)."),
+    ("memory_max_bytes", Gauge, Unit::Bytes, "The hard limit (--memory-max), 0 for none."),
+    ("region_limit_bytes", Gauge, Unit::Bytes, "This process's share of --memory-high: the limit less what the tree's other processes hold."),
     ("swap_file_bytes", Gauge, Unit::Bytes, "Bytes of the swap file in use."),
     ("peak_rss_bytes", Gauge, Unit::Bytes, "The process's peak resident memory (VmHWM)."),
     ("rss_bytes", Gauge, Unit::Bytes, "The process's resident memory (VmRSS)."),
     ("outside_bytes", Gauge, Unit::Bytes, "Resident memory outside the heap's pages, staging and pool: the program's code, libraries and stacks, uzswap's threads and metadata."),
+    // The process tree (crates/preload/src/tree.rs), then `tree/PID/NAME` lines.
+    ("tree_processes", Gauge, Unit::None, "Processes of the tree that have had a region, ended ones included."),
+    ("tree_charged_bytes", Gauge, Unit::Bytes, "What the tree's running processes hold against --memory-high together."),
+    ("tree_peak_charged_bytes", Gauge, Unit::Bytes, "The most the tree's running processes were seen to hold together (sampled every 50 ms)."),
 ];
+
+/// The per-process lines `tree/PID/NAME`: NAME, kind, unit, what it is.
+#[rustfmt::skip]
+const TREE_METRICS: &[(&str, Kind, Unit, &str)] = &[
+    ("comm.NAME", Gauge, Unit::None, "1, naming the process (/proc/PID/comm)."),
+    ("parent", Gauge, Unit::None, "Its parent's PID."),
+    ("running", Gauge, Unit::None, "1 while it runs, 0 once it has ended."),
+    ("charged_bytes", Gauge, Unit::Bytes, "What it holds against the limit now (0 once ended)."),
+    ("peak_charged_bytes", Gauge, Unit::Bytes, "The most it held."),
+    ("resident_bytes", Gauge, Unit::Bytes, "Its heap's pages in memory."),
+    ("pool_bytes", Gauge, Unit::Bytes, "Its compressed pool's pages."),
+    ("zswpout", Counter, Unit::None, "Pages it stored in its pool."),
+    ("zswpin", Counter, Unit::None, "Pages loaded from its pool."),
+    ("pswpout", Counter, Unit::None, "Pages it wrote to its swap file."),
+    ("pswpin", Counter, Unit::None, "Pages it read from its swap file."),
+    ("faults", Counter, Unit::None, "Faults served on its heap."),
+    ("fault_wait_ns", Counter, Unit::Nanoseconds, "Fault service time, all its faults together."),
+    ("throttled_ns", Counter, Unit::Nanoseconds, "Time its faults slept over its share of the limit."),
+    ("oom_kill", Counter, Unit::None, "1 if it was killed at --memory-max."),
+];
+
+/// Every statistic `uzswap run --stats=full` and `uzswap stat` print, one Markdown table:
+/// docs/STATISTICS.md (a test keeps the file equal to this).
+pub fn reference() -> String {
+    let mut s = String::from(
+        "# uzswap's statistics\n\n\
+         What `uzswap run --stats=full` prints at exit and `uzswap stat PID` while the program \
+         runs, in their order (generated from crates/uzswap/src/stat/format.rs; a test keeps \
+         this file equal to it). Counts are pages unless the name says otherwise. The engine's \
+         names are the kernel's zswap's (vmstat, debugfs, memory.events); the per-folio-size \
+         counters `hugepages-<N>kB/stats/{zswpout,swpout,swpin}` follow, printed only for sizes \
+         used. Prometheus names (`--prometheus`) are `uzswap_` and the name, in base units, \
+         `_total` on counters.\n\n| name | kind | what it is |\n|---|---|---|\n",
+    );
+    let row = |s: &mut String, name: &str, kind: &Kind, help: &str| {
+        let kind = match kind {
+            Counter => "counter",
+            Gauge => "gauge",
+        };
+        let _ = writeln!(s, "| `{name}` | {kind} | {help} |");
+    };
+    for (name, kind, _, help) in METRICS {
+        row(&mut s, name, kind, help);
+    }
+    s.push_str(
+        "\nThen, for every process of the tree that has had a region (the program and the \
+         children it started that keep uzswap's environment, ended ones included), \
+         `tree/PID/NAME` lines (Prometheus: `uzswap_process_NAME{pid=\"PID\"}`):\n\n\
+         | NAME | kind | what it is |\n|---|---|---|\n",
+    );
+    for (name, kind, _, help) in TREE_METRICS {
+        row(&mut s, name, kind, help);
+    }
+    s
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn docs_statistics_md_is_the_reference() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/STATISTICS.md");
+        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+        if on_disk != reference() {
+            if std::env::var_os("UZSWAP_BLESS").is_some() {
+                std::fs::write(path, reference()).unwrap();
+                return;
+            }
+            panic!(
+                "docs/STATISTICS.md is not what format.rs says: run this test with UZSWAP_BLESS=1"
+            );
+        }
+    }
+
+    #[test]
+    fn unused_folio_sizes_are_left_out() {
+        let s = Snapshot::parse(
+            "uzswap-stats 1\nhugepages-4kB/stats/zswpout 0\nhugepages-4kB/stats/swpin 0\n\
+             hugepages-16kB/stats/zswpout 7\nhugepages-16kB/stats/swpin 0\nzswpout 0\n",
+        )
+        .unwrap()
+        .used_orders_only();
+        assert_eq!(
+            s.text(),
+            "hugepages-16kB/stats/zswpout 7\nhugepages-16kB/stats/swpin 0\nzswpout 0\n"
+        );
+    }
 
     fn sample() -> Snapshot {
         Snapshot::parse(

@@ -13,6 +13,7 @@
 //! under `uzswap run`, refused, no answer), as one line on stderr; 2 for a usage error.
 
 pub mod format;
+pub mod summary;
 
 use std::io::{Read, Write};
 use std::os::linux::net::SocketAddrExt;
@@ -63,7 +64,7 @@ pub fn run(args: &StatArgs) -> ExitCode {
     let text = match (args.json, args.prometheus) {
         (true, _) => format!("{:#}\n", snapshot.json()),
         (_, true) => snapshot.prometheus(),
-        _ => snapshot.text(),
+        _ => snapshot.used_orders_only().text(),
     };
     report::print(&text, "the statistics")
 }

@@ -152,6 +152,9 @@ fn check_peer(system: &System, euid: u32, zswap: &Path, cgroup: &Path) -> Result
 fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
     crate::run::RunArgs {
         memory_high: limit,
+        memory_max: None,
+        on_limit: region::OnLimit::Kill,
+        force: false,
         max_heap: a.max_heap,
         compressor: a.compressor.clone(),
         max_pool_percent: a.uzswap_max_pool_percent,
@@ -161,7 +164,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         user_mode_only: a.user_mode_only,
         in_thread_faults: a.in_thread_faults,
         no_workingset: a.uzswap_no_workingset,
-        stats: true,
+        stats: Some(crate::run::StatsForm::Full),
         program: a.program.clone(),
     }
 }
@@ -240,7 +243,7 @@ pub fn run(a: &ProgramArgs) -> Result<()> {
     // SIGTERM, and the guards below restore what they changed.
     peer::install_interrupt_handler()?;
     // The program, the preload and the options, checked before the machine is set up.
-    crate::run::command(&run_args(a, a.memory_high), None)
+    crate::run::command(&run_args(a, a.memory_high), None, None)
         .map_err(|(_, line)| anyhow::anyhow!(line))?;
     let program = a.program[0].to_string_lossy().into_owned();
     let mut machine = match &kernel {

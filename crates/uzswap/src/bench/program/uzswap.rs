@@ -3,7 +3,6 @@
 //! the preload writes when the program exits.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 
@@ -37,15 +36,6 @@ impl UzswapRun {
     }
 }
 
-/// The statistics file of one run, removed when dropped.
-struct StatsFile(PathBuf);
-
-impl Drop for StatsFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// The preload's statistics (`name value` lines); lines that are not are left out.
 pub fn parse_stats(text: &str) -> BTreeMap<String, f64> {
     text.lines()
@@ -59,17 +49,15 @@ pub fn parse_stats(text: &str) -> BTreeMap<String, f64> {
 /// Run the program as `args` says (`uzswap run`'s options; `stats` is ignored: the
 /// statistics are always read).
 pub fn run(args: &crate::run::RunArgs) -> Result<UzswapRun> {
-    let file =
-        StatsFile(crate::run::create_stats_file("uzswap-bench-run-stats").map_err(|e| anyhow!(e))?);
-    let mut command =
-        crate::run::command(args, Some(&file.0)).map_err(|(_, line)| anyhow!(line))?;
+    let file = crate::run::SharedFile::new().map_err(|e| anyhow!(e))?;
+    let tree = crate::run::SharedFile::ledger().map_err(|e| anyhow!(e))?;
+    let mut command = crate::run::command(args, Some(file.path()), Some(tree.path()))
+        .map_err(|(_, line)| anyhow!(line))?;
     let program = args.program[0].to_string_lossy();
     let exited = Running::spawn(&mut command)
         .and_then(Running::wait)
         .with_context(|| format!("running {program} under uzswap"))?;
-    let stats = std::fs::read_to_string(&file.0)
-        .map(|t| parse_stats(&t))
-        .unwrap_or_default();
+    let stats = parse_stats(&file.read());
     Ok(UzswapRun {
         exited,
         limit: args.memory_high,
