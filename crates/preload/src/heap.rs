@@ -72,6 +72,12 @@ pub fn set_uzswap_threads(main_thread: i32) {
     let _ = UZSWAP_THREADS.set(tids);
 }
 
+/// Mark this thread as one of the region's own: the region runs it first on every thread it
+/// starts (`RegionConfig::thread_start`), those it starts after `set_uzswap_threads` too.
+pub fn mark_uzswap_thread() {
+    ROLE.with(|role| role.set(Role::Uzswap));
+}
+
 /// Whether this thread is one of the region's own.
 pub fn is_uzswap_thread() -> bool {
     ROLE.with(|role| {

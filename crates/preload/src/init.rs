@@ -29,6 +29,7 @@ extern "C" fn init() {
         .unwrap_or_else(|e| refuse(&format!("{}: {e}", crate::config::ENV)));
     let size = config.max_heap as usize;
     let mut region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
+    region_config.thread_start = Some(crate::heap::mark_uzswap_thread);
     let region_config_in_thread = region_config.in_thread_faults;
     let limit = region_config.memory_limit;
     let least = Region::min_memory_limit(size, &region_config).unwrap_or(limit);

@@ -6,7 +6,7 @@
 //!
 //! | constant | value | why fixed |
 //! |---|---|---|
-//! | `READAHEAD_THREADS` (charge.rs) | 4 | enough disk reads in flight to hide a scan's latency on this class of disk; each is charged once it has read |
+//! | `READAHEAD_THREADS` (charge.rs) | 4 | enough disk reads in flight to hide a scan's latency on this class of disk; each is charged once it has read; started once readahead first has work (lazy_threads.rs) |
 //! | `BATCH_PAGES`, `BATCH_DISCARD_SLOTS` (charge.rs) | 16, 4 | a 64 KiB batch move is one TLB flush; larger batches take folios still in use |
 //! | `SPARE_HANDLERS` (spare.rs) | 1 | one poller while every handler waits on the disk; each poller costs every fault a wake-up |
 //! | `FAULT_AROUND_BYTES` (fault.rs) | 256 KiB | the kernel's fault-around order of magnitude; only first touches, only with room under the limit |
@@ -102,7 +102,8 @@ pub struct RegionConfig {
     pub fault_threads: usize,
     /// Background reclaim threads, 1 to 64. More than one, because an eviction that goes to
     /// the swap file waits for the disk (direct I/O): on `bench usemem` 2x512M, 4 threads
-    /// write 690-780 MB/s where 1 writes 600-660. Default: 4.
+    /// write 690-780 MB/s where 1 writes 600-660. The first starts with the region, the
+    /// others once reclaim first has work (lazy_threads.rs). Default: 4.
     pub kswapd_threads: usize,
     /// Force user-mode-only userfaultfd (as an unprivileged process gets): a system call that
     /// touches an evicted page fails with EFAULT. Default: off.
@@ -137,6 +138,10 @@ pub struct RegionConfig {
     /// then the region's first share, and each fault that makes room takes its share anew.
     /// Default: None.
     pub shared_limit: Option<Arc<dyn SharedLimit>>,
+    /// Run first on every thread the region starts, before anything else: the preload of
+    /// `uzswap run` marks them as uzswap's own, whose allocations stay outside the region.
+    /// Default: None.
+    pub thread_start: Option<fn()>,
 }
 
 impl RegionConfig {
@@ -162,6 +167,7 @@ impl RegionConfig {
             policies: Policies::default(),
             over_limit: OverLimit::default(),
             shared_limit: None,
+            thread_start: None,
         }
     }
 

@@ -154,6 +154,8 @@ pub(crate) struct Inner {
     pub shared_limit: Option<std::sync::Arc<dyn crate::over_limit::SharedLimit>>,
     pub over_limit: OverLimitState,
     pub stop: AtomicBool,
+    /// The threads started once needed (lazy_threads.rs).
+    pub lazy_threads: crate::lazy_threads::LazyThreads,
     pub stats: RegionStats,
 }
 

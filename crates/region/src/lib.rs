@@ -10,7 +10,8 @@
 //!   events and processes discards;
 //! - state: page flags (page_flags.rs), the LRU (lru.rs), staged folios (staged.rs),
 //!   discards (discards.rs), deferred events (deferred.rs), read failures
-//!   (read_failures.rs), reclaim's waits (reclaim_wait.rs), the spare handler (spare.rs);
+//!   (read_failures.rs), reclaim's waits (reclaim_wait.rs), the spare handler (spare.rs),
+//!   the threads started once needed (lazy_threads.rs);
 //! - policies, which decide and never touch the mapping: clean folios (clean.rs),
 //!   incompressible folios (incompressible.rs), readahead and drop-behind (readahead.rs), the
 //!   working set's refault detection (workingset.rs);
@@ -32,6 +33,7 @@ mod handler;
 mod in_thread;
 mod incompressible;
 mod inner;
+mod lazy_threads;
 mod lru;
 mod mapping;
 mod over_limit;

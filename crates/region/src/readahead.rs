@@ -130,6 +130,11 @@ impl Readahead {
             .then(|| (previous..start).step_by(fp as usize))
     }
 
+    /// Whether a folio waits to be read ahead.
+    pub fn any_queued(&self) -> bool {
+        !self.queue.lock().is_empty()
+    }
+
     /// The next folio to read ahead, waiting up to `timeout` for one.
     pub fn next(&self, timeout: Duration) -> Option<u32> {
         let mut queue = self.queue.lock();

@@ -47,7 +47,8 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
             return;
         }
         let pass = inner.lru.now();
-        if inner.usage().total() > inner.limit().saturating_sub(margin(inner) / 2) {
+        let reclaiming = inner.usage().total() > inner.limit().saturating_sub(margin(inner) / 2);
+        if reclaiming {
             reclaim_to(
                 inner,
                 inner.limit().saturating_sub(margin(inner)),
@@ -55,6 +56,7 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
             );
             inner.thread_scratch.charge_this_thread();
         }
+        inner.lazy_threads.start_if_needed(inner, reclaiming);
         horizon = pass;
         crate::over_limit::watch_device(inner);
         // Freed staging slots left over from the last batch: discard them while idle.

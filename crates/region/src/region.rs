@@ -12,7 +12,6 @@ use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
 use crate::charge::{
     batching, discard_batch_slots, FixedCharge, ThreadScratch, BATCH_DISCARD_SLOTS,
-    READAHEAD_THREADS,
 };
 use crate::clean::CleanTracking;
 use crate::config::{ConfigError, RegionConfig};
@@ -245,7 +244,15 @@ impl Region {
         let wp = uffd.features().contains(uffd::Features::PAGEFAULT_FLAG_WP);
 
         let nr_folios = nr_pages.div_ceil(folio_pages) as usize;
-        let inner = Arc::new(Inner {
+        let deferred = DeferredEvents::new()?;
+        let kswapd_threads = config.kswapd_threads;
+        let thread_start = config.thread_start;
+        let inner = Arc::new_cyclic(|me| Inner {
+            lazy_threads: crate::lazy_threads::LazyThreads::new(
+                me.clone(),
+                kswapd_threads,
+                thread_start,
+            ),
             mapping: Mapping::new(uffd, mem.addr(), len),
             zswap,
             group,
@@ -263,7 +270,7 @@ impl Region {
             lru: Lru::new(folio_pages, nr_folios, config.pinned.div_ceil(fs) as u32),
             staged: StagedFolios::new(staged_budget, folio_pages, nr_folios),
             discards: Default::default(),
-            deferred: DeferredEvents::new()?,
+            deferred,
             read_failures: Default::default(),
             incompressible: IncompressibleFolios::new(nr_pages, folio_pages),
             keep_incompressible: config.policies.keep_incompressible,
@@ -313,12 +320,9 @@ impl Region {
                 crate::spare::SPARE_HANDLERS,
                 crate::handler::spare_loop,
             ),
-            (
-                "readahead",
-                READAHEAD_THREADS,
-                crate::swapin::readahead_loop,
-            ),
-            ("kswapd", config.kswapd_threads, crate::reclaim::kswapd_loop),
+            // The other kswapd threads and the readahead threads start once they have work
+            // (lazy_threads.rs).
+            ("kswapd", 1, crate::reclaim::kswapd_loop),
         ];
         for (kind, count, run) in kinds {
             for i in 0..count {
@@ -328,7 +332,10 @@ impl Region {
                 let inner = region.inner.clone();
                 // On an error the region is dropped: that stops the threads spawned so far
                 // and unregisters the range.
-                let thread = spawn_critical(format!("uzswap-{kind}-{i}"), move || run(&inner))
+                let thread =
+                    spawn_critical(format!("uzswap-{kind}-{i}"), thread_start, move || {
+                        run(&inner)
+                    })
                     .map_err(RegionError::Spawn)?;
                 region.threads.push(thread);
             }
@@ -552,6 +559,8 @@ impl Drop for Region {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        // kswapd, which starts the lazy threads, has returned: no more start.
+        self.inner.lazy_threads.join_all();
         // Nothing serves the range any more: unregister it before the mapping goes (an
         // unmap of a registered range would wait for an event reader).
         let _ = self.inner.mapping.unregister();

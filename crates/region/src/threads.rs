@@ -3,14 +3,19 @@
 
 use std::thread::JoinHandle;
 
-/// Spawn a thread whose panic stops the process.
+/// Spawn a thread whose panic stops the process; `start` runs on it first
+/// (`RegionConfig::thread_start`).
 pub(crate) fn spawn_critical(
     name: String,
+    start: Option<fn()>,
     f: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
+            if let Some(start) = start {
+                start();
+            }
             if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
                 let why = panic
                     .downcast_ref::<&str>()

@@ -31,6 +31,10 @@ enum Command {
     Run(uzswap::run::RunArgs),
     /// The statistics of a program under `uzswap run`, while it runs (exit status 1 when
     /// there are none: not under uzswap run, or another user's).
+    ///
+    /// Every statistic is described in docs/STATISTICS.md. Those of any process of the
+    /// program's tree end with the whole tree's: `tree_processes`, `tree_charged_bytes`,
+    /// `tree_peak_charged_bytes`, then `tree/PID/NAME` lines for each process.
     Stat(uzswap::stat::StatArgs),
     /// The engine's tunables of a program under `uzswap run`, read or changed while it runs,
     /// as /sys/module/zswap/parameters (exit status 1 when the program cannot be reached,
