@@ -83,6 +83,7 @@ extern "C" fn init() {
         stats_file: config
             .stats_file
             .filter(|_| config.stats_parent == Some(parent)),
+        parent,
     });
     // SAFETY: the three handlers are `extern "C" fn()`s that live as long as the process.
     let r =
@@ -120,19 +121,20 @@ unsafe extern "C" fn fork_prepare() {
 /// Bytes the last fork's prepare brought back into memory.
 static BROUGHT_BACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// After `fork`, in the parent: reclaim goes on. A fork that brought back more than a MiB is
-/// said, the first time: the child's copy of it is outside the limit.
+/// After `fork`, in the parent: reclaim goes on. A fork that brought anything back is said,
+/// the first time: the child's copy of it is outside the limit, and the region is no longer
+/// throttled or killed over its limit (over_limit.rs).
 unsafe extern "C" fn fork_parent() {
     drop(FORKING.with(|f| f.borrow_mut().take()));
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let brought_back = BROUGHT_BACK.load(Relaxed);
-    if brought_back > 1 << 20 && !SAID.swap(true, Relaxed) {
+    if brought_back > 0 && !SAID.swap(true, Relaxed) {
         crate::say(&format!(
-            "a fork brought {} MiB of the heap back from the pool and the swap file so that the \
+            "a fork brought {:.1} MiB of the heap back from the pool and the swap file so that the \
              child sees it: the child's copy is outside the limit, and the parent may hold \
              that much past it and is no longer throttled, as pages it shares with a child \
              cannot be moved out (said for the first fork only)",
-            brought_back >> 20
+            brought_back as f64 / (1 << 20) as f64
         ));
     }
 }
@@ -150,6 +152,8 @@ struct Run {
     region: &'static Region,
     /// `--memory-high` and `--memory-max`, the tree's (the region's own limits are its share).
     limits: (u64, Option<u64>),
+    /// The parent at the start: `uzswap run`, where `stats_file` is set.
+    parent: u32,
     stats_file: Option<std::path::PathBuf>,
 }
 
@@ -185,8 +189,19 @@ extern "C" fn fini() {
         tree.exit(run.region);
     }
     let Some(path) = &run.stats_file else { return };
-    // `uzswap run`'s own file, `/proc/PID/fd/N` (crates/uzswap/src/run/stats_file.rs): it
-    // opens only while `uzswap run` lives, and only for its user and root.
+    // `uzswap run`'s own memfd, `/proc/PID/fd/N` (crates/uzswap/src/run/shared_file.rs): it
+    // opens only while `uzswap run` lives, and only for its user and root. Written only while
+    // `uzswap run` is still this process's parent, and only if the path still names its
+    // memfd: once it is gone, its PID may be another process's.
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() } as u32;
+    let ours = std::fs::read_link(path).is_ok_and(|l| {
+        l.to_str()
+            .is_some_and(|l| l.starts_with("/memfd:uzswap-stats"))
+    });
+    if parent != run.parent || !ours {
+        return;
+    }
     use std::io::Write;
     let file = std::fs::OpenOptions::new()
         .write(true)

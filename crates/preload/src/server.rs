@@ -20,7 +20,8 @@
 //! never waits for a program thread. It serves up to `CLIENTS` connections at once with one
 //! `poll`: a client that sends nothing keeps no one else waiting, is dropped after
 //! `REQUEST_TIMEOUT`, and the oldest is dropped when a new one finds the table full; another
-//! user's connection is refused at once, unread. It is started before the region's threads
+//! user's connections have a table of their own, so they never take the owner's place, and
+//! get the refusal. It is started before the region's threads
 //! are recorded (init.rs), so it is one of them: its calls never touch the region heap.
 #![cfg(not(test))]
 
@@ -98,6 +99,8 @@ fn serve(listener: UnixListener, region: &'static Region) {
             .collect();
         let timeout = rustix::event::Timespec::try_from(timeout).ok();
         if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
+            // Out of memory for now, or interrupted: not a loop that spins.
+            std::thread::sleep(Duration::from_millis(10));
             continue;
         }
         let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
@@ -187,9 +190,10 @@ fn accept_all(listener: &UnixListener, clients: &mut Vec<Client>, own: rustix::p
 /// Read what a client sent; at its end, answer. False once it is answered (or gone).
 fn read_request(client: &mut Client, region: &Region) -> bool {
     let mut buf = [0u8; 1024];
-    loop {
+    // At most 8 KiB a wake: a client that streams keeps the thread no longer than that.
+    for _ in 0..8 {
         match (&client.stream).read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return answer(client, region),
             Ok(n) if client.request.len() + n > REQUEST_MAX => client.too_long = true,
             Ok(n) if !client.too_long => client.request.extend_from_slice(&buf[..n]),
             Ok(_) => {}
@@ -198,14 +202,23 @@ fn read_request(client: &mut Client, region: &Region) -> bool {
             Err(_) => return false,
         }
     }
+    true
+}
+
+/// The client's request is all read: answer it.
+fn answer(client: &Client, region: &Region) -> bool {
     let request = String::from_utf8_lossy(&client.request);
     let reply = match (client.allowed, client.too_long) {
         (false, _) => REFUSAL.to_string(),
         (true, true) => format!("error: a request of more than {REQUEST_MAX} bytes\n"),
         (true, false) => reply(region, request.trim_end()),
     };
-    // A few KiB fit in the socket's buffer: the write completes at once, or the client,
-    // which left a full buffer unread, goes without.
+    // The whole answer fits in the socket's buffer, made large enough for it (the tree's
+    // lines grow with its processes): the write completes at once, or the client, which left
+    // a full buffer unread, goes without.
+    if reply.len() > 64 << 10 {
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&client.stream, 2 * reply.len());
+    }
     let _ = (&client.stream).write_all(reply.as_bytes());
     false
 }

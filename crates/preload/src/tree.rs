@@ -50,9 +50,12 @@ pub const VALUES: [&str; 12] = [
 pub struct Slot {
     pid: AtomicU32,
     parent: AtomicU32,
-    /// 0 free, `RUNNING`, `EXITED`.
+    /// 0 free, `RUNNING`, `EXITED`, `CLAIMED` (being taken again).
     state: AtomicU32,
     _pad: u32,
+    /// The process's start time (field 22 of /proc/PID/stat): a PID used again is told
+    /// apart by it.
+    start_time: AtomicU64,
     /// The process's name (`/proc/self/comm`), 16 bytes.
     comm: [AtomicU64; 2],
     values: [AtomicU64; VALUES.len()],
@@ -60,6 +63,11 @@ pub struct Slot {
 
 const RUNNING: u32 = 1;
 const EXITED: u32 = 2;
+const CLAIMED: u32 = 3;
+
+/// The header's `magic`: what `uzswap run` writes into a ledger it makes
+/// (crates/uzswap/src/run/shared_file.rs), checked before anything is written to one.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"uzswtree");
 
 /// The ledger's first bytes, before its slots.
 #[repr(C)]
@@ -71,7 +79,9 @@ pub struct Header {
     /// The most the tree's running processes were seen to hold together, in bytes (each
     /// process's publication sums them).
     peak_charged: AtomicU64,
-    _reserved: [u64; 2],
+    /// `MAGIC`, written by `uzswap run` at offset 16.
+    magic: AtomicU64,
+    _reserved: u64,
 }
 
 /// The ledger: its header and its slots, in one shared mapping.
@@ -103,11 +113,24 @@ impl Tree {
         for slot in slots.iter().filter(|s| s.pid.load(Relaxed) == pid) {
             ended(slot);
         }
+        // A free slot, or else the slot of a process that has ended: its figures give way.
         let own = slots
             .iter()
-            .position(|s| s.pid.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())?;
+            .position(|s| s.pid.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())
+            .or_else(|| {
+                slots.iter().position(|s| {
+                    s.state
+                        .compare_exchange(EXITED, CLAIMED, Relaxed, Relaxed)
+                        .is_ok()
+                })
+            })?;
         header.slots_used.fetch_max(own as u32 + 1, Relaxed);
         let slot = &slots[own];
+        slot.pid.store(pid, Relaxed);
+        slot.start_time.store(start_time(pid).unwrap_or(0), Relaxed);
+        for v in &slot.values {
+            v.store(0, Relaxed);
+        }
         slot.parent.store(parent(), Relaxed);
         let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
         let mut bytes = [0u8; 16];
@@ -141,11 +164,10 @@ impl Tree {
             if i == self.own || slot.state.load(Relaxed) != RUNNING {
                 continue;
             }
-            let pid = slot.pid.load(Relaxed) as i32;
-            let gone = rustix::process::Pid::from_raw(pid).is_none_or(|p| {
-                rustix::process::test_kill_process(p).is_err_and(|e| e == rustix::io::Errno::SRCH)
-            });
-            if gone {
+            // Gone, a zombie (its memory freed), or its PID taken by another process.
+            let pid = slot.pid.load(Relaxed);
+            let started = slot.start_time.load(Relaxed);
+            if start_time(pid).is_none_or(|t| t != started) {
                 ended(slot);
             }
         }
@@ -196,7 +218,7 @@ impl Tree {
         for slot in self.used() {
             let pid = slot.pid.load(Relaxed);
             let state = slot.state.load(Relaxed);
-            if pid == 0 || state == 0 {
+            if pid == 0 || !matches!(state, RUNNING | EXITED) {
                 continue;
             }
             processes += 1;
@@ -241,6 +263,20 @@ fn ended(slot: &Slot) {
     slot.state.store(EXITED, Relaxed);
 }
 
+/// The start time of process `pid` (field 22 of /proc/PID/stat), None when it is gone or a
+/// zombie.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the name, which is in parentheses and may hold anything.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    // Field 22 overall is the 20th after the name (the state, field 3, is the first).
+    fields.nth(18)?.parse().ok()
+}
+
 impl region::SharedLimit for Tree {
     fn share(&self, held: u64) -> (u64, Option<u64>) {
         self.slots[self.own].values[0].store(held, Relaxed);
@@ -266,6 +302,12 @@ impl region::SharedLimit for Tree {
         let max = self.max.map(|m| m.saturating_sub(others).max(high));
         (high, max)
     }
+
+    fn killed(&self) {
+        let slot = &self.slots[self.own];
+        slot.values[VALUES.len() - 1].store(1, Relaxed);
+        ended(slot);
+    }
 }
 
 impl std::fmt::Debug for Tree {
@@ -288,12 +330,21 @@ fn parent() -> u32 {
 /// opened (`uzswap run` is gone) or mapped.
 pub fn map(path: &std::path::Path) -> Option<Ledger> {
     use std::os::fd::AsRawFd;
+    // `uzswap run`'s ledger, and nothing else by that path (its PID taken by another
+    // process): the memfd's name, its seals against any change of size (a shrink would make
+    // the mapping fault), and the magic it wrote.
+    let link = std::fs::read_link(path).ok()?;
+    if !link.to_str()?.starts_with("/memfd:uzswap-tree") {
+        return None;
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
         .ok()?;
-    if file.metadata().ok()?.len() < LEDGER_BYTES as u64 {
+    let seals = rustix::fs::fcntl_get_seals(&file).ok()?;
+    let sealed = rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW;
+    if !seals.contains(sealed) || file.metadata().ok()?.len() != LEDGER_BYTES as u64 {
         return None;
     }
     // SAFETY: a fresh shared mapping of the first LEDGER_BYTES of a file that long; the kernel
@@ -316,14 +367,17 @@ pub fn map(path: &std::path::Path) -> Option<Ledger> {
     // SAFETY: the mapping is LEDGER_BYTES long and page-aligned; the header fills its first
     // 32 bytes and the slots follow, each 8-byte aligned (the header's size and the slot's
     // are multiples of 8), for `n` slots within the length. It is never unmapped (it lives as
-    // long as the process), and is read and written only through atomics, here and in every
-    // other process that maps it; any bit pattern is a valid atomic integer.
-    unsafe {
-        Some(Ledger {
+    // long as the process), its file is sealed against shrinking, and it is read and written
+    // only through atomics, here and in every other process that maps it; any bit pattern
+    // is a valid atomic integer.
+    let ledger = unsafe {
+        Ledger {
             header: &*p.cast::<Header>(),
             slots: std::slice::from_raw_parts(p.cast::<u8>().add(header_bytes).cast::<Slot>(), n),
-        })
-    }
+        }
+    };
+    // A mapping that is not a ledger stays mapped, unused: nothing of it is written.
+    (ledger.header.magic.load(Relaxed) == MAGIC).then_some(ledger)
 }
 
 #[cfg(test)]
@@ -332,8 +386,9 @@ mod tests {
 
     #[test]
     fn a_slot_is_the_size_the_ledger_is_cut_in() {
-        assert_eq!(std::mem::size_of::<Slot>(), 32 + 8 * VALUES.len());
+        assert_eq!(std::mem::size_of::<Slot>(), 40 + 8 * VALUES.len());
         assert_eq!(std::mem::size_of::<Header>(), 32);
+        assert_eq!(std::mem::offset_of!(Header, magic), 16);
         assert!(LEDGER_BYTES / std::mem::size_of::<Slot>() >= 256);
     }
 }

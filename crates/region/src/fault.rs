@@ -43,8 +43,11 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
         return false;
     }
     if !crate::reclaim::make_room(inner) {
-        if crate::spare::is_spare() && inner.over_limit_config.throttle {
-            // The spare keeps the userfaultfd served; a throttled fault waits for a regular.
+        let enforced = inner.over_limit_config.throttle
+            || inner.memory_max.load(std::sync::atomic::Ordering::Relaxed) != u64::MAX;
+        if crate::spare::is_spare() && enforced {
+            // The spare keeps the userfaultfd served; a fault that may sleep or wait for
+            // reclaim over the limit waits for a regular handler.
             return false;
         }
         crate::over_limit::handle_over_limit(inner, inner.folio_bytes() as u64);

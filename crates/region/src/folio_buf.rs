@@ -10,6 +10,11 @@ thread_local! {
     static FOLIO_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Make the folio buffer's thread-local (empty) now: see `threads::spawn_critical`.
+pub(crate) fn touch_thread_local() {
+    FOLIO_BUF.with(|_| ());
+}
+
 /// Run `f` on this thread's folio buffer, `nr_pages` pages from a page boundary. Its bytes
 /// are whatever the last use left.
 pub(crate) fn with_folio_buf<R>(nr_pages: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {

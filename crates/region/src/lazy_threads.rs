@@ -21,7 +21,9 @@ pub(crate) struct LazyThreads {
     readahead_started: AtomicBool,
     /// Run first on every thread the region starts (`RegionConfig::thread_start`).
     thread_start: Option<fn()>,
-    handles: Mutex<Vec<JoinHandle<()>>>,
+    /// The threads started here; None once the region is stopping (`join_all`): nothing
+    /// starts after that.
+    handles: Mutex<Option<Vec<JoinHandle<()>>>>,
 }
 
 impl LazyThreads {
@@ -32,7 +34,7 @@ impl LazyThreads {
             kswapd_started: AtomicBool::new(false),
             readahead_started: AtomicBool::new(false),
             thread_start,
-            handles: Mutex::new(Vec::new()),
+            handles: Mutex::new(Some(Vec::new())),
         }
     }
 
@@ -60,17 +62,23 @@ impl LazyThreads {
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
+        // Under the lock that `join_all` closes: a thread starts before it, or not at all.
+        let mut handles = self.handles.lock();
+        let Some(handles) = handles.as_mut() else {
+            return;
+        };
         match crate::threads::spawn_critical(name.clone(), self.thread_start, move || run(&inner)) {
-            Ok(handle) => self.handles.lock().push(handle),
+            Ok(handle) => handles.push(handle),
             Err(e) => crate::threads::report(format_args!(
                 "uzswap: warning: cannot start {name} ({e}); the region goes on without it"
             )),
         }
     }
 
-    /// Wait for every thread started here (the region is stopping: they return).
+    /// Start no more threads, and wait for every thread started here (the region is
+    /// stopping: they return).
     pub fn join_all(&self) {
-        let handles = std::mem::take(&mut *self.handles.lock());
+        let handles = self.handles.lock().take().unwrap_or_default();
         for handle in handles {
             let _ = handle.join();
         }

@@ -64,6 +64,10 @@ pub trait SharedLimit: Send + Sync + std::fmt::Debug {
     /// This region holds `held` bytes: record it, and return the region's limit and hard
     /// limit now (the shared ones less what the others hold).
     fn share(&self, held: u64) -> (u64, Option<u64>);
+
+    /// The region is about to kill its process at the hard limit: record it where the others
+    /// see it (the process will not get to).
+    fn killed(&self) {}
 }
 
 /// How a region keeps its limit when reclaim cannot (`RegionConfig::over_limit`).
@@ -154,11 +158,21 @@ pub(crate) fn handle_over_limit(inner: &Inner, need: u64) {
         // As the OOM killer runs only after reclaim's retries: wait while anyone still frees
         // something, once an episode (past the hard limit with `Exceed`, faults go on at
         // full speed).
-        let usage = match state.over_max.load(Relaxed) {
-            true => usage,
+        // The wait leaves the userfaultfd to the spare, as a disk read does: the discards it
+        // may be waiting for come as events someone must read.
+        let (usage, max) = match state.over_max.load(Relaxed) {
+            true => (usage, max),
             false => {
-                crate::reclaim::wait_for_reclaim(inner, inner.limit().saturating_sub(need));
-                inner.usage().total() + need
+                inner.spares.blocking(|| {
+                    crate::reclaim::wait_for_reclaim(inner, inner.limit().saturating_sub(need))
+                });
+                let usage = inner.usage().total();
+                // A shared limit may have moved meanwhile (another process freed or ended).
+                if let Some(shared) = &inner.shared_limit {
+                    let (limit, max) = shared.share(usage);
+                    inner.set_limits(limit, max);
+                }
+                (usage + need, inner.memory_max.load(Relaxed))
             }
         };
         if usage > max {
@@ -243,6 +257,9 @@ pub(crate) fn watch_device(inner: &Inner) {
 fn kill(inner: &Inner, usage: u64, max: u64) -> ! {
     inner.stats.oom.fetch_add(1, Relaxed);
     inner.stats.oom_kill.fetch_add(1, Relaxed);
+    if let Some(shared) = &inner.shared_limit {
+        shared.killed();
+    }
     // Said whatever `say` is: a process that dies must not die in silence.
     say(&format!(
         "the heap would hold {}, over --memory-max {}, and nothing more can be reclaimed \

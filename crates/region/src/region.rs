@@ -559,7 +559,7 @@ impl Drop for Region {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        // kswapd, which starts the lazy threads, has returned: no more start.
+        // The threads started once needed: none starts after this.
         self.inner.lazy_threads.join_all();
         // Nothing serves the range any more: unregister it before the mapping goes (an
         // unmap of a registered range would wait for an event reader).

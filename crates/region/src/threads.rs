@@ -16,6 +16,7 @@ pub(crate) fn spawn_critical(
             if let Some(start) = start {
                 start();
             }
+            touch_thread_locals();
             if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
                 let why = panic
                     .downcast_ref::<&str>()
@@ -28,6 +29,18 @@ pub(crate) fn spawn_critical(
                 std::process::abort();
             }
         })
+}
+
+/// Make every thread-local with a destructor a region thread uses, before it serves anything:
+/// the first use of one registers its destructor with glibc under the loader's lock, which a
+/// program thread may hold while it faults on the region (dlopen allocates under it), waiting
+/// for this thread. parking_lot's per-thread data is one: a wait that times out at once
+/// makes it.
+fn touch_thread_locals() {
+    zswap::scratch::touch_thread_locals();
+    crate::folio_buf::touch_thread_local();
+    let lock = parking_lot::Mutex::new(());
+    let _ = parking_lot::Condvar::new().wait_for(&mut lock.lock(), std::time::Duration::ZERO);
 }
 
 /// Write a line to the process's standard error itself: the one thing the library prints,

@@ -16,8 +16,11 @@ pub struct SharedFile {
     path: PathBuf,
 }
 
-/// The tree's ledger's size (crates/preload/src/tree.rs, `LEDGER_BYTES`).
+/// The tree's ledger's size, and its header's magic and where it is (crates/preload/src/tree.rs:
+/// `LEDGER_BYTES`, `MAGIC`, `Header::magic`).
 pub const LEDGER_BYTES: u64 = 64 << 10;
+const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"uzswtree");
+const LEDGER_MAGIC_OFFSET: u64 = 16;
 
 impl SharedFile {
     /// A new, empty one, for the statistics at exit.
@@ -25,13 +28,27 @@ impl SharedFile {
         Self::named("uzswap-stats", 0)
     }
 
-    /// A new ledger for the process tree: `LEDGER_BYTES` of zeros.
+    /// A new ledger for the process tree: `LEDGER_BYTES` of zeros but the magic the preload
+    /// looks for (`LEDGER_MAGIC` at `LEDGER_MAGIC_OFFSET`), sealed against any change of size
+    /// (a shrink would make every process's mapping of it fault).
     pub fn ledger() -> Result<SharedFile, String> {
-        Self::named("uzswap-tree", LEDGER_BYTES)
+        use std::os::unix::fs::FileExt;
+        let ledger = Self::named("uzswap-tree", LEDGER_BYTES)?;
+        let seals = rustix::fs::SealFlags::SHRINK
+            | rustix::fs::SealFlags::GROW
+            | rustix::fs::SealFlags::SEAL;
+        ledger
+            .file
+            .write_all_at(&LEDGER_MAGIC.to_le_bytes(), LEDGER_MAGIC_OFFSET)
+            .map_err(|e| format!("cannot write the tree's ledger: {e}"))?;
+        rustix::fs::fcntl_add_seals(&ledger.file, seals)
+            .map_err(|e| format!("cannot seal the tree's ledger: {e}"))?;
+        Ok(ledger)
     }
 
     fn named(name: &str, len: u64) -> Result<SharedFile, String> {
-        let fd = rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)
+        let flags = rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING;
+        let fd = rustix::fs::memfd_create(name, flags)
             .map_err(|e| format!("cannot make {name} (memfd_create): {e}"))?;
         let file = std::fs::File::from(fd);
         file.set_len(len)
@@ -86,5 +103,12 @@ mod tests {
             std::fs::metadata(ledger.path()).unwrap().len(),
             LEDGER_BYTES
         );
+        // Sealed: no process of the tree can shrink it under the others' mappings.
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(ledger.path())
+            .unwrap();
+        assert!(f.set_len(4096).is_err());
+        assert_eq!(&ledger.read().as_bytes()[16..24], b"uzswtree");
     }
 }

@@ -22,6 +22,11 @@ thread_local! {
     static DECOMPRESSOR: RefCell<Option<Decompressor>> = const { RefCell::new(None) };
 }
 
+pub(super) fn touch_thread_locals() {
+    COMPRESSORS.with(|_| ());
+    DECOMPRESSOR.with(|_| ());
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Deflate {
     level: i32,

@@ -257,5 +257,11 @@ impl Default for CompressorSpec {
     }
 }
 
+/// `scratch::touch_thread_locals`, for the codecs' contexts.
+pub(crate) fn touch_thread_locals() {
+    zstd::touch_thread_locals();
+    deflate::touch_thread_locals();
+}
+
 #[cfg(test)]
 mod tests;

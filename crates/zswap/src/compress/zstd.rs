@@ -25,6 +25,11 @@ thread_local! {
     static DCTX: RefCell<Option<bulk::Decompressor<'static>>> = const { RefCell::new(None) };
 }
 
+pub(super) fn touch_thread_locals() {
+    CCTXS.with(|_| ());
+    DCTX.with(|_| ());
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Zstd {
     level: i32,

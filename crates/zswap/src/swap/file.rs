@@ -66,6 +66,11 @@ thread_local! {
     static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// `scratch::touch_thread_locals`, for this module's.
+pub(crate) fn touch_thread_locals() {
+    BOUNCE.with(|_| ());
+}
+
 /// `len` bytes of `buf` from a page boundary, in safe Rust: `buf` grown to `len` plus a page
 /// and used from its first aligned byte (recomputed each call, since growing may move it).
 /// The bytes are whatever the last use left. For direct I/O, which needs aligned memory: a

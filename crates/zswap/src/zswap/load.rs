@@ -86,6 +86,10 @@ thread_local! {
     static OBJECT: RefCell<Vec<u8>> = RefCell::new(vec![0; PAGE_SIZE]);
 }
 
+pub(crate) fn touch_thread_locals() {
+    OBJECT.with(|_| ());
+}
+
 impl ZswapGroup {
     /// Copy the folio's pages into `out` (`nr_pages * PAGE_SIZE` bytes). Entries stay until
     /// `finish_load`. Counts the swap-ins (`count_swapin`).

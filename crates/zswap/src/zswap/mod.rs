@@ -163,6 +163,13 @@ struct ShrinkState {
     stopped: bool,
 }
 
+/// `scratch::touch_thread_locals`, for the store's, load's and writeback's.
+pub(crate) fn touch_thread_locals() {
+    store::touch_thread_locals();
+    load::touch_thread_locals();
+    writeback::touch_thread_locals();
+}
+
 impl Drop for Shared {
     /// The last handle is gone: the shrink worker ends with it, and is gone when this
     /// returns (unless this is the worker itself, dropping the last handle after a run).

@@ -114,6 +114,10 @@ thread_local! {
     static SCRATCH: RefCell<(BatchBuffers, Vec<NewEntry>)> = RefCell::new(new_scratch());
 }
 
+pub(crate) fn touch_thread_locals() {
+    SCRATCH.with(|_| ());
+}
+
 fn new_scratch() -> (BatchBuffers, Vec<NewEntry>) {
     let buffers = BatchBuffers {
         compressed: vec![0; PAGE_SIZE],

@@ -37,6 +37,10 @@ thread_local! {
         const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
+pub(crate) fn touch_thread_locals() {
+    FOLIO_BUF.with(|_| ());
+}
+
 impl ZswapGroup {
     /// Write the folio's pool pages to the backing device and free them from the pool.
     /// Returns how many pages left the pool.
