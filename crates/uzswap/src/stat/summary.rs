@@ -31,12 +31,12 @@ pub fn summary(s: &Snapshot) -> String {
         mib(n("outside_bytes"))
     ));
     let (stored, pool) = (n("stored_pages"), n("pool_total_size"));
-    let ratio = match pool {
-        0 => "-".to_string(),
-        _ => format!(
-            "{:.2}",
-            (stored * zswap::PAGE_SIZE as u64) as f64 / pool as f64
-        ),
+    // Below 1 the pool is mostly free pages it keeps for reuse (a stored page takes at most a
+    // page): no ratio to give.
+    let ratio = (stored * zswap::PAGE_SIZE as u64) as f64 / pool.max(1) as f64;
+    let ratio = match ratio >= 1.0 {
+        true => format!("{ratio:.2}"),
+        false => "-".to_string(),
     };
     lines.push(format!(
         "compressed {} pages (zswpout), {} brought back (zswpin); at exit the pool held {} \
