@@ -168,8 +168,16 @@ impl Inner {
     /// `Region::set_limits`: a lower limit wakes kswapd.
     pub fn set_limits(&self, limit: u64, memory_max: Option<u64>) {
         let max = memory_max.map_or(u64::MAX, |m| m.max(limit));
-        let old = self.limit.swap(limit, Relaxed);
-        self.memory_max.store(max, Relaxed);
+        // Each fault of a region with a shared limit comes here: stores only on a change, so
+        // the faulting threads do not bounce the line between them.
+        if self.memory_max.load(Relaxed) != max {
+            self.memory_max.store(max, Relaxed);
+        }
+        let old = self.limit.load(Relaxed);
+        if old == limit {
+            return;
+        }
+        self.limit.store(limit, Relaxed);
         if limit < old {
             self.reclaim_wait.wake_kswapd();
         }
