@@ -66,6 +66,14 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
             "memory_max" => memory_max = Some(bytes()?),
             "on_limit" => on_limit = value.parse().map_err(|e| format!("on_limit: {e}"))?,
             "swap_dir" => region.swap_dir = Some(value.into()),
+            "swap_format" => {
+                region.swap_format = match value {
+                    "segments" => region::SwapFormat::Segments,
+                    "pages" => region::SwapFormat::Pages,
+                    _ => return Err(format!("swap_format: {value:?} is not segments or pages")),
+                }
+            }
+            "encrypt" => region.encrypt = on()?,
             "stats_file" => stats_file = Some(value.into()),
             "tree_file" => tree_file = Some(value.into()),
             "stats_parent" => stats_parent = Some(bytes()? as u32),

@@ -28,11 +28,20 @@ use std::sync::Arc;
 
 use zswap::compress::CompressorSpec;
 use zswap::params::Writethrough;
-use zswap::swap::BackingDevice;
+use zswap::swap::{BackingDevice, SegmentDevice};
 use zswap::PAGE_SIZE;
 
 use crate::charge::FixedCharge;
 use crate::over_limit::{OverLimit, SharedLimit};
+
+/// How written-back pages are kept on the swap device (`RegionConfig::swap_format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwapFormat {
+    /// Compressed, as the pool holds them, packed into segments of up to 64 KiB.
+    Segments,
+    /// Decompressed, a page a slot (the kernel's zswap writeback).
+    Pages,
+}
 
 /// A configuration a region cannot honour: the field, and what it must be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -122,6 +131,17 @@ pub struct RegionConfig {
     /// kernel's `swapon --discard`). Default: off, as in the kernel: a punched hole makes
     /// every later write into it allocate blocks again.
     pub swap_discard: bool,
+    /// How written-back pages are kept on the swap device: as the pool holds them,
+    /// compressed and packed into segments (`Segments`), or decompressed a page a slot, as
+    /// the kernel's zswap writes back (`Pages`). Default: `Segments`.
+    pub swap_format: SwapFormat,
+    /// Encrypt and authenticate every segment written to the swap device (AES-256-GCM,
+    /// a key made per region in memory and never written): a page whose data was changed
+    /// on the device is poisoned, never returned. Segments only. Default: on.
+    pub encrypt: bool,
+    /// A store of segments to use instead of the swap file (a Redis Cluster, or a test's).
+    /// Needs `swap_format` `Segments`. Default: None, the swap file.
+    pub segment_device: Option<Arc<dyn SegmentDevice>>,
     /// Bytes at the start of the region that are never reclaimed once touched, rounded up to
     /// whole folios: memory the region's own threads may read, such as an allocator's
     /// bookkeeping when the region is a program's heap (they must never fault on the memory
@@ -163,6 +183,9 @@ impl RegionConfig {
             in_thread_faults: false,
             device: None,
             swap_discard: false,
+            swap_format: SwapFormat::Segments,
+            encrypt: true,
+            segment_device: None,
             pinned: 0,
             policies: Policies::default(),
             over_limit: OverLimit::default(),
@@ -200,6 +223,18 @@ impl RegionConfig {
             return Err(invalid(
                 "kswapd_threads",
                 format!("{} is not between 1 and 64", self.kswapd_threads),
+            ));
+        }
+        if self.swap_format == SwapFormat::Pages && self.segment_device.is_some() {
+            return Err(invalid(
+                "segment_device",
+                "a store of segments needs swap_format Segments".into(),
+            ));
+        }
+        if self.swap_format == SwapFormat::Pages && self.encrypt {
+            return Err(invalid(
+                "encrypt",
+                "only segments are encrypted: with swap_format Pages, turn encrypt off".into(),
             ));
         }
         if self.in_thread_faults && !uffd::sigbus::SUPPORTED {
@@ -298,6 +333,25 @@ impl RegionConfig {
     /// Set `policies.drop_behind`.
     pub fn drop_behind(mut self, on: bool) -> Self {
         self.policies.drop_behind = on;
+        self
+    }
+
+    /// Set `swap_format`.
+    pub fn swap_format(mut self, format: SwapFormat) -> Self {
+        self.swap_format = format;
+        self
+    }
+
+    /// Set `encrypt`.
+    pub fn encrypt(mut self, on: bool) -> Self {
+        self.encrypt = on;
+        self
+    }
+
+    /// Set `segment_device` (and `swap_format` to `Segments`).
+    pub fn segment_device(mut self, device: Arc<dyn SegmentDevice>) -> Self {
+        self.segment_device = Some(device);
+        self.swap_format = SwapFormat::Segments;
         self
     }
 

@@ -50,7 +50,7 @@ mod swapin;
 mod threads;
 mod workingset;
 
-pub use config::{ConfigError, Policies, RegionConfig};
+pub use config::{ConfigError, Policies, RegionConfig, SwapFormat};
 pub use inner::Usage;
 pub use over_limit::{OnLimit, OverLimit, SharedLimit};
 pub use region::{ForkGuard, Region, RegionError, UsageProbe};

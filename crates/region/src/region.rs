@@ -14,7 +14,7 @@ use crate::charge::{
     batching, discard_batch_slots, FixedCharge, ThreadScratch, BATCH_DISCARD_SLOTS,
 };
 use crate::clean::CleanTracking;
-use crate::config::{ConfigError, RegionConfig};
+use crate::config::{ConfigError, RegionConfig, SwapFormat};
 use crate::deferred::DeferredEvents;
 use crate::incompressible::IncompressibleFolios;
 use crate::inner::{Inner, Usage};
@@ -174,22 +174,33 @@ impl Region {
 
         let swap_pages = u32::try_from(config.swap_size.unwrap_or(len as u64) / PAGE_SIZE as u64)
             .expect("validated");
-        let device: Arc<dyn BackingDevice> = match config.device.clone() {
-            Some(d) => d,
-            // Striped a folio at a time, so a folio's write is one write (swap/file.rs).
-            None => Arc::new(FileDevice::create_with(
-                config.swap_dir.as_deref(),
-                swap_pages,
-                folio_pages,
-                true,
-            )?),
+        let mut zswap_config = ZswapConfig::new(config.memory_limit)
+            .compressor(config.compressor)
+            .discard(config.swap_discard);
+        zswap_config = match (&config.segment_device, config.swap_format) {
+            (Some(store), _) => {
+                zswap_config.segment_device(store.clone(), swap_pages, config.encrypt)
+            }
+            (None, format) => {
+                let device: Arc<dyn BackingDevice> = match config.device.clone() {
+                    Some(d) => d,
+                    // Striped a folio at a time, so a folio's write is one write
+                    // (swap/file.rs); a segment is at most 64 KiB, the least stripe.
+                    None => Arc::new(FileDevice::create_with(
+                        config.swap_dir.as_deref(),
+                        swap_pages,
+                        folio_pages,
+                        true,
+                    )?),
+                };
+                let with_pages = zswap_config.device(device, swap_pages);
+                match format {
+                    SwapFormat::Segments => with_pages.segments(config.encrypt),
+                    SwapFormat::Pages => with_pages,
+                }
+            }
         };
-        let zswap = Zswap::new(
-            ZswapConfig::new(config.memory_limit)
-                .compressor(config.compressor)
-                .device(device, swap_pages)
-                .discard(config.swap_discard),
-        );
+        let zswap = Zswap::new(zswap_config);
         zswap
             .params()
             .set_max_pool_percent(config.max_pool_percent)

@@ -25,6 +25,7 @@ pub fn used() -> bool {
 /// first on each of its threads.
 pub fn touch_thread_locals() {
     crate::swap::file::touch_thread_locals();
+    crate::swap::segments::touch_thread_locals();
     crate::zswap::touch_thread_locals();
     crate::compress::touch_thread_locals();
 }

@@ -48,9 +48,24 @@ pub struct RunArgs {
     /// iteration ran 2.6x faster than with 64K, which brings in 16 pages for one).
     #[arg(long, value_parser = parse_size, default_value = "16K")]
     pub folio_size: u64,
-    /// Where the (unnamed) swap file goes. Default: the system temp directory.
-    #[arg(long)]
+    /// Where the (unnamed) swap file goes. Default: the system temp directory. The same as
+    /// `--swap-to file:DIR`.
+    #[arg(long, conflicts_with = "swap_to")]
     pub swap_dir: Option<PathBuf>,
+    /// Where cold pages go below the pool: `file:DIR`, an unnamed swap file in DIR (the
+    /// default, in the system temp directory).
+    #[arg(long, value_name = "WHERE", value_parser = swap_to_arg)]
+    pub swap_to: Option<SwapTo>,
+    /// How pages are written below the pool: `segments` (compressed as the pool holds
+    /// them, packed 64 KiB at a time, encrypted) or `pages` (decompressed, a page at a
+    /// time, as the kernel's zswap writes back).
+    #[arg(long, value_name = "FORMAT", default_value = "segments", value_parser = swap_format_arg)]
+    pub swap_format: region::SwapFormat,
+    /// Write segments in the clear. By default each is encrypted and authenticated
+    /// (AES-256-GCM, a key made for the run and never written): a page changed on the swap
+    /// device is poisoned (SIGBUS on access, and a line), never handed back.
+    #[arg(long)]
+    pub no_encrypt: bool,
     /// Write every stored page to the swap file at store time too (Y, the flag alone), or
     /// only while the pool is nearly full and its pages go to disk (auto); N by default.
     /// `uzswap param PID writethrough MODE` changes it while the program runs.
@@ -95,6 +110,29 @@ pub enum StatsForm {
     Summary,
     /// Every counter, as `uzswap stat` prints them.
     Full,
+}
+
+/// `--swap-to`'s value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwapTo {
+    /// An unnamed swap file in a directory.
+    File(PathBuf),
+}
+
+fn swap_to_arg(text: &str) -> Result<SwapTo, String> {
+    match text.split_once(':') {
+        Some(("file", dir)) if !dir.is_empty() => Ok(SwapTo::File(dir.into())),
+        _ => Err(format!("{text:?} is not file:DIR")),
+    }
+}
+
+/// `--swap-format`'s value.
+fn swap_format_arg(text: &str) -> Result<region::SwapFormat, String> {
+    match text {
+        "segments" => Ok(region::SwapFormat::Segments),
+        "pages" => Ok(region::SwapFormat::Pages),
+        _ => Err(format!("{text:?} is not segments or pages")),
+    }
 }
 
 /// `--on-limit`'s value: kill or exceed.
@@ -277,7 +315,9 @@ fn environment(
         .max_pool_percent(args.max_pool_percent)
         .in_thread_faults(args.in_thread_faults)
         .workingset(!args.no_workingset)
-        .writethrough(args.writethrough);
+        .writethrough(args.writethrough)
+        .swap_format(args.swap_format)
+        .encrypt(args.swap_format == region::SwapFormat::Segments && !args.no_encrypt);
     config
         .validate(max_heap as usize)
         .map_err(|e| match e.field {
@@ -295,6 +335,14 @@ fn environment(
         format!("workingset={}", !args.no_workingset as u8),
         format!("memory_max={memory_max}"),
         format!("on_limit={}", args.on_limit.as_str()),
+        format!(
+            "swap_format={}",
+            match args.swap_format {
+                region::SwapFormat::Segments => "segments",
+                region::SwapFormat::Pages => "pages",
+            }
+        ),
+        format!("encrypt={}", config.encrypt as u8),
     ];
     if let Some(c) = &args.compressor {
         items.push(format!("compressor={c}"));
@@ -303,8 +351,12 @@ fn environment(
         // Only the program itself writes them, not the children it starts.
         items.push(format!("stats_parent={}", std::process::id()));
     }
+    let swap_dir = match &args.swap_to {
+        Some(SwapTo::File(dir)) => Some(dir.as_path()),
+        None => args.swap_dir.as_deref(),
+    };
     for (name, path) in [
-        ("swap_dir", args.swap_dir.as_deref()),
+        ("swap_dir", swap_dir),
         ("stats_file", stats),
         ("tree_file", tree),
     ] {

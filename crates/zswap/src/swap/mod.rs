@@ -6,6 +6,7 @@ pub mod device;
 pub mod faulty;
 pub mod file;
 pub mod memory;
+pub mod segments;
 pub mod slots;
 pub mod swap_info;
 
@@ -14,5 +15,6 @@ pub use device::{BackingDevice, DeviceError};
 pub use faulty::{FaultKind, FaultStats, FaultyDevice};
 pub use file::FileDevice;
 pub use memory::MemoryDevice;
+pub use segments::{PagedSegments, SegmentDevice, SegmentLog};
 pub use slots::{SlotAllocator, SwapSlot, CLUSTER_SLOTS};
 pub use swap_info::{SwapInfo, SwapWriteError};

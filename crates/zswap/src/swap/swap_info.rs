@@ -3,19 +3,27 @@
 //! one write. A freed slot is never read before it is written again, so its old bytes are
 //! never seen.
 //!
+//! What is behind the slots is one of two stores:
+//! - **pages**: each slot is a page of the device, written decompressed (the kernel's
+//!   writeback);
+//! - **segments**: each slot is an object in the segment log (segments/), written as the
+//!   pool holds it, compressed, sealed and packed with the others of its batch.
+//!
 //! With discard on (the kernel's `swapon --discard`; off by default, as there), freed storage
 //! is discarded (hole punching) a whole cluster at a time, once every slot of a cluster
 //! written to is free (slots.rs): its storage goes back to the file system. Off, a freed
 //! slot keeps its blocks for the next write: on `bench usemem` that write is then a plain
 //! overwrite, where writing into a punched hole made the file system allocate blocks again
-//! (and convert them at completion) on every reuse.
+//! (and convert them at completion) on every reuse. Segments discard their own runs.
 
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
 use super::device::{BackingDevice, DeviceError};
+use super::segments::{Object, ReadFail, SegmentLog, SegmentReadError};
 use super::slots::{SlotAllocator, SwapSlot};
+use crate::PAGE_SIZE;
 
 /// Why a write to the backing device did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -28,10 +36,19 @@ pub enum SwapWriteError {
     Device(#[from] DeviceError),
 }
 
+/// What holds the data of the slots.
+#[derive(Debug)]
+enum Store {
+    /// A page of the device a slot.
+    Pages(Arc<dyn BackingDevice>),
+    /// An object in the segment log a slot.
+    Segments(Box<SegmentLog>),
+}
+
 /// A backing device and the map of its slots in use: the kernel's `swap_info_struct`.
 #[derive(Debug)]
 pub struct SwapInfo {
-    device: Arc<dyn BackingDevice>,
+    store: Store,
     slots: Mutex<SlotAllocator>,
     /// Give wholly free clusters' storage back (`swapon --discard`).
     discard: bool,
@@ -45,16 +62,29 @@ impl SwapInfo {
     /// free clusters' storage back to the file system (`swapon --discard`).
     pub fn new(device: Arc<dyn BackingDevice>, capacity_pages: u32, discard: bool) -> Self {
         SwapInfo {
-            device,
+            store: Store::Pages(device),
             slots: Mutex::new(SlotAllocator::new(capacity_pages)),
             discard,
             discarded: Condvar::new(),
         }
     }
 
-    /// The backing device.
-    pub fn device(&self) -> &Arc<dyn BackingDevice> {
-        &self.device
+    /// A swap space of `capacity_pages` slots whose data is in the segment `log`.
+    pub fn with_segments(log: SegmentLog, capacity_pages: u32) -> Self {
+        SwapInfo {
+            store: Store::Segments(Box::new(log)),
+            slots: Mutex::new(SlotAllocator::new(capacity_pages)),
+            discard: false,
+            discarded: Condvar::new(),
+        }
+    }
+
+    /// The segment log, when slots hold objects in segments.
+    pub fn segments(&self) -> Option<&SegmentLog> {
+        match &self.store {
+            Store::Segments(log) => Some(log),
+            Store::Pages(_) => None,
+        }
     }
 
     /// Slots in use.
@@ -65,8 +95,18 @@ impl SwapInfo {
     /// Write whole pages to newly allocated slots: contiguous ones when there are, one write
     /// per run. Returns each page's slot. On error nothing stays allocated.
     pub fn write(&self, data: &[u8], slots_out: &mut Vec<SwapSlot>) -> Result<(), SwapWriteError> {
-        let nr = (data.len() / crate::PAGE_SIZE) as u32;
-        debug_assert!(nr > 0 && data.len().is_multiple_of(crate::PAGE_SIZE));
+        let nr = (data.len() / PAGE_SIZE) as u32;
+        debug_assert!(nr > 0 && data.len().is_multiple_of(PAGE_SIZE));
+        let device = match &self.store {
+            Store::Pages(device) => device,
+            Store::Segments(_) => {
+                let raw: Vec<Object> = data
+                    .chunks_exact(PAGE_SIZE)
+                    .map(|bytes| Object { codec: 0, bytes })
+                    .collect();
+                return self.write_objects(&raw, slots_out);
+            }
+        };
         slots_out.clear();
         let contiguous = if nr.is_power_of_two() {
             self.slots.lock().alloc(nr)
@@ -74,7 +114,7 @@ impl SwapInfo {
             None
         };
         if let Some(first) = contiguous {
-            if let Err(e) = self.device.write(first, data) {
+            if let Err(e) = device.write(first, data) {
                 self.slots.lock().free(first, nr);
                 return Err(e.into());
             }
@@ -82,11 +122,11 @@ impl SwapInfo {
             return Ok(());
         }
         // Fragmented: page by page.
-        for page in data.chunks_exact(crate::PAGE_SIZE) {
+        for page in data.chunks_exact(PAGE_SIZE) {
             let slot = self.alloc_page();
             let result = match slot {
                 None => Err(SwapWriteError::NoSlot),
-                Some(slot) => self.device.write(slot, page).map_err(|e| {
+                Some(slot) => device.write(slot, page).map_err(|e| {
                     self.slots.lock().free(slot, 1);
                     SwapWriteError::from(e)
                 }),
@@ -100,6 +140,88 @@ impl SwapInfo {
             slots_out.push(slot.expect("checked above"));
         }
         Ok(())
+    }
+
+    /// Write objects as the pool holds them (segments only): each gets a slot, and the batch
+    /// is packed into segments. On error nothing stays allocated.
+    pub fn write_objects(
+        &self,
+        objects: &[Object],
+        slots_out: &mut Vec<SwapSlot>,
+    ) -> Result<(), SwapWriteError> {
+        let Store::Segments(log) = &self.store else {
+            panic!("objects are written only to segments");
+        };
+        slots_out.clear();
+        for _ in objects {
+            match self.alloc_page() {
+                Some(slot) => slots_out.push(slot),
+                None => {
+                    let mut slots = self.slots.lock();
+                    for s in slots_out.drain(..) {
+                        slots.free(s, 1);
+                    }
+                    return Err(SwapWriteError::NoSlot);
+                }
+            }
+        }
+        if let Err(e) = log.append(slots_out, objects) {
+            let mut slots = self.slots.lock();
+            for s in slots_out.drain(..) {
+                slots.free(s, 1);
+            }
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Read the pages of `slots` into `out` (a page each, in order): pages are read in runs
+    /// of contiguous slots; objects are opened and handed to `decompress(codec, bytes, page)`
+    /// unless raw. Stops at the first page that fails.
+    pub fn read_pages(
+        &self,
+        slots: &[SwapSlot],
+        out: &mut [u8],
+        decompress: impl Fn(u8, &[u8], &mut [u8]) -> bool,
+    ) -> Result<(), ReadFail> {
+        debug_assert_eq!(out.len(), slots.len() * PAGE_SIZE);
+        match &self.store {
+            Store::Segments(log) => log.read(slots, |i, codec, bytes| {
+                let page = &mut out[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
+                if bytes.len() == PAGE_SIZE {
+                    page.copy_from_slice(bytes);
+                    return true;
+                }
+                decompress(codec, bytes, page)
+            }),
+            Store::Pages(device) => {
+                let mut i = 0;
+                while i < slots.len() {
+                    let mut n = 1;
+                    while i + n < slots.len() && slots[i + n].0 == slots[i].0 + n as u32 {
+                        n += 1;
+                    }
+                    let run = &mut out[i * PAGE_SIZE..(i + n) * PAGE_SIZE];
+                    if device.read(slots[i], run).is_err() {
+                        return Err(ReadFail {
+                            index: i,
+                            kind: SegmentReadError::Device,
+                        });
+                    }
+                    i += n;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Compact one segment under the threshold, if any (segments only). Returns whether one
+    /// was compacted.
+    pub fn compact(&self) -> Result<bool, DeviceError> {
+        match &self.store {
+            Store::Segments(log) => log.compact(),
+            Store::Pages(_) => Ok(false),
+        }
     }
 
     /// One free slot. With none free while clusters are being discarded, wait for those
@@ -118,9 +240,13 @@ impl SwapInfo {
         }
     }
 
-    /// Read one page from its slot.
+    /// Read whole pages from their slots, from `slot` on (pages only; `read_pages` reads
+    /// either store).
     pub fn read(&self, slot: SwapSlot, out: &mut [u8]) -> Result<(), DeviceError> {
-        self.device.read(slot, out)
+        match &self.store {
+            Store::Pages(device) => device.read(slot, out),
+            Store::Segments(_) => panic!("segments are read with read_pages"),
+        }
     }
 
     /// Free a slot and give its storage back. A failed discard leaks no data (the slot is
@@ -132,6 +258,16 @@ impl SwapInfo {
     /// Free `nr` consecutive slots; with discard on, clusters this leaves wholly free are
     /// discarded.
     pub fn free_run(&self, slot: SwapSlot, nr: u32) {
+        let device = match &self.store {
+            Store::Pages(device) => device,
+            Store::Segments(log) => {
+                for s in slot.0..slot.0 + nr {
+                    log.free(SwapSlot(s));
+                }
+                self.slots.lock().free(slot, nr);
+                return;
+            }
+        };
         let clusters = {
             let mut slots = self.slots.lock();
             slots.free(slot, nr);
@@ -142,7 +278,7 @@ impl SwapInfo {
         };
         for (start, n) in clusters {
             // Reserved meanwhile: nothing is written there while the hole is punched.
-            let _ = self.device.discard(start, n);
+            let _ = device.discard(start, n);
             self.slots.lock().free_discarded(start, n);
             self.discarded.notify_all();
         }

@@ -48,6 +48,9 @@ impl Zswap {
                         }
                     }
                     Kind::Zero => zero += 1,
+                    Kind::OnDisk if st.payload == super::writeback::ON_DISK_COMPRESSED => {
+                        compressed += 1
+                    }
                     _ => {}
                 }
             }
@@ -85,6 +88,11 @@ impl Zswap {
             s.swap.as_ref().map_or(0, |w| u64::from(w.used())),
             slots,
         )?;
+        if let Some(log) = s.swap.as_ref().and_then(|w| w.segments()) {
+            let held = log.audit()?;
+            // A writethrough copy of a page still in the pool is in the log too.
+            check("objects in segments", held, slots)?;
+        }
         Ok(())
     }
 }

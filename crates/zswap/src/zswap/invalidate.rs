@@ -56,6 +56,9 @@ impl ZswapGroup {
             Kind::Empty => return,
             Kind::Zero => Stats::sub(&s.stats.same_filled_pages, 1),
             Kind::Stored => self.free_stored(st),
+            Kind::OnDisk if st.payload == super::writeback::ON_DISK_COMPRESSED => {
+                s.compressors.release(st.codec, 1)
+            }
             Kind::OnDisk | Kind::Poisoned => {}
         }
         if let Some(slot) = folio.slot(offset) {
@@ -70,6 +73,14 @@ impl ZswapGroup {
 
     /// Free the pool object of a Stored entry and undo its charge and gauges.
     pub(crate) fn free_stored(&self, st: PageState) {
+        if self.free_object(st) < PAGE_SIZE as u64 {
+            self.shared.compressors.release(st.codec, 1);
+        }
+    }
+
+    /// As `free_stored`, but the compressor's use stays with the entry (its object went to
+    /// a segment as it was). Returns the object's length.
+    pub(crate) fn free_object(&self, st: PageState) -> u64 {
         let s = &self.shared;
         let handle = crate::zsmalloc::Handle::from_raw(st.payload);
         let len = s.pool.free(handle) as u64;
@@ -79,8 +90,7 @@ impl ZswapGroup {
         Stats::sub(&s.stats.stored_pages, 1);
         if len == PAGE_SIZE as u64 {
             Stats::sub(&s.stats.stored_incompressible_pages, 1);
-        } else {
-            s.compressors.release(st.codec, 1);
         }
+        len
     }
 }

@@ -15,6 +15,8 @@ use std::cell::RefCell;
 
 use crate::stats::Stats;
 use crate::swap::cache::{FolioLock, Kind};
+use crate::swap::segments::SegmentReadError;
+use crate::swap::slots::SwapSlot;
 use crate::zsmalloc::Handle;
 use crate::PAGE_SIZE;
 
@@ -56,6 +58,8 @@ pub enum LoadErrorKind {
     ReadError,
     /// The page was poisoned earlier.
     Poisoned,
+    /// Its object on the device failed authentication: changed, moved or replayed.
+    Unauthenticated,
 }
 
 /// A page that cannot be read back. Its entry is left as it was; the caller poisons the page
@@ -75,7 +79,10 @@ struct DiskRuns(Vec<(u32, u32)>);
 
 impl DiskRuns {
     fn add(&mut self, start: u32, n: u32) {
-        self.0.push((start, n));
+        match self.0.last_mut() {
+            Some((s, m)) if *s + *m == start => *m += n,
+            _ => self.0.push((start, n)),
+        }
     }
     fn contains(&self, o: u32) -> bool {
         self.0.iter().any(|&(s, n)| (s..s + n).contains(&o))
@@ -129,8 +136,9 @@ impl ZswapGroup {
         }
     }
 
-    /// Read the folio's on-disk pages whose slots are consecutive with one device read per
-    /// run (a folio written back whole sits in contiguous slots). Returns the pages read.
+    /// Read the folio's on-disk pages together: a run of contiguous slots (pages) or of
+    /// neighbouring objects of a segment is one device read. Returns the pages read; on a
+    /// failure none, and the page-by-page path finds and reports the failing page.
     fn read_disk_runs(&self, folio: &FolioLock, out: &mut [u8]) -> Result<DiskRuns, LoadError> {
         let mut done = DiskRuns::default();
         let Some(swap) = self.shared.swap.as_ref() else {
@@ -139,36 +147,41 @@ impl ZswapGroup {
         if folio.nr_pages() == 1 {
             return Ok(done); // nothing to batch
         }
-        let slot_of = |o: u32| {
-            (folio.state(o).kind == Kind::OnDisk)
-                .then(|| folio.slot(o))
-                .flatten()
-        };
-        let mut o = folio.start();
-        while o < folio.end() {
-            let Some(first) = slot_of(o) else {
-                o += 1;
-                continue;
-            };
-            let mut n = 1;
-            while o + n < folio.end() && slot_of(o + n).map(|s| s.0) == Some(first.0 + n) {
-                n += 1;
+        let on_disk: Vec<(u32, SwapSlot)> = folio
+            .offsets()
+            .filter(|&o| folio.state(o).kind == Kind::OnDisk)
+            .filter_map(|o| folio.slot(o).map(|slot| (o, slot)))
+            .collect();
+        if on_disk.len() < 2 {
+            return Ok(done);
+        }
+        let slots: Vec<SwapSlot> = on_disk.iter().map(|&(_, slot)| slot).collect();
+        let decompress = |codec, bytes: &[u8], page: &mut [u8]| self.decompress(codec, bytes, page);
+        if slots.len() == folio.nr_pages() as usize {
+            // The whole folio is on disk: straight into place.
+            if swap.read_pages(&slots, out, decompress).is_ok() {
+                done.add(folio.start(), folio.nr_pages());
             }
-            if n > 1 {
-                let i = (o - folio.start()) as usize * PAGE_SIZE;
-                if swap
-                    .read(first, &mut out[i..i + n as usize * PAGE_SIZE])
-                    .is_err()
-                {
-                    // Let the page-by-page path find and report the failing page.
-                    o += n;
-                    continue;
-                }
-                done.add(o, n);
-            }
-            o += n;
+            return Ok(done);
+        }
+        let mut pages = vec![0u8; slots.len() * PAGE_SIZE];
+        if swap.read_pages(&slots, &mut pages, decompress).is_err() {
+            return Ok(done);
+        }
+        for (&(o, _), page) in on_disk.iter().zip(pages.chunks_exact(PAGE_SIZE)) {
+            let i = (o - folio.start()) as usize * PAGE_SIZE;
+            out[i..i + PAGE_SIZE].copy_from_slice(page);
+            done.add(o, 1);
         }
         Ok(done)
+    }
+
+    /// Decompress one object into a page; false unless it made exactly one page.
+    fn decompress(&self, codec: u8, bytes: &[u8], page: &mut [u8]) -> bool {
+        self.shared
+            .compressors
+            .with(codec, |c| c.decompress(bytes, page))
+            == Ok(PAGE_SIZE)
     }
 
     /// Copy one page of a held folio into `out` without counting or freeing anything: what a
@@ -205,7 +218,7 @@ impl ZswapGroup {
                             page.copy_from_slice(bytes);
                             return true;
                         }
-                        s.compressors.with(st.codec, |c| c.decompress(bytes, page)) == Ok(PAGE_SIZE)
+                        self.decompress(st.codec, bytes, page)
                     });
                     if ok {
                         Ok(())
@@ -218,9 +231,22 @@ impl ZswapGroup {
             Kind::OnDisk => {
                 let slot = folio.slot(offset).expect("an on-disk page has a slot");
                 let swap = s.swap.as_ref().expect("an on-disk page implies a device");
-                if swap.read(slot, page).is_err() {
-                    Stats::inc(&s.stats.swap_read_fail);
-                    return Err(fail(LoadErrorKind::ReadError));
+                let read = swap.read_pages(&[slot], page, |codec, bytes, page| {
+                    self.decompress(codec, bytes, page)
+                });
+                match read.map_err(|f| f.kind) {
+                    Ok(()) => {}
+                    Err(SegmentReadError::Device) => {
+                        Stats::inc(&s.stats.swap_read_fail);
+                        return Err(fail(LoadErrorKind::ReadError));
+                    }
+                    Err(SegmentReadError::Unauthenticated) => {
+                        return Err(fail(LoadErrorKind::Unauthenticated));
+                    }
+                    Err(SegmentReadError::Corrupt) => {
+                        Stats::inc(&s.stats.decompress_fail);
+                        return Err(fail(LoadErrorKind::Corrupt));
+                    }
                 }
             }
             Kind::Poisoned => return Err(fail(LoadErrorKind::Poisoned)),

@@ -31,6 +31,7 @@ use crate::params::{ParamError, Params};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::swap::cache::{Busy, FolioLock, PageState, SwapCache, SHADOW_BITS};
 use crate::swap::device::BackingDevice;
+use crate::swap::segments::{PagedSegments, SegmentDevice, SegmentLog, SegmentStats};
 use crate::swap::swap_info::SwapInfo;
 use crate::zsmalloc::ZsPool;
 
@@ -56,6 +57,18 @@ pub struct ZswapConfig {
     pub device_pages: u32,
     /// Discard freed swap clusters (the kernel's `swapon --discard`). Off by default.
     pub discard: bool,
+    /// Write back in segments (compressed, packed, log-structured) rather than a page a
+    /// slot; where they go, and whether they are sealed. None by default: pages.
+    pub segments: Option<SegmentsConfig>,
+}
+
+/// How written-back pages are kept when they are kept in segments.
+#[derive(Debug, Clone)]
+pub struct SegmentsConfig {
+    /// The segments' store; None: on `ZswapConfig::device`, a run of its pages a segment.
+    pub device: Option<Arc<dyn SegmentDevice>>,
+    /// Encrypt and authenticate every object (AES-256-GCM, a key per run).
+    pub encrypt: bool,
 }
 
 impl ZswapConfig {
@@ -68,6 +81,7 @@ impl ZswapConfig {
             device: None,
             device_pages: 0,
             discard: false,
+            segments: None,
         }
     }
 
@@ -80,6 +94,31 @@ impl ZswapConfig {
     /// Set the compressor to start with.
     pub fn compressor(mut self, spec: CompressorSpec) -> Self {
         self.compressor = spec;
+        self
+    }
+
+    /// Write back in segments on the page device (see `segments`), sealed when `encrypt`.
+    pub fn segments(mut self, encrypt: bool) -> Self {
+        self.segments = Some(SegmentsConfig {
+            device: None,
+            encrypt,
+        });
+        self
+    }
+
+    /// Write back in segments to `device` (a store of segments: no page device needed),
+    /// with room for `pages` written-back pages; sealed when `encrypt`.
+    pub fn segment_device(
+        mut self,
+        device: Arc<dyn SegmentDevice>,
+        pages: u32,
+        encrypt: bool,
+    ) -> Self {
+        self.segments = Some(SegmentsConfig {
+            device: Some(device),
+            encrypt,
+        });
+        self.device_pages = pages;
         self
     }
 
@@ -192,9 +231,28 @@ impl Zswap {
         let params = Params::default();
         params.set_compressor_spec(config.compressor);
         parallel::start_helpers();
-        let swap = config
-            .device
-            .map(|dev| SwapInfo::new(dev, config.device_pages, config.discard));
+        let swap = match (config.segments, config.device) {
+            (None, device) => {
+                device.map(|dev| SwapInfo::new(dev, config.device_pages, config.discard))
+            }
+            (Some(seg), device) => {
+                let store: Option<Arc<dyn SegmentDevice>> = match (seg.device, device) {
+                    (Some(store), _) => Some(store),
+                    (None, Some(dev)) => Some(Arc::new(PagedSegments::new(
+                        dev,
+                        config.device_pages,
+                        config.discard,
+                    ))),
+                    (None, None) => None,
+                };
+                store.map(|store| {
+                    SwapInfo::with_segments(
+                        SegmentLog::new(store, seg.encrypt),
+                        config.device_pages,
+                    )
+                })
+            }
+        };
         let pool = ZsPool::new();
         pool.set_served_memory(config.total_memory);
         Zswap {
@@ -294,12 +352,33 @@ impl Zswap {
     /// Every statistic, counters and gauges.
     pub fn stats(&self) -> StatsSnapshot {
         let s = &self.shared;
+        let log = s.swap.as_ref().and_then(|w| w.segments());
+        let seg =
+            |f: fn(&SegmentStats) -> &AtomicU64| log.map_or(0, |l| f(l.stats()).load(Relaxed));
+        let (held, live) = log.map_or((0, 0), |l| l.held_bytes());
+        let page_bytes = |pages: &AtomicU64| pages.load(Relaxed) * crate::PAGE_SIZE as u64;
+        let (written, read) = match log {
+            Some(_) => (seg(|l| &l.bytes_written), seg(|l| &l.bytes_read)),
+            None => (page_bytes(&s.stats.pswpout), page_bytes(&s.stats.pswpin)),
+        };
         s.stats.snapshot_with(&[
             ("pool_total_size", s.pool.total_size()),
             (
                 "swap_slots_used",
                 s.swap.as_ref().map_or(0, |w| u64::from(w.used())),
             ),
+            ("swap_written_bytes", written),
+            ("swap_read_bytes", read),
+            ("swap_segments_written", seg(|l| &l.segments_written)),
+            ("swap_segment_compactions", seg(|l| &l.compactions)),
+            (
+                "swap_segment_compacted_pages",
+                seg(|l| &l.compacted_objects),
+            ),
+            ("swap_auth_fail", seg(|l| &l.auth_fail)),
+            ("swap_segments", log.map_or(0, |l| l.nr_segments())),
+            ("swap_segment_bytes", held),
+            ("swap_segment_live_bytes", live),
         ])
     }
 

@@ -20,7 +20,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::stats::Stats;
-use crate::swap::cache::Kind;
+use crate::swap::cache::{FolioLock, Kind};
+use crate::swap::segments::SEGMENT_BYTES;
 
 use super::{Shared, Zswap, ZswapGroup};
 
@@ -48,10 +49,19 @@ impl ZswapGroup {
         if !self.writeback_allowed() || nr_pages == 0 || self.zswapped.load(Relaxed) == 0 {
             return result;
         }
+        let segments = self
+            .shared
+            .swap
+            .as_ref()
+            .is_some_and(|swap| swap.segments().is_some());
+        // Folios held for one write: their locks are taken with try_lock only, so holding
+        // several never waits on anyone.
+        let mut batch: Vec<FolioLock> = Vec::new();
+        let (mut batch_bytes, mut batch_pages) = (0usize, 0u32);
         let mut hand = self.hand.lock();
         let mut scanned = 0u64;
         // Two turns: the first may only clear referenced bits.
-        while scanned < 2 * u64::from(nr_pages) && result.written < nr_to_write {
+        while scanned < 2 * u64::from(nr_pages) && result.written + batch_pages < nr_to_write {
             let at = *hand % nr_pages;
             // Pages whose words were never allocated are Empty: the hand passes them at once.
             let Some(off) = self.cache.next_populated(at) else {
@@ -94,16 +104,40 @@ impl ZswapGroup {
             if st.kind != Kind::Stored || st.shadow != shadow {
                 continue;
             }
-            match self.writeback(&folio) {
-                Ok(n) => result.written += n,
-                Err(_) => {
-                    // Counted by writeback; retried on a later pass.
-                    result.write_error = true;
+            batch_bytes += self.stored_length(&folio) as usize;
+            batch_pages += folio.nr_pages();
+            batch.push(folio);
+            // Pages go folio by folio; segments take a batch that fills one, or the rest of
+            // what was asked.
+            if !segments
+                || batch_bytes >= SEGMENT_BYTES
+                || result.written + batch_pages >= nr_to_write
+            {
+                if !self.write_batch(&mut batch, &mut result) {
                     break;
                 }
+                batch_bytes = 0;
+                batch_pages = 0;
             }
         }
+        if !batch.is_empty() {
+            self.write_batch(&mut batch, &mut result);
+        }
+        if segments && result.written > 0 {
+            // What writeback freed in old segments is rewritten a segment a batch.
+            let _ = self.shared.swap.as_ref().map(|swap| swap.compact());
+        }
         result
+    }
+
+    /// Write back the held folios of `batch` and let them go. False if the write failed.
+    fn write_batch(&self, batch: &mut Vec<FolioLock>, result: &mut ShrinkResult) -> bool {
+        let (written, outcome) = self.writeback_folios(batch);
+        batch.clear();
+        result.written += written;
+        // Counted by writeback; retried on a later pass.
+        result.write_error |= outcome.is_err();
+        outcome.is_ok()
     }
 }
 

@@ -10,13 +10,20 @@
 //!
 //! A page that was written through at store time already has its disk copy: evicting it is a
 //! free, with no decompression and no write.
+//!
+//! With segments (swap/segments), pages go as the pool holds them, compressed, with no
+//! decompression, and the shrinker hands over many folios at once (`writeback_folios`) so
+//! that their objects fill a segment. A page written back compressed keeps its compressor
+//! in use (its entry names it, `ON_DISK_COMPRESSED`) until the page is freed.
 
 use std::cell::RefCell;
 
 use crate::stats::Stats;
 use crate::swap::cache::{FolioLock, Kind, PageState};
+use crate::swap::segments::Object;
 use crate::swap::slots::SwapSlot;
 use crate::swap::swap_info::SwapWriteError;
+use crate::zsmalloc::Handle;
 use crate::PAGE_SIZE;
 
 use super::ZswapGroup;
@@ -32,6 +39,10 @@ pub enum WritebackError {
     Write(#[from] SwapWriteError),
 }
 
+/// `PageState::payload` of an on-disk page whose object is compressed: it holds a use of
+/// its compressor (`PageState::codec`). 0 for a page on disk as a whole page.
+pub(crate) const ON_DISK_COMPRESSED: u32 = 1;
+
 thread_local! {
     static FOLIO_BUF: RefCell<(Vec<u8>, Vec<u32>, Vec<SwapSlot>)> =
         const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
@@ -41,14 +52,53 @@ pub(crate) fn touch_thread_locals() {
     FOLIO_BUF.with(|_| ());
 }
 
+/// A pool object copied out for a segment: its folio, page, codec and bytes in the arena.
+struct Copied {
+    folio: usize,
+    offset: u32,
+    codec: u8,
+    at: usize,
+    len: usize,
+}
+
 impl ZswapGroup {
     /// Write the folio's pool pages to the backing device and free them from the pool.
     /// Returns how many pages left the pool.
     pub fn writeback(&self, folio: &FolioLock) -> Result<u32, WritebackError> {
-        self.check(folio);
-        if !self.writeback_allowed() {
-            return Err(WritebackError::NotAllowed);
+        let (written, result) = self.writeback_folios(std::slice::from_ref(folio));
+        result.map(|()| written)
+    }
+
+    /// Write back the pool pages of several folios, all held by the caller: with segments,
+    /// their objects in one batch (as few segments as they fit); with pages, folio by folio
+    /// until one fails. Returns the pages that left the pool, and the error that stopped it.
+    pub fn writeback_folios(&self, folios: &[FolioLock]) -> (u32, Result<(), WritebackError>) {
+        for folio in folios {
+            self.check(folio);
         }
+        if !self.writeback_allowed() {
+            return (0, Err(WritebackError::NotAllowed));
+        }
+        let swap = self
+            .shared
+            .swap
+            .as_ref()
+            .expect("writeback_allowed implies a device");
+        if swap.segments().is_some() {
+            return self.writeback_objects(folios);
+        }
+        let mut written = 0;
+        for folio in folios {
+            match self.writeback_pages(folio) {
+                Ok(n) => written += n,
+                Err(e) => return (written, Err(e)),
+            }
+        }
+        (written, Ok(()))
+    }
+
+    /// Pages: decompress the folio's pool pages and write them whole.
+    fn writeback_pages(&self, folio: &FolioLock) -> Result<u32, WritebackError> {
         let s = &self.shared;
         let swap = s.swap.as_ref().expect("writeback_allowed implies a device");
         crate::scratch::with(&FOLIO_BUF, Default::default, |bufs| {
@@ -103,6 +153,89 @@ impl ZswapGroup {
             }
             Ok(evicted + offsets.len() as u32)
         })
+    }
+
+    /// Segments: the folios' pool objects as they are, in one batch.
+    fn writeback_objects(&self, folios: &[FolioLock]) -> (u32, Result<(), WritebackError>) {
+        let s = &self.shared;
+        let swap = s.swap.as_ref().expect("writeback_allowed implies a device");
+        let mut arena = Vec::new();
+        let mut copied = Vec::new();
+        let mut evicted = 0;
+        let mut scratch = vec![0u8; PAGE_SIZE];
+        for (f, folio) in folios.iter().enumerate() {
+            for offset in folio.offsets() {
+                let st = folio.state(offset);
+                if st.kind != Kind::Stored {
+                    continue;
+                }
+                if let Some(slot) = folio.slot(offset) {
+                    // Written through at store time: the device already holds it.
+                    self.free_stored(st);
+                    self.set_on_disk(folio, offset, st, slot);
+                    Stats::inc(&s.stats.writethrough_evictions);
+                    evicted += 1;
+                    continue;
+                }
+                let at = arena.len();
+                s.pool
+                    .with_object(Handle::from_raw(st.payload), &mut scratch, |bytes| {
+                        arena.extend_from_slice(bytes)
+                    });
+                copied.push(Copied {
+                    folio: f,
+                    offset,
+                    codec: st.codec,
+                    at,
+                    len: arena.len() - at,
+                });
+            }
+        }
+        if copied.is_empty() {
+            return (evicted, Ok(()));
+        }
+        let objects: Vec<Object> = copied
+            .iter()
+            .map(|c| Object {
+                codec: c.codec,
+                bytes: &arena[c.at..c.at + c.len],
+            })
+            .collect();
+        let mut slots = Vec::with_capacity(copied.len());
+        if let Err(e) = swap.write_objects(&objects, &mut slots) {
+            Stats::inc(&s.stats.swap_write_fail);
+            Stats::inc(&s.stats.reject_reclaim_fail);
+            return (evicted, Err(e.into()));
+        }
+        let mut pages_of = vec![0u32; folios.len()];
+        for (c, &slot) in copied.iter().zip(&slots) {
+            let folio = &folios[c.folio];
+            let st = folio.state(c.offset);
+            let compressed = c.len < PAGE_SIZE;
+            self.free_object(st);
+            folio.set_slot(c.offset, Some(slot));
+            folio.set_state(
+                c.offset,
+                PageState {
+                    kind: Kind::OnDisk,
+                    referenced: false,
+                    codec: if compressed { st.codec } else { 0 },
+                    payload: if compressed { ON_DISK_COMPRESSED } else { 0 },
+                    ..st
+                },
+            );
+            pages_of[c.folio] += 1;
+        }
+        let n = copied.len() as u64;
+        Stats::add(&s.stats.zswpwb, n);
+        Stats::add(&s.stats.written_back_pages, n);
+        Stats::add(&s.stats.pswpout, n);
+        for (folio, pages) in folios.iter().zip(pages_of) {
+            if pages == folio.nr_pages() {
+                Stats::count_order(&s.stats.order_swpout, folio.order(), 1);
+            }
+        }
+        (evicted + copied.len() as u32, Ok(()))
     }
 
     fn set_on_disk(&self, folio: &FolioLock, offset: u32, was: PageState, slot: SwapSlot) {

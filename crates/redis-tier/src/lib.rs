@@ -1,0 +1,430 @@
+//! Far memory on a Redis Cluster (or Valkey, which speaks the same protocol): a
+//! [`SegmentDevice`] whose segments are values in the cluster.
+//!
+//! - **Keys.** `uzswap:RUN:SEGMENT`, RUN a per-run id (two programs never collide), spread
+//!   over the cluster's hash slots by their CRC16 like any key. redis-rs follows the slot map,
+//!   MOVED and ASK, reconnects and failovers.
+//! - **Durable before it leaves memory.** `put` returns once the primary has the segment
+//!   and at least one replica acknowledged it (`WAIT 1`): the caller frees the pool's copy only
+//!   then, so a primary killed at any moment loses nothing. A write that no replica took is
+//!   written again until one does, or fails after `TierOptions::retry_for`.
+//! - **Leased.** Every key carries a TTL (`TierOptions::ttl`) that a thread renews while the
+//!   run lives;
+//!   the run deletes its keys when it ends (`Drop`, and `uzswap run` after its program), and a
+//!   run killed with nothing to delete them leaves them for one lease at most.
+//! - **Reads** are `GETRANGE`s of only the objects a fault needs, from the key's primary (a
+//!   replica may lag, or be dead and still in the slot map); retried through a failover.
+//!   A segment that is gone (lost with its primary and every replica, or its lease run out)
+//!   fails the read, and the engine poisons its pages.
+
+mod cleanup;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::Value;
+use zswap::swap::segments::SegmentAddr;
+use zswap::swap::{DeviceError, SegmentDevice};
+
+pub use cleanup::delete_run;
+
+/// How long `WAIT` waits for a replica's acknowledgement before the write is tried again.
+const WAIT_MS: u64 = 1000;
+
+/// The tier's time scales, and its threads' start.
+#[derive(Debug, Clone, Copy)]
+pub struct TierOptions {
+    /// The TTL each key is written with and renewed to: the longest a key outlives a run
+    /// that could not delete it.
+    pub ttl: Duration,
+    /// How often the lease thread renews every live key.
+    pub renew_every: Duration,
+    /// How long an operation is retried (a node down, a failover) before it fails.
+    pub retry_for: Duration,
+    /// Run first on the lease thread (`uzswap run` marks it as uzswap's own).
+    pub thread_start: Option<fn()>,
+}
+
+impl Default for TierOptions {
+    /// A lease of 60 s renewed every 15 s; operations retried for 30 s, longer than a
+    /// failover takes with the cluster's default `cluster-node-timeout` of 15 s.
+    fn default() -> Self {
+        TierOptions {
+            ttl: Duration::from_secs(60),
+            renew_every: Duration::from_secs(15),
+            retry_for: Duration::from_secs(30),
+            thread_start: None,
+        }
+    }
+}
+
+/// Why the cluster could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisTierError {
+    /// An address that is not `redis://HOST:PORT[,HOST:PORT...]`.
+    #[error("{0:?} is not redis://HOST:PORT[,HOST:PORT...]")]
+    BadAddress(String),
+    /// No node answered, or the cluster refused.
+    #[error("the Redis Cluster at {nodes} cannot be used: {source}")]
+    Unreachable {
+        /// The nodes as given.
+        nodes: String,
+        /// What the client said.
+        #[source]
+        source: redis::RedisError,
+    },
+}
+
+/// What the tier did, for the statistics.
+#[derive(Debug, Default)]
+pub struct RedisStats {
+    /// Segments written (acknowledged by a replica).
+    pub puts: AtomicU64,
+    /// Reads (GETRANGE).
+    pub gets: AtomicU64,
+    /// Operations tried again: a node down, a failover, no replica's acknowledgement.
+    pub retries: AtomicU64,
+    /// Keys deleted.
+    pub deletes: AtomicU64,
+    /// Lease renewals (keys renewed).
+    pub renewals: AtomicU64,
+}
+
+/// Segments as values in a Redis Cluster.
+pub struct RedisSegments {
+    shared: Arc<Shared>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    client: ClusterClient,
+    nodes: String,
+    /// Idle connections: each caller takes one for its operation (a connection is not
+    /// shared between threads), and gives it back.
+    idle: Mutex<Vec<ClusterConnection>>,
+    prefix: String,
+    options: TierOptions,
+    /// Segments in the cluster now: renewed, and deleted at the end.
+    live: Mutex<HashSet<u64>>,
+    stop: Mutex<bool>,
+    wake: Condvar,
+    stats: RedisStats,
+    /// A connection failed for good: said once.
+    said: AtomicBool,
+}
+
+impl std::fmt::Debug for RedisSegments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSegments")
+            .field("nodes", &self.shared.nodes)
+            .field("prefix", &self.shared.prefix)
+            .finish()
+    }
+}
+
+/// The nodes of `redis://HOST:PORT[,HOST:PORT...]`, each as its own URL.
+pub fn parse_nodes(address: &str) -> Result<Vec<String>, RedisTierError> {
+    let bad = || RedisTierError::BadAddress(address.to_string());
+    let rest = address.strip_prefix("redis://").ok_or_else(bad)?;
+    let nodes: Vec<String> = rest
+        .trim_end_matches('/')
+        .split(',')
+        .map(|n| n.trim_start_matches("redis://").trim_end_matches('/'))
+        .map(|n| match n.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                Ok(format!("redis://{n}/"))
+            }
+            _ => Err(bad()),
+        })
+        .collect::<Result<_, _>>()?;
+    if nodes.is_empty() {
+        return Err(bad());
+    }
+    Ok(nodes)
+}
+
+impl RedisSegments {
+    /// Connect to the cluster at `address` (`redis://HOST:PORT[,HOST:PORT...]`, any of its
+    /// nodes) for the run `run` (its keys are `uzswap:RUN:*`).
+    pub fn connect(address: &str, run: &str, options: TierOptions) -> Result<Self, RedisTierError> {
+        let nodes = parse_nodes(address)?;
+        let unreachable = |source| RedisTierError::Unreachable {
+            nodes: address.to_string(),
+            source,
+        };
+        let client = ClusterClient::builder(nodes)
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(unreachable)?;
+        let mut first = client.get_connection().map_err(unreachable)?;
+        redis::cmd("PING")
+            .query::<String>(&mut first)
+            .map_err(unreachable)?;
+        let shared = Arc::new(Shared {
+            client,
+            nodes: address.to_string(),
+            idle: Mutex::new(vec![first]),
+            prefix: format!("uzswap:{run}:"),
+            options,
+            live: Mutex::new(HashSet::new()),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            stats: RedisStats::default(),
+            said: AtomicBool::new(false),
+        });
+        let renewer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("uzswap-lease".into())
+                .spawn(move || {
+                    if let Some(start) = options.thread_start {
+                        start();
+                    }
+                    shared.renew_loop();
+                })
+                .expect("starting the lease thread")
+        };
+        Ok(RedisSegments {
+            shared,
+            renewer: Some(renewer),
+        })
+    }
+
+    /// What the tier did.
+    pub fn stats(&self) -> &RedisStats {
+        &self.shared.stats
+    }
+
+    /// The key of segment `id`.
+    pub fn key(&self, id: u64) -> String {
+        self.shared.key(id)
+    }
+
+    /// The prefix of every key of this run.
+    pub fn prefix(&self) -> &str {
+        &self.shared.prefix
+    }
+
+    /// Segments held in the cluster now.
+    pub fn nr_live(&self) -> usize {
+        self.shared.live.lock().len()
+    }
+}
+
+impl Shared {
+    fn key(&self, id: u64) -> String {
+        format!("{}{id:x}", self.prefix)
+    }
+
+    /// Run `op` on a connection, retrying what a failover or a lost node makes fail, for
+    /// up to `retry_for`. `op` returns Ok(None) for "try again" (no replica acknowledged).
+    fn with_retries<T>(
+        &self,
+        what: &str,
+        mut op: impl FnMut(&mut ClusterConnection) -> redis::RedisResult<Option<T>>,
+    ) -> Result<T, DeviceError> {
+        let deadline = Instant::now() + self.options.retry_for;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            let conn = self.idle.lock().pop();
+            let mut conn = match conn {
+                Some(c) => c,
+                None => match self.client.get_connection() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        if Instant::now() >= deadline {
+                            return Err(self.failed(what, &e));
+                        }
+                        Stats::inc(&self.stats.retries);
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(500));
+                        continue;
+                    }
+                },
+            };
+            let result = op(&mut conn);
+            match result {
+                Ok(Some(v)) => {
+                    self.idle.lock().push(conn);
+                    return Ok(v);
+                }
+                Ok(None) => {
+                    self.idle.lock().push(conn);
+                    if Instant::now() >= deadline {
+                        let e = redis::RedisError::from((
+                            redis::ErrorKind::Io,
+                            "no replica acknowledged the write",
+                        ));
+                        return Err(self.failed(what, &e));
+                    }
+                }
+                // A connection that failed is dropped: the next try makes a new one,
+                // which reads the slot map afresh.
+                Err(e) if Instant::now() >= deadline => return Err(self.failed(what, &e)),
+                Err(_) => {}
+            }
+            Stats::inc(&self.stats.retries);
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    fn failed(&self, what: &str, e: &redis::RedisError) -> DeviceError {
+        if !self.said.swap(true, Relaxed) {
+            log::error!(
+                "uzswap: the Redis Cluster at {} failed a {what} for {} s: {e}",
+                self.nodes,
+                self.options.retry_for.as_secs()
+            );
+        }
+        DeviceError::Io(std::io::Error::other(format!("redis {what}: {e}")))
+    }
+
+    fn renew_loop(&self) {
+        let mut stop = self.stop.lock();
+        loop {
+            let timed_out = self
+                .wake
+                .wait_for(&mut stop, self.options.renew_every)
+                .timed_out();
+            if *stop {
+                return;
+            }
+            if !timed_out {
+                continue;
+            }
+            drop(stop);
+            self.renew();
+            stop = self.stop.lock();
+        }
+    }
+
+    /// Renew every live key's lease, a pipeline per thousand keys.
+    fn renew(&self) {
+        let ids: Vec<u64> = self.live.lock().iter().copied().collect();
+        let ttl = self.options.ttl.as_millis() as u64;
+        for chunk in ids.chunks(1000) {
+            let result = self.with_retries("lease renewal", |conn| {
+                let mut pipe = redis::cluster::cluster_pipe();
+                for &id in chunk {
+                    pipe.cmd("PEXPIRE").arg(self.key(id)).arg(ttl).ignore();
+                }
+                pipe.query::<()>(conn).map(Some)
+            });
+            if result.is_ok() {
+                Stats::add(&self.stats.renewals, chunk.len() as u64);
+            }
+        }
+    }
+}
+
+impl SegmentDevice for RedisSegments {
+    fn put(&self, id: u64, bytes: &[u8]) -> Result<SegmentAddr, DeviceError> {
+        let s = &self.shared;
+        let key = s.key(id);
+        let ttl = s.options.ttl.as_millis() as u64;
+        s.with_retries("write", |conn| {
+            redis::cmd("SET")
+                .arg(&key)
+                .arg(bytes)
+                .arg("PX")
+                .arg(ttl)
+                .query::<()>(conn)?;
+            // Asked of the key's primary alone (redis-rs would ask every primary and take
+            // the least, so one shard without a replica would stop every write): the
+            // replicas that have every write this connection made to it.
+            let primary =
+                SingleNodeRoutingInfo::SpecificNode(Route::with_key(&key, SlotAddr::Master));
+            let acked = conn.route_command(
+                redis::cmd("WAIT").arg(1).arg(WAIT_MS),
+                RoutingInfo::SingleNode(primary),
+            )?;
+            Ok(matches!(acked, Value::Int(n) if n >= 1).then_some(()))
+        })?;
+        s.live.lock().insert(id);
+        Stats::inc(&s.stats.puts);
+        Ok(0)
+    }
+
+    fn get(
+        &self,
+        id: u64,
+        _addr: SegmentAddr,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        let s = &self.shared;
+        let key = s.key(id);
+        let end = offset + out.len() - 1;
+        let bytes: Vec<u8> = s.with_retries("read", |conn| {
+            let v: Value = redis::cmd("GETRANGE")
+                .arg(&key)
+                .arg(offset)
+                .arg(end)
+                .query(conn)?;
+            match v {
+                Value::BulkString(b) => Ok(Some(b)),
+                _ => Ok(Some(Vec::new())),
+            }
+        })?;
+        Stats::inc(&s.stats.gets);
+        if bytes.len() != out.len() {
+            // The key is gone or shorter: lost with its nodes, or its lease ran out.
+            return Err(DeviceError::ShortRead {
+                read: bytes.len(),
+                expected: out.len(),
+            });
+        }
+        out.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    fn delete(&self, id: u64, _addr: SegmentAddr) {
+        let s = &self.shared;
+        s.live.lock().remove(&id);
+        let key = s.key(id);
+        // Best effort: a key left behind goes with its lease.
+        let _ = s.with_retries("delete", |conn| {
+            redis::cmd("UNLINK").arg(&key).query::<()>(conn).map(Some)
+        });
+        Stats::inc(&s.stats.deletes);
+    }
+}
+
+impl Drop for RedisSegments {
+    /// The run's end: stop renewing, and delete every key still held.
+    fn drop(&mut self) {
+        *self.shared.stop.lock() = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.renewer.take() {
+            let _ = t.join();
+        }
+        let ids: Vec<u64> = self.shared.live.lock().drain().collect();
+        for chunk in ids.chunks(1000) {
+            let _ = self.shared.with_retries("delete", |conn| {
+                let mut pipe = redis::cluster::cluster_pipe();
+                for &id in chunk {
+                    pipe.cmd("UNLINK").arg(self.shared.key(id)).ignore();
+                }
+                pipe.query::<()>(conn).map(Some)
+            });
+        }
+    }
+}
+
+struct Stats;
+
+impl Stats {
+    fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+    fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+}

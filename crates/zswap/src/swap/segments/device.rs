@@ -1,0 +1,140 @@
+//! Where sealed segments are kept: the [`SegmentDevice`] trait, and [`PagedSegments`], the
+//! segments of the swap file (any [`BackingDevice`]), each in a run of its pages.
+//!
+//! A device stores whole segments by id and reads any byte range of one back: a fault reads
+//! only the objects it needs, a compaction the whole segment.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::swap::device::{BackingDevice, DeviceError};
+use crate::swap::file::page_aligned;
+use crate::swap::slots::{SlotAllocator, SwapSlot};
+use crate::PAGE_SIZE;
+
+/// Where a device put a segment: its own address, handed back on reads and on delete.
+pub type SegmentAddr = u64;
+
+/// A store of segments. `put` returns only once the segment is durable as the device
+/// understands it (written to the file; acknowledged by a primary and a replica), so the
+/// caller may then drop the memory copy of what it holds.
+pub trait SegmentDevice: Send + Sync + std::fmt::Debug {
+    /// Store segment `id` (`bytes`, at most [`super::SEGMENT_BYTES`]); returns its address.
+    fn put(&self, id: u64, bytes: &[u8]) -> Result<SegmentAddr, DeviceError>;
+    /// Read `out.len()` bytes from `offset` of segment `id` at `addr`.
+    fn get(
+        &self,
+        id: u64,
+        addr: SegmentAddr,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), DeviceError>;
+    /// Segment `id` holds nothing any more: give its storage back.
+    fn delete(&self, id: u64, addr: SegmentAddr);
+}
+
+/// Segments on a page-addressed device (the swap file): each segment in a run of pages
+/// from its own slot map, written padded to whole pages (direct I/O writes whole pages),
+/// read by the pages that cover the range asked for. An address is the run's first page,
+/// with its length in pages above bit 32.
+#[derive(Debug)]
+pub struct PagedSegments {
+    device: Arc<dyn BackingDevice>,
+    pages: Mutex<SlotAllocator>,
+    /// Punch freed runs out of the file (`swapon --discard`).
+    discard: bool,
+}
+
+thread_local! {
+    static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `scratch::touch_thread_locals`, for this module's.
+pub(crate) fn touch_thread_locals() {
+    BOUNCE.with(|_| ());
+}
+
+impl PagedSegments {
+    /// Segments on `device`, of `capacity_pages` pages.
+    pub fn new(device: Arc<dyn BackingDevice>, capacity_pages: u32, discard: bool) -> Self {
+        PagedSegments {
+            device,
+            pages: Mutex::new(SlotAllocator::new(capacity_pages)),
+            discard,
+        }
+    }
+
+    /// The page device underneath.
+    pub fn device(&self) -> &Arc<dyn BackingDevice> {
+        &self.device
+    }
+
+    /// Pages of the device that segments hold now.
+    pub fn pages_used(&self) -> u32 {
+        self.pages.lock().used()
+    }
+}
+
+fn run_of(addr: SegmentAddr) -> (SwapSlot, u32) {
+    (SwapSlot(addr as u32), (addr >> 32) as u32)
+}
+
+impl SegmentDevice for PagedSegments {
+    fn put(&self, _id: u64, bytes: &[u8]) -> Result<SegmentAddr, DeviceError> {
+        let pages = bytes.len().div_ceil(PAGE_SIZE).max(1) as u32;
+        let first = {
+            let mut map = self.pages.lock();
+            // Runs come in powers of two: take one and give its tail back at once.
+            let run = pages.next_power_of_two();
+            let first = map
+                .alloc(run)
+                .ok_or_else(|| DeviceError::Io(std::io::Error::from_raw_os_error(libc::ENOSPC)))?;
+            if run > pages {
+                map.free(SwapSlot(first.0 + pages), run - pages);
+            }
+            first
+        };
+        let written = pages as usize * PAGE_SIZE;
+        let result = crate::scratch::with(&BOUNCE, Vec::new, |buf| {
+            let buf = &mut *buf.borrow_mut();
+            let page_bytes = page_aligned(buf, written);
+            page_bytes[..bytes.len()].copy_from_slice(bytes);
+            page_bytes[bytes.len()..].fill(0);
+            self.device.write(first, page_bytes)
+        });
+        if let Err(e) = result {
+            self.pages.lock().free(first, pages);
+            return Err(e);
+        }
+        Ok(u64::from(first.0) | u64::from(pages) << 32)
+    }
+
+    fn get(
+        &self,
+        _id: u64,
+        addr: SegmentAddr,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        let first_page = offset / PAGE_SIZE;
+        let end_page = (offset + out.len()).div_ceil(PAGE_SIZE);
+        let slot = SwapSlot(run_of(addr).0 .0 + first_page as u32);
+        crate::scratch::with(&BOUNCE, Vec::new, |buf| {
+            let buf = &mut *buf.borrow_mut();
+            let pages = page_aligned(buf, (end_page - first_page) * PAGE_SIZE);
+            self.device.read(slot, pages)?;
+            let skip = offset - first_page * PAGE_SIZE;
+            out.copy_from_slice(&pages[skip..skip + out.len()]);
+            Ok(())
+        })
+    }
+
+    fn delete(&self, _id: u64, addr: SegmentAddr) {
+        let (first, pages) = run_of(addr);
+        if self.discard {
+            let _ = self.device.discard(first, pages);
+        }
+        self.pages.lock().free(first, pages);
+    }
+}
