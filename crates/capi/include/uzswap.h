@@ -129,6 +129,25 @@ struct uzswap_config {
    * EFAULT instead of bringing it back. Default: false.
    */
   bool user_mode_only;
+  /**
+   * Where written-back pages go: NULL or "file:DIR" for the swap file (in `swap_dir`, or
+   * DIR), or "redis://HOST:PORT[,HOST:PORT...]" for a Redis Cluster (each segment a key,
+   * acknowledged by a replica before its pages leave memory, leased, deleted when the
+   * region is destroyed). Read only by `uzswap_region_create`. Default: NULL.
+   */
+  const char *swap_to;
+  /**
+   * How written-back pages are kept: 0, compressed and packed into segments of up to
+   * 64 KiB; 1, decompressed a page a slot, as the kernel's zswap writes back (the swap
+   * file only). Default: 0.
+   */
+  uint32_t swap_format;
+  /**
+   * Nonzero: segments in the clear. By default each is encrypted and authenticated
+   * (AES-256-GCM, a key per region made in memory), and a page changed on the device is
+   * poisoned, never returned. Default: 0.
+   */
+  uint32_t no_encrypt;
 };
 
 #ifdef __cplusplus

@@ -72,6 +72,19 @@ pub struct uzswap_config {
     /// faults gets anyway: a system call that reads or writes an evicted page then fails with
     /// EFAULT instead of bringing it back. Default: false.
     pub user_mode_only: bool,
+    /// Where written-back pages go: NULL or "file:DIR" for the swap file (in `swap_dir`, or
+    /// DIR), or "redis://HOST:PORT[,HOST:PORT...]" for a Redis Cluster (each segment a key,
+    /// acknowledged by a replica before its pages leave memory, leased, deleted when the
+    /// region is destroyed). Read only by `uzswap_region_create`. Default: NULL.
+    pub swap_to: *const c_char,
+    /// How written-back pages are kept: 0, compressed and packed into segments of up to
+    /// 64 KiB; 1, decompressed a page a slot, as the kernel's zswap writes back (the swap
+    /// file only). Default: 0.
+    pub swap_format: u32,
+    /// Nonzero: segments in the clear. By default each is encrypted and authenticated
+    /// (AES-256-GCM, a key per region made in memory), and a page changed on the device is
+    /// poisoned, never returned. Default: 0.
+    pub no_encrypt: u32,
 }
 
 /// The size of the struct's first version: the least `size` the library accepts. It stays as
@@ -96,6 +109,9 @@ impl uzswap_config {
             writethrough: r.writethrough == region::Writethrough::On,
             swap_discard: r.swap_discard,
             user_mode_only: r.user_mode_only,
+            swap_to: ptr::null(),
+            swap_format: 0,
+            no_encrypt: u32::from(!r.encrypt),
         }
     }
 }
@@ -149,7 +165,8 @@ pub unsafe extern "C" fn uzswap_config_init(config: *mut uzswap_config, size: us
 /// # Safety
 ///
 /// `config` is NULL or points to an initialized `struct uzswap_config` of `config->size`
-/// readable bytes, whose `compressor` and `swap_dir` are NULL or NUL-terminated strings.
+/// readable bytes, whose `compressor`, `swap_dir` and `swap_to` are NULL or NUL-terminated
+/// strings.
 pub(crate) unsafe fn region_config(config: *const uzswap_config) -> Result<RegionConfig, Failure> {
     if config.is_null() {
         return Err(Failure::null("config"));
@@ -210,6 +227,34 @@ pub(crate) unsafe fn region_config(config: *const uzswap_config) -> Result<Regio
     };
     r.swap_discard = c.swap_discard;
     r.user_mode_only = c.user_mode_only;
+    r.swap_format = match c.swap_format {
+        0 => region::SwapFormat::Segments,
+        1 => region::SwapFormat::Pages,
+        n => {
+            return Err(Failure::invalid(format!(
+                "swap_format: {n} is not 0 (segments) or 1 (pages)"
+            )))
+        }
+    };
+    r.encrypt = c.no_encrypt == 0 && r.swap_format == region::SwapFormat::Segments;
+    // SAFETY: NULL or a NUL-terminated string (the caller's promise).
+    if let Some(to) = unsafe { c_str(c.swap_to) } {
+        let to = to
+            .to_str()
+            .map_err(|_| Failure::invalid("swap_to: not UTF-8"))?;
+        if let Some(dir) = to.strip_prefix("file:") {
+            r.swap_dir = Some(PathBuf::from(dir));
+        } else if to.starts_with("redis://") {
+            let run = format!("capi-{}", redis_tier::new_run_id());
+            let store = redis_tier::RedisSegments::connect(to, &run, Default::default())
+                .map_err(|e| Failure::invalid(format!("swap_to: {e}")))?;
+            r = r.segment_device(std::sync::Arc::new(store));
+        } else {
+            return Err(Failure::invalid(format!(
+                "swap_to: {to:?} is not file:DIR or redis://HOST:PORT[,HOST:PORT...]"
+            )));
+        }
+    }
     Ok(r)
 }
 

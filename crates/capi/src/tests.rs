@@ -109,10 +109,15 @@ fn the_config_struct_has_no_padding_so_every_older_size_ends_on_a_field() {
         size_of_val(&c.writethrough),
         size_of_val(&c.swap_discard),
         size_of_val(&c.user_mode_only),
+        size_of_val(&c.swap_to),
+        size_of_val(&c.swap_format),
+        size_of_val(&c.no_encrypt),
     ];
     assert_eq!(fields.iter().sum::<usize>(), size_of::<uzswap_config>());
-    assert_eq!(size_of::<uzswap_config>(), 64, "the first version's size");
+    assert_eq!(size_of::<uzswap_config>(), 80, "the second version's size");
     assert_eq!(offset_of!(uzswap_config, size), 0);
+    // The first version (64 bytes) ends where the second's first field starts.
+    assert_eq!(offset_of!(uzswap_config, swap_to), 64);
 }
 
 #[test]
@@ -361,4 +366,29 @@ fn a_panic_becomes_an_internal_error_instead_of_unwinding_into_c() {
         last_error(),
         "uzswap_test: internal error (a bug in uzswap): boom"
     );
+}
+
+#[test]
+fn swap_to_and_swap_format_are_checked_and_a_file_tier_works() {
+    for (to, format, needle) in [
+        (Some("ftp://host"), 0, "is not file:DIR or redis://"),
+        (Some("redis://nohost"), 0, "redis://HOST:PORT"),
+        (Some("redis://127.0.0.1:1"), 0, "cannot be used"),
+        (None, 7, "swap_format: 7"),
+    ] {
+        let mut cfg = config(16 << 20);
+        let to = to.map(c);
+        cfg.swap_to = to.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+        cfg.swap_format = format;
+        let Err((_, e)) = create(64 << 20, &cfg) else {
+            panic!("{needle}: accepted");
+        };
+        assert!(e.contains(needle), "{e}");
+    }
+    let dir = c(&format!("file:{}", std::env::temp_dir().display()));
+    let mut cfg = config(16 << 20);
+    cfg.swap_to = dir.as_ptr();
+    cfg.swap_format = 1;
+    cfg.no_encrypt = 1;
+    create(64 << 20, &cfg).expect("pages in a swap file in the temp directory");
 }

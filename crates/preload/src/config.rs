@@ -12,6 +12,9 @@ pub const ENV: &str = "UZSWAP_RUN";
 #[derive(Debug)]
 pub struct RunConfig {
     pub region: RegionConfig,
+    /// A Redis Cluster to write back to (`uzswap run --swap-to redis://...`), and the run's
+    /// id for its keys.
+    pub swap_to: Option<(String, String)>,
     /// Bytes of address space the region reserves for the heap.
     pub max_heap: u64,
     /// Where to write the statistics when the program exits (`uzswap run --stats`).
@@ -33,6 +36,8 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
     let mut tree_file = None;
     let mut stats_parent = None;
     let mut memory_max = None;
+    let mut swap_to = None;
+    let mut run_id = None;
     let mut on_limit = region::OnLimit::default();
     let mut region = RegionConfig::new(0);
     for item in text.split(';').filter(|s| !s.is_empty()) {
@@ -74,6 +79,8 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
                 }
             }
             "encrypt" => region.encrypt = on()?,
+            "swap_to" => swap_to = Some(value.to_string()),
+            "run_id" => run_id = Some(value.to_string()),
             "stats_file" => stats_file = Some(value.into()),
             "tree_file" => tree_file = Some(value.into()),
             "stats_parent" => stats_parent = Some(bytes()? as u32),
@@ -89,8 +96,14 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
         say: true,
     };
     let max_heap = max_heap.ok_or("max_heap is missing")?;
+    let swap_to = match (swap_to, run_id) {
+        (Some(url), Some(run)) => Some((url, run)),
+        (None, _) => None,
+        (Some(_), None) => return Err("swap_to without run_id".into()),
+    };
     Ok(RunConfig {
         region,
+        swap_to,
         max_heap,
         stats_file,
         tree_file,

@@ -30,6 +30,18 @@ extern "C" fn init() {
     let size = config.max_heap as usize;
     let mut region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
     region_config.thread_start = Some(crate::heap::mark_uzswap_thread);
+    if let Some((url, run)) = &config.swap_to {
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        let options = redis_tier::TierOptions {
+            thread_start: Some(crate::heap::mark_uzswap_thread),
+            ..Default::default()
+        };
+        // Each process of the tree has keys of its own under the run's id.
+        let store = redis_tier::RedisSegments::connect(url, &format!("{run}-{pid}"), options)
+            .unwrap_or_else(|e| refuse(&format!("--swap-to: {e}")));
+        region_config = region_config.segment_device(std::sync::Arc::new(store));
+    }
     let region_config_in_thread = region_config.in_thread_faults;
     let limit = region_config.memory_limit;
     let least = Region::min_memory_limit(size, &region_config).unwrap_or(limit);

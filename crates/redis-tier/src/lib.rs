@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use redis::cluster::{ClusterClient, ClusterConnection};
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::Value;
 use zswap::swap::segments::SegmentAddr;
 use zswap::swap::{DeviceError, SegmentDevice};
@@ -125,6 +125,14 @@ impl std::fmt::Debug for RedisSegments {
             .field("prefix", &self.shared.prefix)
             .finish()
     }
+}
+
+/// A run id no other run has: this process's id and the time in nanoseconds, in hex.
+pub fn new_run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}-{nanos:x}", std::process::id())
 }
 
 /// The nodes of `redis://HOST:PORT[,HOST:PORT...]`, each as its own URL.
@@ -324,6 +332,18 @@ impl Shared {
     }
 }
 
+/// Whether a replica of `key`'s primary has every write this connection made to it.
+/// `WAIT` is asked of that primary alone: redis-rs would ask every primary and take the
+/// least, so one shard without a replica would stop every write.
+fn replicated(conn: &mut ClusterConnection, key: &str) -> redis::RedisResult<bool> {
+    let primary = SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
+    let acked = conn.route_command(
+        redis::cmd("WAIT").arg(1).arg(WAIT_MS),
+        RoutingInfo::SingleNode(primary),
+    )?;
+    Ok(matches!(acked, Value::Int(n) if n >= 1))
+}
+
 impl SegmentDevice for RedisSegments {
     fn put(&self, id: u64, bytes: &[u8]) -> Result<SegmentAddr, DeviceError> {
         let s = &self.shared;
@@ -336,20 +356,47 @@ impl SegmentDevice for RedisSegments {
                 .arg("PX")
                 .arg(ttl)
                 .query::<()>(conn)?;
-            // Asked of the key's primary alone (redis-rs would ask every primary and take
-            // the least, so one shard without a replica would stop every write): the
-            // replicas that have every write this connection made to it.
-            let primary =
-                SingleNodeRoutingInfo::SpecificNode(Route::with_key(&key, SlotAddr::Master));
-            let acked = conn.route_command(
-                redis::cmd("WAIT").arg(1).arg(WAIT_MS),
-                RoutingInfo::SingleNode(primary),
-            )?;
-            Ok(matches!(acked, Value::Int(n) if n >= 1).then_some(()))
+            Ok(replicated(conn, &key)?.then_some(()))
         })?;
         s.live.lock().insert(id);
         Stats::inc(&s.stats.puts);
         Ok(0)
+    }
+
+    /// One pipeline of SETs (redis-rs sends each node its part), then a WAIT on each primary
+    /// written to.
+    fn put_all(&self, segments: &[(u64, &[u8])]) -> Result<Vec<SegmentAddr>, DeviceError> {
+        if segments.len() == 1 {
+            return self.put(segments[0].0, segments[0].1).map(|a| vec![a]);
+        }
+        let s = &self.shared;
+        let keys: Vec<String> = segments.iter().map(|&(id, _)| s.key(id)).collect();
+        let ttl = s.options.ttl.as_millis() as u64;
+        s.with_retries("write", |conn| {
+            let mut pipe = redis::cluster::cluster_pipe();
+            for (key, &(_, bytes)) in keys.iter().zip(segments) {
+                pipe.cmd("SET")
+                    .arg(key)
+                    .arg(bytes)
+                    .arg("PX")
+                    .arg(ttl)
+                    .ignore();
+            }
+            pipe.query::<()>(conn)?;
+            let mut waited = HashSet::new();
+            for key in &keys {
+                if !waited.insert(Slot::for_key(key)) {
+                    continue;
+                }
+                if !replicated(conn, key)? {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        })?;
+        s.live.lock().extend(segments.iter().map(|&(id, _)| id));
+        Stats::add(&s.stats.puts, segments.len() as u64);
+        Ok(vec![0; segments.len()])
     }
 
     fn get(

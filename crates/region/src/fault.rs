@@ -18,6 +18,7 @@ use zswap::PAGE_SIZE;
 
 use crate::inner::Inner;
 use crate::mapping::Stop;
+use crate::stats::FaultSource;
 use crate::swapin;
 
 /// The page a faulting `addr` falls in and the start of its folio. None for an address that
@@ -54,6 +55,14 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     }
     let folio = inner.lock_folio_for_event(start);
     inner.stats.faults.fetch_add(1, Relaxed);
+    let kinds = || folio.offsets().map(|p| folio.state(p).kind);
+    let source = if kinds().any(|k| k == Kind::OnDisk) {
+        FaultSource::Device
+    } else if kinds().any(|k| k == Kind::Stored) {
+        FaultSource::Pool
+    } else {
+        FaultSource::Other
+    };
     let (installed, first_touch) = swapin::swap_in(inner, &folio, page, write);
     drop(folio);
     // The faulting threads are woken only now, with the folio lock and the event gate given
@@ -70,7 +79,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     if first_touch && installed > 0 {
         fault_around(inner, start + inner.folio_pages, write);
     }
-    inner.stats.record_latency(t0.elapsed());
+    inner.stats.record_latency(t0.elapsed(), source);
     if inner.usage().total() > inner.limit().saturating_sub(inner.folio_bytes() as u64 * 4) {
         inner.reclaim_wait.wake_kswapd();
     }

@@ -15,15 +15,22 @@ macro_rules! counters {
         pub(crate) struct RegionStats {
             $($(#[$doc])* pub $name: AtomicU64,)*
             latency_ns: Mutex<Histogram<u64>>,
+            /// Faults that brought pages from the pool (none from the swap device).
+            pool_latency_ns: Mutex<Histogram<u64>>,
+            /// Faults that brought pages from the swap device.
+            device_latency_ns: Mutex<Histogram<u64>>,
         }
 
         impl Default for RegionStats {
             fn default() -> Self {
+                let h = || Mutex::new(
+                    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
+                );
                 RegionStats {
                     $($name: AtomicU64::new(0),)*
-                    latency_ns: Mutex::new(
-                        Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
-                    ),
+                    latency_ns: h(),
+                    pool_latency_ns: h(),
+                    device_latency_ns: h(),
                 }
             }
         }
@@ -40,10 +47,21 @@ macro_rules! counters {
             pub fault_latency_p99: Duration,
             /// Fault service time, the longest.
             pub fault_latency_max: Duration,
+            /// Median and 99th percentile of faults served from the pool.
+            pub fault_latency_pool: (Duration, Duration),
+            /// Median and 99th percentile of faults that read the swap device.
+            pub fault_latency_device: (Duration, Duration),
         }
 
         impl RegionStats {
             pub fn snapshot(&self) -> RegionStatsSnapshot {
+                let quantiles = |h: &Mutex<Histogram<u64>>| {
+                    let h = h.lock();
+                    let q = |x: f64| Duration::from_nanos(h.value_at_quantile(x));
+                    (q(0.5), q(0.99))
+                };
+                let fault_latency_pool = quantiles(&self.pool_latency_ns);
+                let fault_latency_device = quantiles(&self.device_latency_ns);
                 let h = self.latency_ns.lock();
                 let q = |x: f64| Duration::from_nanos(h.value_at_quantile(x));
                 let (faults, pages_in) = (self.faults.load(Relaxed), self.pages_in.load(Relaxed));
@@ -53,13 +71,16 @@ macro_rules! counters {
                     fault_latency_p50: q(0.5),
                     fault_latency_p99: q(0.99),
                     fault_latency_max: Duration::from_nanos(h.max()),
+                    fault_latency_pool,
+                    fault_latency_device,
                 }
             }
         }
 
         impl RegionStatsSnapshot {
             /// Every counter by name, in a stable order, then the fault latencies in
-            /// nanoseconds (`fault_latency_p50_ns`, `_p99_ns`, `_max_ns`).
+            /// nanoseconds (`fault_latency_p50_ns`, `_p99_ns`, `_max_ns`; of faults from
+            /// the pool and from the swap device, `fault_latency_{pool,device}_p{50,99}_ns`).
             pub fn lines(&self) -> Vec<(&'static str, u64)> {
                 let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
                 vec![
@@ -67,6 +88,10 @@ macro_rules! counters {
                     ("fault_latency_p50_ns", ns(self.fault_latency_p50)),
                     ("fault_latency_p99_ns", ns(self.fault_latency_p99)),
                     ("fault_latency_max_ns", ns(self.fault_latency_max)),
+                    ("fault_latency_pool_p50_ns", ns(self.fault_latency_pool.0)),
+                    ("fault_latency_pool_p99_ns", ns(self.fault_latency_pool.1)),
+                    ("fault_latency_device_p50_ns", ns(self.fault_latency_device.0)),
+                    ("fault_latency_device_p99_ns", ns(self.fault_latency_device.1)),
                 ]
             }
         }
@@ -170,11 +195,28 @@ counters! {
     workingset_activate,
 }
 
+/// Where a fault's pages came from, for its latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FaultSource {
+    /// Some from the swap device.
+    Device,
+    /// From the pool (none from the device).
+    Pool,
+    /// Neither: staged, zero-filled, or already there.
+    Other,
+}
+
 impl RegionStats {
-    pub fn record_latency(&self, d: Duration) {
+    pub fn record_latency(&self, d: Duration, source: FaultSource) {
         let ns = (d.as_nanos() as u64).max(1);
         self.fault_wait_ns.fetch_add(ns, Relaxed);
         let _ = self.latency_ns.lock().record(ns);
+        let by_source = match source {
+            FaultSource::Device => &self.device_latency_ns,
+            FaultSource::Pool => &self.pool_latency_ns,
+            FaultSource::Other => return,
+        };
+        let _ = by_source.lock().record(ns);
     }
 }
 
@@ -211,7 +253,7 @@ mod tests {
         stats.faults.store(4, Relaxed);
         stats.pages_in.store(10, Relaxed);
         stats.late_zaps.store(3, Relaxed);
-        stats.record_latency(Duration::from_micros(7));
+        stats.record_latency(Duration::from_micros(7), FaultSource::Pool);
         let s = stats.snapshot();
         let text = s.to_string();
         assert!(text.starts_with("faults 4\n"), "{text}");

@@ -111,6 +111,10 @@ pub struct CommonArgs {
     /// Seed of the random content and accesses.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The Redis Cluster that `uzswap-redis` writes back to: redis://HOST:PORT[,...]
+    /// (scripts/redis-cluster starts one on loopback).
+    #[arg(long, value_name = "URL")]
+    pub redis_cluster: Option<String>,
 }
 
 /// The arguments of `uzswap bench usemem`.
@@ -228,12 +232,18 @@ fn systems(c: &CommonArgs, default: &[&str]) -> Result<Vec<System>> {
             .collect::<Result<Vec<SystemName>, _>>()?;
     }
     names.extend(c.peer.iter().cloned());
+    if names.iter().any(|n| n.name == "uzswap-redis") && c.redis_cluster.is_none() {
+        anyhow::bail!(
+            "uzswap-redis needs --redis-cluster redis://HOST:PORT[,...] (scripts/redis-cluster start)"
+        );
+    }
     let mut out: Vec<System> = Vec::new();
     for n in names {
         let mut s = n.resolve(
             &c.compressor,
             &c.kernel_compressor,
             c.uzswap_max_pool_percent,
+            c.redis_cluster.as_deref(),
         );
         if let System::Uzswap(config) = &mut s {
             config.faults = c.uzswap_faults;

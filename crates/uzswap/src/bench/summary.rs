@@ -472,6 +472,7 @@ mod tests {
             faults: Default::default(),
             compress_threads: 1,
             workingset: true,
+            tier: Default::default(),
         })
     }
 

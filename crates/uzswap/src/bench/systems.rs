@@ -131,6 +131,25 @@ pub struct UzswapConfig {
     /// Refault detection protects the working set (region's `policies.workingset`).
     #[serde(default = "default_workingset")]
     pub workingset: bool,
+    /// Where written-back pages go, and in what form.
+    #[serde(default)]
+    pub tier: SwapTier,
+}
+
+/// Where a uzswap region's written-back pages go, and in what form (`RegionConfig`'s
+/// `swap_format`, `encrypt` and `segment_device`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwapTier {
+    /// Segments on the swap file, sealed (the default).
+    #[default]
+    Segments,
+    /// Segments on the swap file, in the clear.
+    PlainSegments,
+    /// A page a slot, decompressed (the kernel's writeback).
+    Pages,
+    /// Sealed segments in a Redis Cluster at this address.
+    Redis(String),
 }
 
 fn default_workingset() -> bool {
@@ -170,6 +189,14 @@ impl System {
 impl fmt::Display for System {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            System::Uzswap(c) if c.tier != SwapTier::Segments => {
+                let tier = match c.tier {
+                    SwapTier::PlainSegments => "plain",
+                    SwapTier::Pages => "pages",
+                    _ => "redis",
+                };
+                write!(f, "uzswap-{tier}:{}", c.compressor)
+            }
             System::Uzswap(c) => match c.mode {
                 UzswapMode::Writeback => write!(f, "uzswap:{}", c.compressor),
                 UzswapMode::Writethrough => write!(f, "uzswap-writethrough:{}", c.compressor),
@@ -193,8 +220,11 @@ pub struct SystemName {
 }
 
 /// Every system name the command line takes.
-pub const SYSTEM_NAMES: [&str; 6] = [
+pub const SYSTEM_NAMES: [&str; 9] = [
     "uzswap",
+    "uzswap-pages",
+    "uzswap-plain",
+    "uzswap-redis",
     "uzswap-writethrough",
     "uzswap-adaptive",
     "uzswap-nocompress",
@@ -230,12 +260,14 @@ impl FromStr for SystemName {
 
 impl SystemName {
     /// The system this name stands for, the compressor defaulting to `uzswap_compressor` or
-    /// `kernel_compressor`, the uzswap pool limit `uzswap_pool_percent`.
+    /// `kernel_compressor`, the uzswap pool limit `uzswap_pool_percent`; `uzswap-redis` on the
+    /// cluster at `redis` (checked by the caller).
     pub fn resolve(
         &self,
         uzswap_compressor: &str,
         kernel_compressor: &str,
         uzswap_pool_percent: u32,
+        redis: Option<&str>,
     ) -> System {
         let comp = |d: &str| self.compressor.clone().unwrap_or_else(|| d.to_string());
         let uz = |mode| {
@@ -246,10 +278,18 @@ impl SystemName {
                 faults: FaultService::default(),
                 compress_threads: default_compress_threads(),
                 workingset: default_workingset(),
+                tier: SwapTier::Segments,
             })
+        };
+        let tiered = |tier| match uz(UzswapMode::Writeback) {
+            System::Uzswap(c) => System::Uzswap(UzswapConfig { tier, ..c }),
+            other => other,
         };
         match self.name.as_str() {
             "uzswap" => uz(UzswapMode::Writeback),
+            "uzswap-pages" => tiered(SwapTier::Pages),
+            "uzswap-plain" => tiered(SwapTier::PlainSegments),
+            "uzswap-redis" => tiered(SwapTier::Redis(redis.unwrap_or_default().to_string())),
             "uzswap-writethrough" => uz(UzswapMode::Writethrough),
             "uzswap-nocompress" => uz(UzswapMode::NoCompression),
             "uzswap-adaptive" => uz(UzswapMode::Adaptive),

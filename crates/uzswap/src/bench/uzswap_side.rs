@@ -9,12 +9,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use region::{Region, RegionConfig, RegionError, Usage, Writethrough};
+use region::{Region, RegionConfig, RegionError, SwapFormat, Usage, Writethrough};
 use zswap::compress::{CompressorSpec, UnknownCompressor};
 use zswap::stats::StatsSnapshot;
 
 use super::stats::CpuTimes;
-use super::systems::{FaultService, Latency, System, UzswapConfig, UzswapMode, WorkloadResult};
+use super::systems::{
+    FaultService, Latency, SwapTier, System, UzswapConfig, UzswapMode, WorkloadResult,
+};
 use super::workload::{run_on_memory, Content, WorkloadError, WorkloadSpec};
 use crate::report::AlreadyTold;
 
@@ -206,6 +208,14 @@ fn region_config(spec: &WorkloadSpec, config: &UzswapConfig) -> RegionConfig {
         .workingset(config.workingset)
         .fault_threads(2)
         .in_thread_faults(config.faults == FaultService::InThread)
+        .swap_format(match config.tier {
+            SwapTier::Pages => SwapFormat::Pages,
+            _ => SwapFormat::Segments,
+        })
+        .encrypt(!matches!(
+            config.tier,
+            SwapTier::Pages | SwapTier::PlainSegments
+        ))
 }
 
 /// The least limit the uzswap side's region takes for `spec` (what it charges from the
@@ -240,7 +250,13 @@ fn run_uzswap_here(
     } else {
         None
     };
-    let cfg = region_config(spec, config).compressor(compressor);
+    let mut cfg = region_config(spec, config).compressor(compressor);
+    if let SwapTier::Redis(url) = &config.tier {
+        let run = format!("bench-{}", redis_tier::new_run_id());
+        let store = redis_tier::RedisSegments::connect(url, &run, Default::default())
+            .map_err(|e| UzswapSideError::Worker(e.to_string()))?;
+        cfg = cfg.segment_device(std::sync::Arc::new(store));
+    }
     let mut region = Region::new(spec.area_bytes(), cfg).map_err(UzswapSideError::Region)?;
     match config.mode {
         // Every cold page goes straight to the swap file.
@@ -325,7 +341,12 @@ fn run_uzswap_here(
     result.gauges.extend(
         rs.lines()
             .into_iter()
-            .filter(|&(name, v)| v != 0 && !name.starts_with("fault_latency"))
+            .filter(|&(name, v)| {
+                v != 0
+                    && (!name.starts_with("fault_latency")
+                        || name.contains("_pool_")
+                        || name.contains("_device_"))
+            })
             .map(|(name, v)| (name.to_string(), v as i64)),
     );
     result.max_rss_bytes = Some(max_rss.load(Relaxed));

@@ -53,7 +53,9 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "swap_to")]
     pub swap_dir: Option<PathBuf>,
     /// Where cold pages go below the pool: `file:DIR`, an unnamed swap file in DIR (the
-    /// default, in the system temp directory).
+    /// default, in the system temp directory), or `redis://HOST:PORT[,HOST:PORT...]`, a
+    /// Redis Cluster (or Valkey): each segment a key, acknowledged by a replica before its
+    /// pages leave memory, leased, and every key of the run deleted when it ends.
     #[arg(long, value_name = "WHERE", value_parser = swap_to_arg)]
     pub swap_to: Option<SwapTo>,
     /// How pages are written below the pool: `segments` (compressed as the pool holds
@@ -117,13 +119,28 @@ pub enum StatsForm {
 pub enum SwapTo {
     /// An unnamed swap file in a directory.
     File(PathBuf),
+    /// A Redis Cluster, as `redis://HOST:PORT[,HOST:PORT...]`.
+    Redis(String),
 }
 
 fn swap_to_arg(text: &str) -> Result<SwapTo, String> {
+    if text.starts_with("redis://") {
+        redis_tier::parse_nodes(text).map_err(|e| e.to_string())?;
+        return Ok(SwapTo::Redis(text.to_string()));
+    }
     match text.split_once(':') {
         Some(("file", dir)) if !dir.is_empty() => Ok(SwapTo::File(dir.into())),
-        _ => Err(format!("{text:?} is not file:DIR")),
+        _ => Err(format!(
+            "{text:?} is not file:DIR or redis://HOST:PORT[,HOST:PORT...]"
+        )),
     }
+}
+
+/// This run's id, for the keys of a Redis Cluster tier: `uzswap:RUN-PID:SEGMENT` for each
+/// process of the tree, all deleted once the program has ended.
+fn run_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(redis_tier::new_run_id)
 }
 
 /// `--swap-format`'s value.
@@ -189,6 +206,14 @@ fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
         .map_err(|e| fail(format!("waiting for the program: {e}")))?;
     if let Some(h) = forwarding {
         h.close();
+    }
+    if let Some(SwapTo::Redis(url)) = &args.swap_to {
+        // However the program ended: its processes' keys go now, not when leases run out.
+        if let Err(e) = redis_tier::delete_run(url, run_id()) {
+            crate::report::say(&format!(
+                "warning: the run's keys are left to their lease (a minute): {e}"
+            ));
+        }
     }
     if let (Some(stats), Some(form)) = (&stats, args.stats) {
         print_stats(&stats.read(), status, form);
@@ -353,6 +378,20 @@ fn environment(
     }
     let swap_dir = match &args.swap_to {
         Some(SwapTo::File(dir)) => Some(dir.as_path()),
+        Some(SwapTo::Redis(url)) => {
+            if args.swap_format == region::SwapFormat::Pages {
+                return Err("--swap-to redis:// takes segments: leave --swap-format out".into());
+            }
+            // Reached now, so that a cluster that cannot be used stops the run before the
+            // program starts (finding nothing of this new run to delete).
+            redis_tier::delete_run(url, run_id()).map_err(|e| format!("--swap-to: {e}"))?;
+            if url.contains(';') {
+                return Err("--swap-to: an address with ';' is not supported".into());
+            }
+            items.push(format!("swap_to={url}"));
+            items.push(format!("run_id={}", run_id()));
+            None
+        }
         None => args.swap_dir.as_deref(),
     };
     for (name, path) in [

@@ -371,6 +371,10 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("fault_latency_p50_ns", Gauge, Unit::Nanoseconds, "Fault service time, median, since the start."),
     ("fault_latency_p99_ns", Gauge, Unit::Nanoseconds, "Fault service time, 99th percentile, since the start."),
     ("fault_latency_max_ns", Gauge, Unit::Nanoseconds, "Fault service time, the longest, since the start."),
+    ("fault_latency_pool_p50_ns", Gauge, Unit::Nanoseconds, "Service time of faults served from the pool, median."),
+    ("fault_latency_pool_p99_ns", Gauge, Unit::Nanoseconds, "Service time of faults served from the pool, 99th percentile."),
+    ("fault_latency_device_p50_ns", Gauge, Unit::Nanoseconds, "Service time of faults that read the swap device (file or cluster), median."),
+    ("fault_latency_device_p99_ns", Gauge, Unit::Nanoseconds, "Service time of faults that read the swap device, 99th percentile."),
     ("pages_per_fault", Gauge, Unit::None, "Pages a fault brought in, on average."),
     // Where the memory is.
     ("region_resident_bytes", Gauge, Unit::Bytes, "The heap's pages in memory."),

@@ -38,10 +38,23 @@ pub fn summary(s: &Snapshot) -> String {
         true => format!("{ratio:.2}"),
         false => "-".to_string(),
     };
+    // What a written-back page cost on the device: segments hold pages compressed.
+    let per_page = match (n("swap_written_bytes"), n("pswpout")) {
+        (_, 0) => String::new(),
+        (bytes, pages) => format!(
+            ", {} bytes a page{}",
+            bytes / pages,
+            if n("swap_segments_written") > 0 {
+                " in segments"
+            } else {
+                ""
+            }
+        ),
+    };
     lines.push(format!(
         "compressed {} pages (zswpout), {} brought back (zswpin); at exit the pool held {} \
-         pages in {} (ratio {ratio}); written to the swap file {} pages (pswpout), read {} \
-         (pswpin)",
+         pages in {} (ratio {ratio}); written below the pool {} pages (pswpout{per_page}), \
+         read {} (pswpin)",
         n("zswpout"),
         n("zswpin"),
         stored,

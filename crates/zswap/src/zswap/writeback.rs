@@ -253,7 +253,10 @@ impl ZswapGroup {
     }
 
     /// Write the folio straight to the backing device (the kernel's `__swap_writepage`),
-    /// replacing whatever its pages held. Zero pages are still only marked.
+    /// replacing whatever its pages held. Zero pages are still only marked. With segments,
+    /// each page goes compressed (with the current compressor; as-is if it does not
+    /// compress): the store that failed compressed nothing, since the pool's limit is
+    /// checked first.
     pub fn swap_writepage(&self, folio: &FolioLock, data: &[u8]) -> Result<(), WritebackError> {
         self.check(folio);
         assert_eq!(data.len(), folio.nr_pages() as usize * PAGE_SIZE);
@@ -263,7 +266,13 @@ impl ZswapGroup {
         let s = &self.shared;
         let swap = s.swap.as_ref().expect("writeback_allowed implies a device");
         let mut slots = Vec::with_capacity(folio.nr_pages() as usize);
-        if let Err(e) = swap.write(data, &mut slots) {
+        // Per page: the codec its object holds a use of, if it went compressed.
+        let mut codecs: Vec<Option<u8>> = vec![None; folio.nr_pages() as usize];
+        let written = match swap.segments() {
+            None => swap.write(data, &mut slots),
+            Some(_) => self.write_compressed(data, &mut slots, &mut codecs),
+        };
+        if let Err(e) = written {
             Stats::inc(&s.stats.swap_write_fail);
             return Err(e.into());
         }
@@ -280,6 +289,9 @@ impl ZswapGroup {
             let shadow = first_shadow.wrapping_add(i as u32);
             if let Some(v) = super::store::same_filled(page) {
                 swap.free(slots[i]);
+                if let Some(codec) = codecs[i] {
+                    s.compressors.release(codec, 1);
+                }
                 zero += 1;
                 folio.set_state(
                     offset,
@@ -294,14 +306,75 @@ impl ZswapGroup {
             }
             let st = PageState {
                 shadow,
+                codec: codecs[i].unwrap_or(0),
+                payload: if codecs[i].is_some() {
+                    ON_DISK_COMPRESSED
+                } else {
+                    0
+                },
                 ..PageState::EMPTY
             };
-            self.set_on_disk(folio, offset, st, slots[i]);
+            folio.set_slot(offset, Some(slots[i]));
+            folio.set_state(
+                offset,
+                PageState {
+                    kind: Kind::OnDisk,
+                    ..st
+                },
+            );
         }
         Stats::add(&s.stats.same_filled_pages, zero.into());
         Stats::add(&s.stats.swpout_zero, zero.into());
         Stats::add(&s.stats.pswpout, u64::from(folio.nr_pages() - zero));
         Stats::count_order(&s.stats.order_swpout, folio.order(), 1);
         Ok(())
+    }
+
+    /// Segments: compress each page of `data` and write the objects, a page's slot each;
+    /// `codecs[i]` is the codec whose use page `i`'s object holds, if it is compressed.
+    fn write_compressed(
+        &self,
+        data: &[u8],
+        slots: &mut Vec<SwapSlot>,
+        codecs: &mut [Option<u8>],
+    ) -> Result<(), SwapWriteError> {
+        let s = &self.shared;
+        let swap = s.swap.as_ref().expect("a device");
+        let nr = codecs.len() as u64;
+        let (codec, compressor) = s.compressors.acquire_current(nr);
+        let mut arena = vec![0u8; data.len()];
+        let mut spans = Vec::with_capacity(codecs.len());
+        let mut at = 0;
+        for (i, page) in data.chunks_exact(PAGE_SIZE).enumerate() {
+            let out = &mut arena[at..at + PAGE_SIZE - 1];
+            match compressor.compress(page, out) {
+                Ok(n) if n < PAGE_SIZE => {
+                    codecs[i] = Some(codec);
+                    spans.push((at, n));
+                    at += n;
+                }
+                _ => {
+                    arena[at..at + PAGE_SIZE].copy_from_slice(page);
+                    spans.push((at, PAGE_SIZE));
+                    at += PAGE_SIZE;
+                }
+            }
+        }
+        let used = codecs.iter().flatten().count() as u64;
+        s.compressors.release(codec, nr - used);
+        let objects: Vec<Object> = spans
+            .iter()
+            .zip(codecs.iter())
+            .map(|(&(at, n), c)| Object {
+                codec: c.unwrap_or(0),
+                bytes: &arena[at..at + n],
+            })
+            .collect();
+        let result = swap.write_objects(&objects, slots);
+        if result.is_err() {
+            s.compressors.release(codec, used);
+            codecs.fill(None);
+        }
+        result
     }
 }

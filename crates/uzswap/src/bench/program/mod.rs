@@ -233,7 +233,7 @@ fn check_exit(what: &str, program: &str, e: &Exited, show: bool, hint: &str) -> 
 /// Run `uzswap bench run`.
 pub fn run(a: &ProgramArgs) -> Result<()> {
     // A kernel system: lzo unless named (uzswap's compressor and pool do not apply).
-    let kernel: Option<System> = a.peer.0.as_ref().map(|n| n.resolve("lz4", "lzo", 20));
+    let kernel: Option<System> = a.peer.0.as_ref().map(|n| n.resolve("lz4", "lzo", 20, None));
     if let Some(s) = &kernel {
         check_peer(
             s,
@@ -463,7 +463,7 @@ mod tests {
         assert_eq!(peer_arg("none").unwrap(), PeerArg(None));
         let k = peer_arg("kernel-zswap:deflate").unwrap().0.unwrap();
         assert_eq!(
-            k.resolve("lz4", "lzo", 20),
+            k.resolve("lz4", "lzo", 20, None),
             System::KernelZswap {
                 compressor: "deflate".into()
             }
@@ -473,7 +473,7 @@ mod tests {
                 .unwrap()
                 .0
                 .unwrap()
-                .resolve("lz4", "lzo", 20),
+                .resolve("lz4", "lzo", 20, None),
             System::KernelZswap {
                 compressor: "lzo".into()
             }

@@ -22,6 +22,23 @@ pub type SegmentAddr = u64;
 pub trait SegmentDevice: Send + Sync + std::fmt::Debug {
     /// Store segment `id` (`bytes`, at most [`super::SEGMENT_BYTES`]); returns its address.
     fn put(&self, id: u64, bytes: &[u8]) -> Result<SegmentAddr, DeviceError>;
+    /// Store several segments, as one write or round trip where the device can; their
+    /// addresses in order. All or nothing: on an error none of them is stored.
+    fn put_all(&self, segments: &[(u64, &[u8])]) -> Result<Vec<SegmentAddr>, DeviceError> {
+        let mut addrs = Vec::with_capacity(segments.len());
+        for &(id, bytes) in segments {
+            match self.put(id, bytes) {
+                Ok(addr) => addrs.push(addr),
+                Err(e) => {
+                    for (&(id, _), &addr) in segments.iter().zip(&addrs) {
+                        self.delete(id, addr);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(addrs)
+    }
     /// Read `out.len()` bytes from `offset` of segment `id` at `addr`.
     fn get(
         &self,
@@ -108,6 +125,69 @@ impl SegmentDevice for PagedSegments {
             return Err(e);
         }
         Ok(u64::from(first.0) | u64::from(pages) << 32)
+    }
+
+    /// One run for all of them, each segment from a page boundary, one write.
+    fn put_all(&self, segments: &[(u64, &[u8])]) -> Result<Vec<SegmentAddr>, DeviceError> {
+        if segments.len() == 1 {
+            return self.put(segments[0].0, segments[0].1).map(|a| vec![a]);
+        }
+        let pages_of = |b: &[u8]| b.len().div_ceil(PAGE_SIZE).max(1) as u32;
+        let pages: u32 = segments.iter().map(|(_, b)| pages_of(b)).sum();
+        let run = pages.next_power_of_two();
+        let first = {
+            let mut map = self.pages.lock();
+            let Some(first) = (run <= crate::swap::slots::MAX_RUN)
+                .then(|| map.alloc(run))
+                .flatten()
+            else {
+                drop(map);
+                // No run that long: a write each, where room may be found in pieces.
+                let mut addrs = Vec::with_capacity(segments.len());
+                for &(id, bytes) in segments {
+                    match self.put(id, bytes) {
+                        Ok(a) => addrs.push(a),
+                        Err(e) => {
+                            for (&(id, _), &a) in segments.iter().zip(&addrs) {
+                                self.delete(id, a);
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
+                return Ok(addrs);
+            };
+            if run > pages {
+                map.free(SwapSlot(first.0 + pages), run - pages);
+            }
+            first
+        };
+        let result = crate::scratch::with(&BOUNCE, Vec::new, |buf| {
+            let buf = &mut *buf.borrow_mut();
+            let all = page_aligned(buf, pages as usize * PAGE_SIZE);
+            let mut at = 0;
+            for (_, bytes) in segments {
+                let n = pages_of(bytes) as usize * PAGE_SIZE;
+                all[at..at + bytes.len()].copy_from_slice(bytes);
+                all[at + bytes.len()..at + n].fill(0);
+                at += n;
+            }
+            self.device.write(first, all)
+        });
+        if let Err(e) = result {
+            self.pages.lock().free(first, pages);
+            return Err(e);
+        }
+        let mut page = first.0;
+        Ok(segments
+            .iter()
+            .map(|(_, bytes)| {
+                let n = pages_of(bytes);
+                let addr = u64::from(page) | u64::from(n) << 32;
+                page += n;
+                addr
+            })
+            .collect())
     }
 
     fn get(

@@ -169,6 +169,10 @@ pub(crate) fn touch_thread_locals() {
     device::touch_thread_locals();
 }
 
+fn is_enospc(e: &DeviceError) -> bool {
+    matches!(e, DeviceError::Io(e) if e.raw_os_error() == Some(libc::ENOSPC))
+}
+
 impl SegmentLog {
     /// A log on `device`, sealing every object when `encrypt`.
     pub fn new(device: Arc<dyn SegmentDevice>, encrypt: bool) -> Self {
@@ -274,8 +278,10 @@ impl SegmentLog {
         })
     }
 
-    /// Pack and write; on an error, what was committed stays (the caller frees it).
+    /// Pack and write, all the segments of the batch in one `put_all`; on an error, what was
+    /// committed stays (the caller frees it).
     fn write_packed(&self, packed: &[Packed]) -> Result<(), DeviceError> {
+        let mut cuts = Vec::new();
         let mut start = 0;
         while start < packed.len() {
             let mut end = start;
@@ -287,20 +293,27 @@ impl SegmentLog {
                 bytes += packed[end].object.bytes.len();
                 end += 1;
             }
-            self.write_split(&packed[start..end])?;
+            cuts.push(start..end);
             start = end;
         }
-        Ok(())
+        match self.write_segments(packed, &cuts) {
+            Err(e) if is_enospc(&e) => {
+                for cut in cuts {
+                    self.write_split(&packed[cut])?;
+                }
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// Write one segment; where the device has no room for it in one piece (its free space
     /// in pieces), write it as two halves, down to single objects, which always fit where
     /// a slot was free.
     fn write_split(&self, packed: &[Packed]) -> Result<(), DeviceError> {
-        match self.write_segment(packed) {
-            Err(DeviceError::Io(e))
-                if e.raw_os_error() == Some(libc::ENOSPC) && packed.len() > 1 =>
-            {
+        let whole = std::iter::once(0..packed.len()).collect::<Vec<_>>();
+        match self.write_segments(packed, &whole) {
+            Err(e) if is_enospc(&e) && packed.len() > 1 => {
                 let (a, b) = packed.split_at(packed.len() / 2);
                 self.write_split(a)?;
                 self.write_split(b)
@@ -309,32 +322,71 @@ impl SegmentLog {
         }
     }
 
-    fn write_segment(&self, packed: &[Packed]) -> Result<(), DeviceError> {
-        let id = self.next_id.fetch_add(1, Relaxed);
+    /// Seal the objects of each cut of `packed` into a segment, write them all, and record
+    /// where each object now is.
+    fn write_segments(
+        &self,
+        packed: &[Packed],
+        cuts: &[std::ops::Range<usize>],
+    ) -> Result<(), DeviceError> {
+        let ids: Vec<u64> = cuts
+            .iter()
+            .map(|_| self.next_id.fetch_add(1, Relaxed))
+            .collect();
         let mut tags = Vec::new();
-        let (addr, bytes) = crate::scratch::with(&BUF, Vec::new, |buf| {
+        let (addrs, lens) = crate::scratch::with(&BUF, Vec::new, |buf| {
             let buf = &mut *buf.borrow_mut();
             buf.clear();
-            for (index, p) in packed.iter().enumerate() {
-                let at = buf.len();
-                buf.extend_from_slice(p.object.bytes);
-                if let Some(sealer) = &self.sealer {
-                    let sealed_at = SealedAt {
-                        segment: id,
-                        index: index as u32,
-                        slot: p.slot,
-                    };
-                    tags.push(sealer.seal(sealed_at, &mut buf[at..]));
+            let mut bounds = Vec::with_capacity(cuts.len());
+            for (cut, &id) in cuts.iter().zip(&ids) {
+                let first = buf.len();
+                for (index, p) in packed[cut.clone()].iter().enumerate() {
+                    let at = buf.len();
+                    buf.extend_from_slice(p.object.bytes);
+                    if let Some(sealer) = &self.sealer {
+                        let sealed_at = SealedAt {
+                            segment: id,
+                            index: index as u32,
+                            slot: p.slot,
+                        };
+                        tags.push(sealer.seal(sealed_at, &mut buf[at..]));
+                    }
                 }
+                bounds.push(first..buf.len());
             }
-            self.device.put(id, buf).map(|addr| (addr, buf.len()))
+            let segments: Vec<(u64, &[u8])> = ids
+                .iter()
+                .zip(&bounds)
+                .map(|(&id, r)| (id, &buf[r.clone()]))
+                .collect();
+            let lens: Vec<usize> = bounds.iter().map(|r| r.len()).collect();
+            self.device.put_all(&segments).map(|addrs| (addrs, lens))
         })?;
-        Stats::inc(&self.stats.segments_written);
-        Stats::add(
-            &self.stats.bytes_written,
-            bytes.next_multiple_of(PAGE_SIZE) as u64,
-        );
+        for (k, cut) in cuts.iter().enumerate() {
+            Stats::inc(&self.stats.segments_written);
+            Stats::add(
+                &self.stats.bytes_written,
+                lens[k].next_multiple_of(PAGE_SIZE) as u64,
+            );
+            let tags = match self.sealer {
+                Some(_) => &tags[cut.clone()],
+                None => &[][..],
+            };
+            self.commit(&packed[cut.clone()], ids[k], addrs[k], lens[k], tags);
+        }
+        Ok(())
+    }
 
+    /// A segment is on the device: record it and where each of its objects is (a moved
+    /// object only if its place did not change meanwhile).
+    fn commit(
+        &self,
+        packed: &[Packed],
+        id: u64,
+        addr: SegmentAddr,
+        bytes: usize,
+        tags: &[[u8; TAG_BYTES]],
+    ) {
         let mut t = self.table.lock();
         let number = match t.free_numbers.pop() {
             Some(n) => n,
@@ -406,7 +458,6 @@ impl SegmentLog {
         }
         drop(t);
         self.delete_all(deletes);
-        Ok(())
     }
 
     /// The slot's object is freed: lower its segment's live share; delete a segment that has
