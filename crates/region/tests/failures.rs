@@ -885,3 +885,49 @@ fn stress_threads_updating_their_pages_under_reclaim_lose_nothing() {
         "nothing reached the swap file: the small pool did not push anything out"
     );
 }
+
+const CHANGED_BYTE: &str = "a_changed_byte_on_the_swap_device_poisons_exactly_its_page";
+
+/// Pages sealed in segments on the swap device, one byte of the device changed under them:
+/// the engine reads back every page but exactly the one whose object held the byte, which
+/// fails authentication (never decompressed, never handed over), and a program that touches
+/// it dies of SIGBUS rather than read anything else.
+#[test]
+fn a_changed_byte_on_the_swap_device_poisons_exactly_its_page() {
+    if in_child(CHANGED_BYTE) {
+        let mem = Arc::new(MemoryDevice::new(256));
+        let mut r = evicted_to_device(&mem);
+        assert!(r.zswap().stats().get("swap_segments_written") > 0);
+        // The first segment written starts at the device's first page.
+        let mut page = vec![0u8; PAGE];
+        mem.read(SwapSlot(0), &mut page).unwrap();
+        page[40] ^= 0x10;
+        mem.write(SwapSlot(0), &page).unwrap();
+        let mut bad = Vec::new();
+        let mut out = vec![0u8; PAGE];
+        for p in 0..256u32 {
+            let folio = r.group().lock_page(p);
+            match r.group().read_page(&folio, p, &mut out) {
+                Ok(_) => assert!(out == page_data(p as usize, 0), "page {p} read back wrong"),
+                Err(e) => {
+                    assert_eq!(
+                        e.kind,
+                        zswap::zswap::LoadErrorKind::Unauthenticated,
+                        "page {p}"
+                    );
+                    bad.push(p);
+                }
+            }
+        }
+        assert_eq!(bad.len(), 1, "pages that failed: {bad:?}");
+        assert_eq!(r.zswap().stats().get("swap_auth_fail"), 1);
+        eprintln!("CHILD: reading page {} whose object was changed", bad[0]);
+        let b = touch(r.as_mut_slice(), bad[0] as usize * PAGE + 100);
+        eprintln!("CHILD: SURVIVED, read {b:#x}");
+        return;
+    }
+    let o = run_child(CHANGED_BYTE, CHANGED_BYTE);
+    assert!(o.stderr.contains("whose object was changed"), "{o:?}");
+    assert!(!o.stderr.contains("SURVIVED"), "{o:?}");
+    assert_eq!(o.status.signal(), Some(libc::SIGBUS), "{o:?}");
+}

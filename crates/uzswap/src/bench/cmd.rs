@@ -173,6 +173,10 @@ pub struct SweepArgs {
     /// the limit on the x axis, accesses/s relative to the best cell on the y axis.
     #[arg(long, value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
+    /// The heap of a cell, in percent of the limit, 25 to 2000 (repeat for more cells):
+    /// instead of 75% to 175% in 12.5% steps; 500 is a cold set four times the limit.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(25..=2000))]
+    pub heap_percent: Vec<u32>,
     /// The options every benchmark takes.
     #[command(flatten)]
     pub common: CommonArgs,
@@ -900,12 +904,16 @@ pub fn mix(a: &MixArgs) -> Result<()> {
 
 /// Heap sizes of the sweep: 75% to 175% of the limit in 12.5% steps.
 pub fn sweep_sizes(limit: u64) -> Vec<(f64, u64)> {
-    (0..9)
-        .map(|i| {
-            let pct = 75.0 + 12.5 * i as f64;
-            let page = PAGE_SIZE as u64;
-            (pct, (limit as f64 * pct / 100.0) as u64 / page * page)
-        })
+    let percents: Vec<f64> = (0..9).map(|i| 75.0 + 12.5 * i as f64).collect();
+    sizes_at(limit, &percents)
+}
+
+/// Heaps of `percents` of `limit`, in whole pages.
+fn sizes_at(limit: u64, percents: &[f64]) -> Vec<(f64, u64)> {
+    let page = PAGE_SIZE as u64;
+    percents
+        .iter()
+        .map(|&pct| (pct, (limit as f64 * pct / 100.0) as u64 / page * page))
         .collect()
 }
 
@@ -924,7 +932,20 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
             "uzswap-adaptive",
         ],
     )?;
-    let sizes = sweep_sizes(c.memory_high);
+    let sizes = match a.heap_percent.is_empty() {
+        true => sweep_sizes(c.memory_high),
+        false => {
+            let percents: Vec<f64> = a.heap_percent.iter().map(|&p| f64::from(p)).collect();
+            sizes_at(c.memory_high, &percents)
+        }
+    };
+    let cells_text = match a.heap_percent.is_empty() {
+        true => "from 75% to 175%".to_string(),
+        false => {
+            let p: Vec<String> = a.heap_percent.iter().map(|p| format!("{p}%")).collect();
+            p.join(", ")
+        }
+    };
     let heap = |size: u64| {
         let seconds = a.seconds;
         let workload = match a.locality {
@@ -943,8 +964,9 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
         spec(c, workload)
     };
     let specs: Vec<WorkloadSpec> = sizes.iter().map(|&(_, size)| heap(size)).collect();
+    let largest = sizes.iter().map(|&(p, _)| p).fold(0.0, f64::max);
     let area = format!(
-        "--memory-high {} (heaps up to 175% of it)",
+        "--memory-high {} (heaps up to {largest}% of it)",
         fmt_size(c.memory_high)
     );
     check_run(c, &systems, &specs, &area)?;
@@ -1044,7 +1066,7 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
         return Ok(());
     }
     let title = format!(
-        "sweep: heap from 75% to 175% of {} MiB, {} s of {locality} a cell, {}; each cell \
+        "sweep: heap {cells_text} of {} MiB, {} s of {locality} a cell, {}; each cell \
          its median accesses/s relative to the best cell ({best:.0} accesses/s), and the \
          median itself",
         c.memory_high >> 20,
