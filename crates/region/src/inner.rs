@@ -213,6 +213,7 @@ impl Inner {
                 + self.pages.bytes()
                 + self.incompressible.bytes()
                 + self.zswap.pool().metadata_bytes()
+                + self.zswap.swap_metadata_bytes()
                 + self.lru.bytes()
                 + self.staged.queue_bytes()
                 + self

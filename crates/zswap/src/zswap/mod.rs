@@ -339,6 +339,15 @@ impl Zswap {
         &self.shared.pool
     }
 
+    /// Bytes of memory the swap layer's own tables take (the slot map, the segment log's
+    /// places and tags): for the owner's charge.
+    pub fn swap_metadata_bytes(&self) -> u64 {
+        self.shared
+            .swap
+            .as_ref()
+            .map_or(0, SwapInfo::metadata_bytes)
+    }
+
     /// The backing device with its slot map, if there is one.
     pub fn swap_info(&self) -> Option<&SwapInfo> {
         self.shared.swap.as_ref()

@@ -138,6 +138,19 @@ struct Table {
     segments: Vec<Option<Segment>>,
     free_numbers: Vec<u32>,
     compact_queue: Vec<u32>,
+    /// Bytes of the live segments' slot lists.
+    slot_list_bytes: u64,
+}
+
+impl Table {
+    /// Bytes the table takes: what its owner is charged for.
+    fn bytes(&self) -> u64 {
+        (self.places.capacity() * std::mem::size_of::<Place>()
+            + self.tags.capacity() * TAG_BYTES
+            + self.segments.capacity() * std::mem::size_of::<Option<Segment>>()
+            + (self.free_numbers.capacity() + self.compact_queue.capacity()) * 4) as u64
+            + self.slot_list_bytes
+    }
 }
 
 /// The segment log of one swap space: the table of places, the segments, the device they
@@ -147,6 +160,8 @@ pub struct SegmentLog {
     device: Arc<dyn SegmentDevice>,
     sealer: Option<Sealer>,
     table: Mutex<Table>,
+    /// `Table::bytes` as of its last change, read without the lock.
+    table_bytes: AtomicU64,
     next_id: AtomicU64,
     stats: SegmentStats,
 }
@@ -180,6 +195,7 @@ impl SegmentLog {
             device,
             sealer: encrypt.then(Sealer::new),
             table: Mutex::new(Table::default()),
+            table_bytes: AtomicU64::new(0),
             next_id: AtomicU64::new(0),
             stats: SegmentStats::default(),
         }
@@ -198,6 +214,12 @@ impl SegmentLog {
     /// What the log did.
     pub fn stats(&self) -> &SegmentStats {
         &self.stats
+    }
+
+    /// Bytes of memory the table of places, tags and segments takes (a page written back
+    /// costs about 32 bytes here): charged to the region that owns the log.
+    pub fn metadata_bytes(&self) -> u64 {
+        self.table_bytes.load(Relaxed)
     }
 
     /// Segments held now.
@@ -448,6 +470,7 @@ impl SegmentLog {
             offset += len;
         }
         let empty = seg.live == 0;
+        t.slot_list_bytes += (seg.slots.capacity() * 4) as u64;
         t.segments[number as usize] = Some(seg);
         let mut deletes = Vec::new();
         for (from, len) in vacated {
@@ -456,6 +479,7 @@ impl SegmentLog {
         if empty {
             deletes.extend(Self::retire(&mut t, number));
         }
+        self.table_bytes.store(t.bytes(), Relaxed);
         drop(t);
         self.delete_all(deletes);
     }
@@ -472,6 +496,7 @@ impl SegmentLog {
         }
         t.places[slot.0 as usize] = EMPTY;
         let delete = Self::drop_object(&mut t, place.segment, u32::from(place.len));
+        self.table_bytes.store(t.bytes(), Relaxed);
         drop(t);
         self.delete_all(delete);
     }
@@ -504,6 +529,7 @@ impl SegmentLog {
             return None;
         }
         let seg = t.segments[number as usize].take().expect("exists");
+        t.slot_list_bytes -= (seg.slots.capacity() * 4) as u64;
         t.free_numbers.push(number);
         Some((seg.id, seg.addr))
     }

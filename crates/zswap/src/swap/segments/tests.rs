@@ -291,3 +291,14 @@ fn readers_and_compaction_and_frees_race_without_loss() {
         assert_eq!(read(&log, i).unwrap().1, object(i));
     }
 }
+
+#[test]
+fn the_table_counts_its_memory_for_the_charge() {
+    let (log, _) = log_on(true);
+    assert_eq!(log.metadata_bytes(), 0);
+    write(&log, 0..1000);
+    // A place and a tag a page, and the segments' slot lists.
+    let bytes = log.metadata_bytes();
+    assert!(bytes >= 1000 * (12 + 16 + 4), "{bytes}");
+    assert!(bytes <= 4 * 1000 * (12 + 16 + 4), "{bytes}");
+}
