@@ -151,13 +151,29 @@ fn worker(s: &Shared, seed: u64) -> u64 {
 
 #[test]
 fn threads_on_overlapping_folios_never_lose_a_byte() {
+    stress(false);
+}
+
+/// The same with written-back pages in sealed segments: the shrinker lets its batch's
+/// folios go while their segments are written, and threads load, store and invalidate
+/// them meanwhile.
+#[test]
+fn threads_on_overlapping_folios_in_segments_never_lose_a_byte() {
+    stress(true);
+}
+
+fn stress(segments: bool) {
     let secs: u64 = std::env::var("UZSWAP_STRESS_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
     let device: Arc<dyn BackingDevice> = Arc::new(FileDevice::create(None, 4 * PAGES).unwrap());
     // 8 MiB of pages against a pool limit of 20% of 4 MiB: the pool is always full.
-    let zswap = Zswap::new(ZswapConfig::new(4 << 20).device(device, 4 * PAGES));
+    let mut config = ZswapConfig::new(4 << 20).device(device, 4 * PAGES);
+    if segments {
+        config = config.segments(true);
+    }
+    let zswap = Zswap::new(config);
     zswap.params().set_shrinker_enabled(true);
     zswap.start_shrink_worker();
     let group = zswap.new_group(PAGES);

@@ -130,10 +130,22 @@ impl ZswapGroup {
         result
     }
 
-    /// Write back the held folios of `batch` and let them go. False if the write failed.
+    /// Write back the held folios of `batch` and let them go (with segments, before the
+    /// write: writeback.rs, `writeback_released`). False if the write failed.
     fn write_batch(&self, batch: &mut Vec<FolioLock>, result: &mut ShrinkResult) -> bool {
-        let (written, outcome) = self.writeback_folios(batch);
-        batch.clear();
+        let segments = self
+            .shared
+            .swap
+            .as_ref()
+            .is_some_and(|swap| swap.segments().is_some());
+        let (written, outcome) = match segments {
+            true => self.writeback_released(std::mem::take(batch)),
+            false => {
+                let r = self.writeback_folios(batch);
+                batch.clear();
+                r
+            }
+        };
         result.written += written;
         // Counted by writeback; retried on a later pass.
         result.write_error |= outcome.is_err();

@@ -52,13 +52,23 @@ pub(crate) fn touch_thread_locals() {
     FOLIO_BUF.with(|_| ());
 }
 
-/// A pool object copied out for a segment: its folio, page, codec and bytes in the arena.
+/// A pool object copied out for a segment: its folio (index in the batch), page, codec,
+/// what identifies the entry (generation and handle), and its bytes in the arena.
 struct Copied {
     folio: usize,
     offset: u32,
     codec: u8,
+    shadow: u32,
+    handle: u32,
     at: usize,
     len: usize,
+}
+
+/// A batch's pool objects, copied out.
+#[derive(Default)]
+struct Copies {
+    arena: Vec<u8>,
+    pages: Vec<Copied>,
 }
 
 impl ZswapGroup {
@@ -155,12 +165,89 @@ impl ZswapGroup {
         })
     }
 
-    /// Segments: the folios' pool objects as they are, in one batch.
+    /// Segments: the folios' pool objects as they are, in one batch, the folios held
+    /// throughout.
     fn writeback_objects(&self, folios: &[FolioLock]) -> (u32, Result<(), WritebackError>) {
+        let (copies, evicted) = self.copy_objects(folios);
+        if copies.pages.is_empty() {
+            return (evicted, Ok(()));
+        }
+        let slots = match self.write_copies(&copies) {
+            Ok(slots) => slots,
+            Err(e) => return (evicted, Err(e)),
+        };
+        let mut pages_of = vec![0u32; folios.len()];
+        for (c, &slot) in copies.pages.iter().zip(&slots) {
+            self.move_to_slot(&folios[c.folio], c, slot);
+            pages_of[c.folio] += 1;
+        }
+        self.count_written(folios.iter().zip(pages_of), slots.len());
+        (evicted + slots.len() as u32, Ok(()))
+    }
+
+    /// Segments, for the shrinker: copy the batch's pool objects, let the folios go while
+    /// their segments are written (a fault on one meanwhile loads it from the pool: served
+    /// from memory, without waiting for the write), then move each page to its slot only
+    /// if it still holds the object that was written and nobody holds it now. A page that
+    /// changed, or that a fault is bringing in, keeps its pool copy; its written copy is
+    /// freed (garbage in its segment until compaction).
+    pub(crate) fn writeback_released(
+        &self,
+        folios: Vec<FolioLock>,
+    ) -> (u32, Result<(), WritebackError>) {
+        for folio in &folios {
+            self.check(folio);
+        }
+        let (copies, evicted) = self.copy_objects(&folios);
+        let shapes: Vec<(u8, u32)> = folios.iter().map(|f| (f.order(), f.nr_pages())).collect();
+        drop(folios);
+        if copies.pages.is_empty() {
+            return (evicted, Ok(()));
+        }
+        let slots = match self.write_copies(&copies) {
+            Ok(slots) => slots,
+            Err(e) => return (evicted, Err(e)),
+        };
+        let swap = self.shared.swap.as_ref().expect("a device");
+        let mut pages_of = vec![0u32; shapes.len()];
+        let mut moved = 0;
+        for (c, &slot) in copies.pages.iter().zip(&slots) {
+            let Ok(folio) = self.cache.try_lock_page(c.offset) else {
+                swap.free(slot);
+                continue;
+            };
+            let st = folio.state(c.offset);
+            let same = st.kind == Kind::Stored
+                && st.shadow == c.shadow
+                && st.payload == c.handle
+                && folio.slot(c.offset).is_none();
+            if !same {
+                swap.free(slot);
+                continue;
+            }
+            self.move_to_slot(&folio, c, slot);
+            pages_of[c.folio] += 1;
+            moved += 1;
+        }
+        let whole = shapes
+            .iter()
+            .zip(pages_of)
+            .map(|(&(order, nr), pages)| (order, nr, pages));
+        self.count_orders(whole);
+        let n = moved as u64;
+        let stats = &self.shared.stats;
+        Stats::add(&stats.zswpwb, n);
+        Stats::add(&stats.written_back_pages, n);
+        Stats::add(&stats.pswpout, n);
+        (evicted + moved, Ok(()))
+    }
+
+    /// Under the folios' locks: evict what was written through at store time (a free), and
+    /// copy the other pool objects out, with what identifies each (its generation and
+    /// handle) for a later check.
+    fn copy_objects(&self, folios: &[FolioLock]) -> (Copies, u32) {
         let s = &self.shared;
-        let swap = s.swap.as_ref().expect("writeback_allowed implies a device");
-        let mut arena = Vec::new();
-        let mut copied = Vec::new();
+        let mut copies = Copies::default();
         let mut evicted = 0;
         let mut scratch = vec![0u8; PAGE_SIZE];
         for (f, folio) in folios.iter().enumerate() {
@@ -177,65 +264,80 @@ impl ZswapGroup {
                     evicted += 1;
                     continue;
                 }
-                let at = arena.len();
+                let at = copies.arena.len();
                 s.pool
                     .with_object(Handle::from_raw(st.payload), &mut scratch, |bytes| {
-                        arena.extend_from_slice(bytes)
+                        copies.arena.extend_from_slice(bytes)
                     });
-                copied.push(Copied {
+                copies.pages.push(Copied {
                     folio: f,
                     offset,
                     codec: st.codec,
+                    shadow: st.shadow,
+                    handle: st.payload,
                     at,
-                    len: arena.len() - at,
+                    len: copies.arena.len() - at,
                 });
             }
         }
-        if copied.is_empty() {
-            return (evicted, Ok(()));
-        }
-        let objects: Vec<Object> = copied
+        (copies, evicted)
+    }
+
+    /// Write the copies as objects; their slots, in order.
+    fn write_copies(&self, copies: &Copies) -> Result<Vec<SwapSlot>, WritebackError> {
+        let s = &self.shared;
+        let swap = s.swap.as_ref().expect("writeback_allowed implies a device");
+        let objects: Vec<Object> = copies
+            .pages
             .iter()
             .map(|c| Object {
                 codec: c.codec,
-                bytes: &arena[c.at..c.at + c.len],
+                bytes: &copies.arena[c.at..c.at + c.len],
             })
             .collect();
-        let mut slots = Vec::with_capacity(copied.len());
+        let mut slots = Vec::with_capacity(objects.len());
         if let Err(e) = swap.write_objects(&objects, &mut slots) {
             Stats::inc(&s.stats.swap_write_fail);
             Stats::inc(&s.stats.reject_reclaim_fail);
-            return (evicted, Err(e.into()));
+            return Err(e.into());
         }
-        let mut pages_of = vec![0u32; folios.len()];
-        for (c, &slot) in copied.iter().zip(&slots) {
-            let folio = &folios[c.folio];
-            let st = folio.state(c.offset);
-            let compressed = c.len < PAGE_SIZE;
-            self.free_object(st);
-            folio.set_slot(c.offset, Some(slot));
-            folio.set_state(
-                c.offset,
-                PageState {
-                    kind: Kind::OnDisk,
-                    referenced: false,
-                    codec: if compressed { st.codec } else { 0 },
-                    payload: if compressed { ON_DISK_COMPRESSED } else { 0 },
-                    ..st
-                },
-            );
-            pages_of[c.folio] += 1;
-        }
-        let n = copied.len() as u64;
-        Stats::add(&s.stats.zswpwb, n);
-        Stats::add(&s.stats.written_back_pages, n);
-        Stats::add(&s.stats.pswpout, n);
-        for (folio, pages) in folios.iter().zip(pages_of) {
-            if pages == folio.nr_pages() {
-                Stats::count_order(&s.stats.order_swpout, folio.order(), 1);
+        Ok(slots)
+    }
+
+    /// The page's object is on the device at `slot`: free its pool copy (its compressor
+    /// stays in use if it went compressed) and make the page on-disk.
+    fn move_to_slot(&self, folio: &FolioLock, c: &Copied, slot: SwapSlot) {
+        let st = folio.state(c.offset);
+        let compressed = c.len < PAGE_SIZE;
+        self.free_object(st);
+        folio.set_slot(c.offset, Some(slot));
+        folio.set_state(
+            c.offset,
+            PageState {
+                kind: Kind::OnDisk,
+                referenced: false,
+                codec: if compressed { st.codec } else { 0 },
+                payload: if compressed { ON_DISK_COMPRESSED } else { 0 },
+                ..st
+            },
+        );
+    }
+
+    fn count_written<'a>(&self, folios: impl Iterator<Item = (&'a FolioLock<'a>, u32)>, n: usize) {
+        let stats = &self.shared.stats;
+        Stats::add(&stats.zswpwb, n as u64);
+        Stats::add(&stats.written_back_pages, n as u64);
+        Stats::add(&stats.pswpout, n as u64);
+        self.count_orders(folios.map(|(f, pages)| (f.order(), f.nr_pages(), pages)));
+    }
+
+    /// A folio of `order` (`nr` pages) all of whose pages went out is one swap-out of its order.
+    fn count_orders(&self, folios: impl Iterator<Item = (u8, u32, u32)>) {
+        for (order, nr, pages) in folios {
+            if pages == nr {
+                Stats::count_order(&self.shared.stats.order_swpout, order, 1);
             }
         }
-        (evicted + copied.len() as u32, Ok(()))
     }
 
     fn set_on_disk(&self, folio: &FolioLock, offset: u32, was: PageState, slot: SwapSlot) {
