@@ -190,13 +190,6 @@ impl SlotAllocator {
         a
     }
 
-    /// Bytes an allocator over `capacity` slots takes: a bit a slot, and per cluster its
-    /// free count, its set memberships and its discard bookkeeping.
-    pub fn bytes_for(capacity: u32) -> u64 {
-        let clusters = u64::from(capacity.div_ceil(CLUSTER_SLOTS));
-        u64::from(capacity).div_ceil(8) + clusters * 16
-    }
-
     /// `nr` contiguous free slots (nr a power of two up to 512), or None.
     ///
     /// The run is naturally aligned to `nr` whenever such a run exists; otherwise any

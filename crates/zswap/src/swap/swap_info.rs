@@ -50,8 +50,6 @@ enum Store {
 pub struct SwapInfo {
     store: Store,
     slots: Mutex<SlotAllocator>,
-    /// Bytes of the slot map (its bitmap and cluster counts: fixed at creation).
-    metadata_slots: u64,
     /// Give wholly free clusters' storage back (`swapon --discard`).
     discard: bool,
     /// Notified when a discarded cluster is given back: a write that found no free slot
@@ -66,7 +64,6 @@ impl SwapInfo {
         SwapInfo {
             store: Store::Pages(device),
             slots: Mutex::new(SlotAllocator::new(capacity_pages)),
-            metadata_slots: SlotAllocator::bytes_for(capacity_pages),
             discard,
             discarded: Condvar::new(),
         }
@@ -77,16 +74,16 @@ impl SwapInfo {
         SwapInfo {
             store: Store::Segments(Box::new(log)),
             slots: Mutex::new(SlotAllocator::new(capacity_pages)),
-            metadata_slots: SlotAllocator::bytes_for(capacity_pages),
             discard: false,
             discarded: Condvar::new(),
         }
     }
 
-    /// Bytes of memory the slot map and the segment log's table take.
+    /// Bytes of memory the segment log's table takes (it grows with what is written back).
+    /// The slot map is not counted: it is sized to the whole swap space up front, most of it
+    /// never touched.
     pub fn metadata_bytes(&self) -> u64 {
-        let log = self.segments().map_or(0, SegmentLog::metadata_bytes);
-        log + self.metadata_slots
+        self.segments().map_or(0, SegmentLog::metadata_bytes)
     }
 
     /// The segment log, when slots hold objects in segments.

@@ -339,8 +339,8 @@ impl Zswap {
         &self.shared.pool
     }
 
-    /// Bytes of memory the swap layer's own tables take (the slot map, the segment log's
-    /// places and tags): for the owner's charge.
+    /// Bytes of memory the segment log's places, tags and slot lists take: for the owner's
+    /// charge.
     pub fn swap_metadata_bytes(&self) -> u64 {
         self.shared
             .swap
