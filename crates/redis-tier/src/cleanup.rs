@@ -3,24 +3,18 @@
 
 use std::time::Duration;
 
-use redis::cluster::ClusterClient;
 use redis::Value;
 
-use crate::{parse_nodes, RedisTierError};
+use crate::{cluster_client, RedisTierError};
 
 /// Delete every key of the runs whose ids start with `run` (`uzswap:RUN*`) from every
 /// primary of the cluster at `address`. Returns the keys deleted.
 pub fn delete_run(address: &str, run: &str) -> Result<u64, RedisTierError> {
-    let nodes = parse_nodes(address)?;
+    let client = cluster_client(address)?;
     let unreachable = |source| RedisTierError::Unreachable {
         nodes: address.to_string(),
         source,
     };
-    let client = ClusterClient::builder(nodes)
-        .connection_timeout(Duration::from_secs(2))
-        .response_timeout(Duration::from_secs(5))
-        .build()
-        .map_err(unreachable)?;
     let mut conn = client.get_connection().map_err(unreachable)?;
     // The primaries, from the slot map: SCAN runs on one node at a time.
     let slots: Value = redis::cmd("CLUSTER")

@@ -135,6 +135,19 @@ pub fn new_run_id() -> String {
     format!("{:x}-{nanos:x}", std::process::id())
 }
 
+/// A cluster client for `address` (`redis://HOST:PORT[,HOST:PORT...]`): 2 s to connect,
+/// 5 s for a reply.
+pub(crate) fn cluster_client(address: &str) -> Result<ClusterClient, RedisTierError> {
+    ClusterClient::builder(parse_nodes(address)?)
+        .connection_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|source| RedisTierError::Unreachable {
+            nodes: address.to_string(),
+            source,
+        })
+}
+
 /// The nodes of `redis://HOST:PORT[,HOST:PORT...]`, each as its own URL.
 pub fn parse_nodes(address: &str) -> Result<Vec<String>, RedisTierError> {
     let bad = || RedisTierError::BadAddress(address.to_string());
@@ -160,16 +173,11 @@ impl RedisSegments {
     /// Connect to the cluster at `address` (`redis://HOST:PORT[,HOST:PORT...]`, any of its
     /// nodes) for the run `run` (its keys are `uzswap:RUN:*`).
     pub fn connect(address: &str, run: &str, options: TierOptions) -> Result<Self, RedisTierError> {
-        let nodes = parse_nodes(address)?;
+        let client = cluster_client(address)?;
         let unreachable = |source| RedisTierError::Unreachable {
             nodes: address.to_string(),
             source,
         };
-        let client = ClusterClient::builder(nodes)
-            .connection_timeout(Duration::from_secs(2))
-            .response_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(unreachable)?;
         let mut first = client.get_connection().map_err(unreachable)?;
         redis::cmd("PING")
             .query::<String>(&mut first)

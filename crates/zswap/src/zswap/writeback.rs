@@ -124,11 +124,7 @@ impl ZswapGroup {
                 if st.kind != Kind::Stored {
                     continue;
                 }
-                if let Some(slot) = folio.slot(offset) {
-                    // Written through at store time: the disk already holds it.
-                    self.free_stored(st);
-                    self.set_on_disk(folio, offset, st, slot);
-                    Stats::inc(&s.stats.writethrough_evictions);
+                if self.evict_written_through(folio, offset, st) {
                     evicted += 1;
                     continue;
                 }
@@ -154,13 +150,10 @@ impl ZswapGroup {
                 self.free_stored(st);
                 self.set_on_disk(folio, offset, st, slot);
             }
-            let n = offsets.len() as u64;
-            Stats::add(&s.stats.zswpwb, n);
-            Stats::add(&s.stats.written_back_pages, n);
-            Stats::add(&s.stats.pswpout, n);
-            if n == u64::from(folio.nr_pages()) {
-                Stats::count_order(&s.stats.order_swpout, folio.order(), 1);
-            }
+            self.count_written(
+                std::iter::once((folio, offsets.len() as u32)),
+                offsets.len(),
+            );
             Ok(evicted + offsets.len() as u32)
         })
     }
@@ -233,12 +226,8 @@ impl ZswapGroup {
             .iter()
             .zip(pages_of)
             .map(|(&(order, nr), pages)| (order, nr, pages));
+        self.count_pages_written(moved as usize);
         self.count_orders(whole);
-        let n = moved as u64;
-        let stats = &self.shared.stats;
-        Stats::add(&stats.zswpwb, n);
-        Stats::add(&stats.written_back_pages, n);
-        Stats::add(&stats.pswpout, n);
         (evicted + moved, Ok(()))
     }
 
@@ -256,11 +245,7 @@ impl ZswapGroup {
                 if st.kind != Kind::Stored {
                     continue;
                 }
-                if let Some(slot) = folio.slot(offset) {
-                    // Written through at store time: the device already holds it.
-                    self.free_stored(st);
-                    self.set_on_disk(folio, offset, st, slot);
-                    Stats::inc(&s.stats.writethrough_evictions);
+                if self.evict_written_through(folio, offset, st) {
                     evicted += 1;
                     continue;
                 }
@@ -324,11 +309,16 @@ impl ZswapGroup {
     }
 
     fn count_written<'a>(&self, folios: impl Iterator<Item = (&'a FolioLock<'a>, u32)>, n: usize) {
+        self.count_pages_written(n);
+        self.count_orders(folios.map(|(f, pages)| (f.order(), f.nr_pages(), pages)));
+    }
+
+    /// `n` pages went from the pool to the device.
+    fn count_pages_written(&self, n: usize) {
         let stats = &self.shared.stats;
         Stats::add(&stats.zswpwb, n as u64);
         Stats::add(&stats.written_back_pages, n as u64);
         Stats::add(&stats.pswpout, n as u64);
-        self.count_orders(folios.map(|(f, pages)| (f.order(), f.nr_pages(), pages)));
     }
 
     /// A folio of `order` (`nr` pages) all of whose pages went out is one swap-out of its order.
@@ -338,6 +328,18 @@ impl ZswapGroup {
                 Stats::count_order(&self.shared.stats.order_swpout, order, 1);
             }
         }
+    }
+
+    /// A pool page written through at store time already has its copy on the device:
+    /// evicting it is a free. False if it has none.
+    fn evict_written_through(&self, folio: &FolioLock, offset: u32, st: PageState) -> bool {
+        let Some(slot) = folio.slot(offset) else {
+            return false;
+        };
+        self.free_stored(st);
+        self.set_on_disk(folio, offset, st, slot);
+        Stats::inc(&self.shared.stats.writethrough_evictions);
+        true
     }
 
     fn set_on_disk(&self, folio: &FolioLock, offset: u32, was: PageState, slot: SwapSlot) {

@@ -25,19 +25,7 @@ pub trait SegmentDevice: Send + Sync + std::fmt::Debug {
     /// Store several segments, as one write or round trip where the device can; their
     /// addresses in order. All or nothing: on an error none of them is stored.
     fn put_all(&self, segments: &[(u64, &[u8])]) -> Result<Vec<SegmentAddr>, DeviceError> {
-        let mut addrs = Vec::with_capacity(segments.len());
-        for &(id, bytes) in segments {
-            match self.put(id, bytes) {
-                Ok(addr) => addrs.push(addr),
-                Err(e) => {
-                    for (&(id, _), &addr) in segments.iter().zip(&addrs) {
-                        self.delete(id, addr);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(addrs)
+        put_each(self, segments)
     }
     /// Read `out.len()` bytes from `offset` of segment `id` at `addr`.
     fn get(
@@ -49,6 +37,26 @@ pub trait SegmentDevice: Send + Sync + std::fmt::Debug {
     ) -> Result<(), DeviceError>;
     /// Segment `id` holds nothing any more: give its storage back.
     fn delete(&self, id: u64, addr: SegmentAddr);
+}
+
+/// `put_all` a segment at a time: all or nothing, the ones stored deleted on an error.
+pub fn put_each<D: SegmentDevice + ?Sized>(
+    device: &D,
+    segments: &[(u64, &[u8])],
+) -> Result<Vec<SegmentAddr>, DeviceError> {
+    let mut addrs = Vec::with_capacity(segments.len());
+    for &(id, bytes) in segments {
+        match device.put(id, bytes) {
+            Ok(addr) => addrs.push(addr),
+            Err(e) => {
+                for (&(id, _), &addr) in segments.iter().zip(&addrs) {
+                    device.delete(id, addr);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(addrs)
 }
 
 /// Segments on a page-addressed device (the swap file): each segment in a run of pages
@@ -143,19 +151,7 @@ impl SegmentDevice for PagedSegments {
             else {
                 drop(map);
                 // No run that long: a write each, where room may be found in pieces.
-                let mut addrs = Vec::with_capacity(segments.len());
-                for &(id, bytes) in segments {
-                    match self.put(id, bytes) {
-                        Ok(a) => addrs.push(a),
-                        Err(e) => {
-                            for (&(id, _), &a) in segments.iter().zip(&addrs) {
-                                self.delete(id, a);
-                            }
-                            return Err(e);
-                        }
-                    }
-                }
-                return Ok(addrs);
+                return put_each(self, segments);
             };
             if run > pages {
                 map.free(SwapSlot(first.0 + pages), run - pages);
