@@ -28,7 +28,7 @@ use parking_lot::{Condvar, Mutex};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::Value;
-use zswap::swap::segments::SegmentAddr;
+use zswap::swap::segments::{SegmentAddr, SegmentRead};
 use zswap::swap::{DeviceError, SegmentDevice};
 
 pub use cleanup::delete_run;
@@ -437,6 +437,45 @@ impl SegmentDevice for RedisSegments {
             });
         }
         out.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// One pipeline of `GETRANGE`s (redis-rs sends each node its part): one round trip.
+    fn get_all(&self, reads: &mut [SegmentRead<'_>]) -> Result<(), (usize, DeviceError)> {
+        if reads.len() == 1 {
+            let r = &mut reads[0];
+            return self.get(r.id, r.addr, r.offset, r.out).map_err(|e| (0, e));
+        }
+        let s = &self.shared;
+        let values: Vec<Value> = s
+            .with_retries("read", |conn| {
+                let mut pipe = redis::cluster::cluster_pipe();
+                for r in reads.iter() {
+                    pipe.cmd("GETRANGE")
+                        .arg(s.key(r.id))
+                        .arg(r.offset)
+                        .arg(r.offset + r.out.len() - 1);
+                }
+                pipe.query::<Vec<Value>>(conn).map(Some)
+            })
+            .map_err(|e| (0, e))?;
+        Stats::add(&s.stats.gets, reads.len() as u64);
+        for (k, (r, v)) in reads.iter_mut().zip(values).enumerate() {
+            let bytes = match v {
+                Value::BulkString(b) => b,
+                _ => Vec::new(),
+            };
+            if bytes.len() != r.out.len() {
+                return Err((
+                    k,
+                    DeviceError::ShortRead {
+                        read: bytes.len(),
+                        expected: r.out.len(),
+                    },
+                ));
+            }
+            r.out.copy_from_slice(&bytes);
+        }
         Ok(())
     }
 

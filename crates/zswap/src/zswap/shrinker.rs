@@ -41,40 +41,37 @@ pub struct ShrinkResult {
     pub write_error: bool,
 }
 
+/// Where the clock hand stopped.
+pub(crate) enum Cold<'a> {
+    /// A folio due for writeback, locked and checked: its pool pages are the group's coldest.
+    Folio(FolioLock<'a>),
+    /// A folio someone else owns (a fault is bringing it in): the hand has reached warm pages.
+    Busy,
+    /// The hand went as far as it was allowed.
+    Done,
+}
+
 impl ZswapGroup {
-    /// Write back up to about `nr_to_write` of this group's coldest pool pages.
-    pub fn shrink(&self, nr_to_write: u32) -> ShrinkResult {
-        let mut result = ShrinkResult::default();
+    /// Move the clock `hand` on to the next folio due for writeback, `scanned` counting the
+    /// pages passed, up to `limit`. A folio with a referenced page has its bits cleared and
+    /// is passed (second chance); the one found is locked with try_lock and checked again
+    /// under its lock (the same entry, generation included, still in the pool).
+    pub(crate) fn next_cold(&self, hand: &mut u32, scanned: &mut u64, limit: u64) -> Cold<'_> {
         let nr_pages = self.nr_pages();
-        if !self.writeback_allowed() || nr_pages == 0 || self.zswapped.load(Relaxed) == 0 {
-            return result;
-        }
-        let segments = self
-            .shared
-            .swap
-            .as_ref()
-            .is_some_and(|swap| swap.segments().is_some());
-        // Folios held for one write: their locks are taken with try_lock only, so holding
-        // several never waits on anyone.
-        let mut batch: Vec<FolioLock> = Vec::new();
-        let (mut batch_bytes, mut batch_pages) = (0usize, 0u32);
-        let mut hand = self.hand.lock();
-        let mut scanned = 0u64;
-        // Two turns: the first may only clear referenced bits.
-        while scanned < 2 * u64::from(nr_pages) && result.written + batch_pages < nr_to_write {
+        while *scanned < limit {
             let at = *hand % nr_pages;
             // Pages whose words were never allocated are Empty: the hand passes them at once.
             let Some(off) = self.cache.next_populated(at) else {
-                scanned += u64::from(nr_pages - at);
+                *scanned += u64::from(nr_pages - at);
                 *hand = 0;
                 continue;
             };
-            scanned += u64::from(off - at);
+            *scanned += u64::from(off - at);
             let hint = self.cache.peek(off);
             let head = off & !((1u32 << hint.order) - 1);
             let next = head + (1u32 << hint.order);
             *hand = if next >= nr_pages { 0 } else { next };
-            scanned += u64::from(next - off);
+            *scanned += u64::from(next - off);
 
             let mut candidate = None;
             let mut referenced = false;
@@ -96,19 +93,57 @@ impl ZswapGroup {
             };
             let Ok(folio) = self.cache.try_lock_page(page) else {
                 Stats::inc(&self.shared.stats.writeback_busy_stop);
-                result.busy = true;
-                break;
+                return Cold::Busy;
             };
-            // Re-check under the lock: the same entry (generation) still in the pool.
             let st = folio.state(page);
-            if st.kind != Kind::Stored || st.shadow != shadow {
-                continue;
+            if st.kind == Kind::Stored && st.shadow == shadow {
+                return Cold::Folio(folio);
             }
-            batch_bytes += self.stored_length(&folio) as usize;
+        }
+        Cold::Done
+    }
+
+    /// Write back up to about `nr_to_write` of this group's coldest pool pages.
+    pub fn shrink(&self, nr_to_write: u32) -> ShrinkResult {
+        let mut result = ShrinkResult::default();
+        let nr_pages = self.nr_pages();
+        if !self.writeback_allowed() || nr_pages == 0 || self.zswapped.load(Relaxed) == 0 {
+            return result;
+        }
+        let segments = self
+            .shared
+            .swap
+            .as_ref()
+            .is_some_and(|swap| swap.segments().is_some());
+        // Folios held for one write: their locks are taken with try_lock only, so holding
+        // several never waits on anyone.
+        let mut batch: Vec<FolioLock> = Vec::new();
+        let (mut batch_bytes, mut batch_pages) = (0usize, 0u32);
+        let mut hand = self.hand.lock();
+        let mut scanned = 0u64;
+        // Two turns: the first may only clear referenced bits.
+        let limit = 2 * u64::from(nr_pages);
+        while result.written + batch_pages < nr_to_write {
+            let folio = match self.next_cold(&mut hand, &mut scanned, limit) {
+                Cold::Folio(folio) => folio,
+                Cold::Busy => {
+                    result.busy = true;
+                    break;
+                }
+                Cold::Done => break,
+            };
+            let bytes = self.stored_length(&folio) as usize;
+            // Segments: a batch is what fills one segment without spilling into the next
+            // (a folio that would spill starts the next batch).
+            if segments && !batch.is_empty() && batch_bytes + bytes > SEGMENT_BYTES {
+                if !self.write_batch(&mut batch, &mut result) {
+                    break;
+                }
+                (batch_bytes, batch_pages) = (0, 0);
+            }
+            batch_bytes += bytes;
             batch_pages += folio.nr_pages();
             batch.push(folio);
-            // Pages go folio by folio; segments take a batch that fills one, or the rest of
-            // what was asked.
             if !segments
                 || batch_bytes >= SEGMENT_BYTES
                 || result.written + batch_pages >= nr_to_write
@@ -116,8 +151,7 @@ impl ZswapGroup {
                 if !self.write_batch(&mut batch, &mut result) {
                     break;
                 }
-                batch_bytes = 0;
-                batch_pages = 0;
+                (batch_bytes, batch_pages) = (0, 0);
             }
         }
         if !batch.is_empty() {

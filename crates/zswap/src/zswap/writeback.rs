@@ -20,12 +20,13 @@ use std::cell::RefCell;
 
 use crate::stats::Stats;
 use crate::swap::cache::{FolioLock, Kind, PageState};
-use crate::swap::segments::Object;
+use crate::swap::segments::{Object, SEGMENT_BYTES};
 use crate::swap::slots::SwapSlot;
 use crate::swap::swap_info::SwapWriteError;
 use crate::zsmalloc::Handle;
 use crate::PAGE_SIZE;
 
+use super::shrinker::Cold;
 use super::ZswapGroup;
 
 /// Why a folio was not written back.
@@ -466,7 +467,7 @@ impl ZswapGroup {
         }
         let used = codecs.iter().flatten().count() as u64;
         s.compressors.release(codec, nr - used);
-        let objects: Vec<Object> = spans
+        let mut objects: Vec<Object> = spans
             .iter()
             .zip(codecs.iter())
             .map(|(&(at, n), c)| Object {
@@ -474,11 +475,54 @@ impl ZswapGroup {
                 bytes: &arena[at..at + n],
             })
             .collect();
+        // The pool's coldest objects fill the rest of the last segment: one full segment
+        // written, not a few pages padded to a page. The store came here because the pool
+        // is full, so they are what writeback takes next anyway.
+        let room = (SEGMENT_BYTES - at % SEGMENT_BYTES) % SEGMENT_BYTES;
+        let cold = self.cold_folios(room);
+        let (copies, _) = self.copy_objects(&cold);
+        objects.extend(copies.pages.iter().map(|c| Object {
+            codec: c.codec,
+            bytes: &copies.arena[c.at..c.at + c.len],
+        }));
         let result = swap.write_objects(&objects, slots);
         if result.is_err() {
             s.compressors.release(codec, used);
             codecs.fill(None);
+            return result;
         }
-        result
+        let mut pages_of = vec![0u32; cold.len()];
+        for (c, &slot) in copies.pages.iter().zip(&slots[codecs.len()..]) {
+            self.move_to_slot(&cold[c.folio], c, slot);
+            pages_of[c.folio] += 1;
+        }
+        self.count_written(cold.iter().zip(pages_of), copies.pages.len());
+        slots.truncate(codecs.len());
+        Ok(())
+    }
+
+    /// The group's coldest pool folios, locked, whose objects together take at most `room`
+    /// bytes; none if the shrinker's hand is in use (the shrink worker is writing them).
+    fn cold_folios(&self, room: usize) -> Vec<FolioLock<'_>> {
+        let mut folios = Vec::new();
+        if room == 0 || self.zswapped.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            return folios;
+        }
+        let Some(mut hand) = self.hand.try_lock() else {
+            return folios;
+        };
+        let (mut scanned, mut bytes) = (0u64, 0usize);
+        // Two turns, as the shrinker's: the first may only clear referenced bits.
+        let limit = 2 * u64::from(self.nr_pages());
+        while let Cold::Folio(folio) = self.next_cold(&mut hand, &mut scanned, limit) {
+            bytes += self.stored_length(&folio) as usize;
+            if bytes > room {
+                // The hand stays on it: the shrinker's next pass starts there.
+                *hand = folio.start();
+                break;
+            }
+            folios.push(folio);
+        }
+        folios
     }
 }

@@ -35,9 +35,36 @@ pub trait SegmentDevice: Send + Sync + std::fmt::Debug {
         offset: usize,
         out: &mut [u8],
     ) -> Result<(), DeviceError>;
+    /// Read several ranges, as one read or round trip where the device can. On an error,
+    /// the index of the first read that failed (those before it are done).
+    fn get_all(&self, reads: &mut [SegmentRead<'_>]) -> Result<(), (usize, DeviceError)> {
+        for (k, r) in reads.iter_mut().enumerate() {
+            self.get(r.id, r.addr, r.offset, r.out)
+                .map_err(|e| (k, e))?;
+        }
+        Ok(())
+    }
     /// Segment `id` holds nothing any more: give its storage back.
     fn delete(&self, id: u64, addr: SegmentAddr);
 }
+
+/// One range of a segment to read: `out.len()` bytes from `offset` of segment `id` at `addr`.
+#[derive(Debug)]
+pub struct SegmentRead<'a> {
+    /// The segment.
+    pub id: u64,
+    /// Where the device put it.
+    pub addr: SegmentAddr,
+    /// The first byte to read.
+    pub offset: usize,
+    /// Where the bytes go.
+    pub out: &'a mut [u8],
+}
+
+/// The most bytes `PagedSegments::get_all` reads in one request.
+const MAX_READ: usize = 4 << 20;
+/// The most pages `PagedSegments::get_all` reads through between two ranges it joins.
+const HOLE_PAGES: usize = 4;
 
 /// `put_all` a segment at a time: all or nothing, the ones stored deleted on an error.
 pub fn put_each<D: SegmentDevice + ?Sized>(
@@ -204,6 +231,49 @@ impl SegmentDevice for PagedSegments {
             out.copy_from_slice(&pages[skip..skip + out.len()]);
             Ok(())
         })
+    }
+
+    /// Reads whose pages follow one another on the file, or nearly (a folio's segments,
+    /// written in one batch, are back to back), are one read.
+    fn get_all(&self, reads: &mut [SegmentRead<'_>]) -> Result<(), (usize, DeviceError)> {
+        let pages_of = |r: &SegmentRead| {
+            let run = run_of(r.addr).0 .0 as usize;
+            let first = run + r.offset / PAGE_SIZE;
+            (first, run + (r.offset + r.out.len()).div_ceil(PAGE_SIZE))
+        };
+        let mut i = 0;
+        while i < reads.len() {
+            let (first, mut end) = pages_of(&reads[i]);
+            let mut j = i + 1;
+            while j < reads.len() {
+                let (f, e) = pages_of(&reads[j]);
+                // The next read starts on the page this one ends on, or a short hole after it
+                // (cheaper read through than read apart).
+                if f + 1 < end
+                    || f > end + HOLE_PAGES
+                    || (e.max(end) - first) * PAGE_SIZE > MAX_READ
+                {
+                    break;
+                }
+                end = e.max(end);
+                j += 1;
+            }
+            crate::scratch::with(&BOUNCE, Vec::new, |buf| {
+                let buf = &mut *buf.borrow_mut();
+                let pages = page_aligned(buf, (end - first) * PAGE_SIZE);
+                self.device.read(SwapSlot(first as u32), pages)?;
+                for r in &mut reads[i..j] {
+                    let (f, _) = pages_of(r);
+                    let at = (f - first) * PAGE_SIZE + r.offset % PAGE_SIZE;
+                    let len = r.out.len();
+                    r.out.copy_from_slice(&pages[at..at + len]);
+                }
+                Ok(())
+            })
+            .map_err(|e| (i, e))?;
+            i = j;
+        }
+        Ok(())
     }
 
     fn delete(&self, _id: u64, addr: SegmentAddr) {

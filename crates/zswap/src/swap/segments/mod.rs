@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-pub use device::{PagedSegments, SegmentAddr, SegmentDevice};
+pub use device::{PagedSegments, SegmentAddr, SegmentDevice, SegmentRead};
 pub use seal::{SealedAt, Sealer, TAG_BYTES};
 
 use crate::stats::Stats;
@@ -556,7 +556,8 @@ impl SegmentLog {
 
     /// Read the objects of `slots`, handing each to `each(i, codec, bytes)` (a raw page when
     /// `bytes` is a whole page), which returns whether it took them. Neighbouring objects of
-    /// one segment are one device read. Stops at the first failure.
+    /// one segment are one range; all the ranges are one request to the device (one read
+    /// where they are back to back on the file). Stops at the first failure.
     pub fn read(
         &self,
         slots: &[SwapSlot],
@@ -587,40 +588,61 @@ impl SegmentLog {
             }
             (places, tags, ids, pinned)
         };
+        // Runs: following objects of the same segment, back to back; one range read each,
+        // all in one request to the device.
+        let mut runs: Vec<(std::ops::Range<usize>, usize, usize)> = Vec::new();
+        let mut i = 0;
+        while i < places.len() {
+            let first = places[i];
+            let mut end = i + 1;
+            let mut run_end = first.offset as usize + usize::from(first.len);
+            while end < places.len()
+                && places[end].segment == first.segment
+                && places[end].offset as usize == run_end
+            {
+                run_end += usize::from(places[end].len);
+                end += 1;
+            }
+            runs.push((
+                i..end,
+                first.offset as usize,
+                run_end - first.offset as usize,
+            ));
+            i = end;
+        }
+        let id_of = |segment: u32| {
+            let &(_, id, addr) = ids.iter().find(|(n, _, _)| *n == segment).expect("pinned");
+            (id, addr)
+        };
         let result = crate::scratch::with(&BUF, Vec::new, |buf| {
             let buf = &mut *buf.borrow_mut();
-            let mut i = 0;
-            while i < places.len() {
-                // A run: following objects of the same segment, back to back.
-                let first = places[i];
-                let mut end = i + 1;
-                let mut run_end = first.offset as usize + usize::from(first.len);
-                while end < places.len()
-                    && places[end].segment == first.segment
-                    && places[end].offset as usize == run_end
-                {
-                    run_end += usize::from(places[end].len);
-                    end += 1;
-                }
-                let &(_, id, addr) = ids
-                    .iter()
-                    .find(|(n, _, _)| *n == first.segment)
-                    .expect("pinned");
-                buf.clear();
-                buf.resize(run_end - first.offset as usize, 0);
-                if self
-                    .device
-                    .get(id, addr, first.offset as usize, buf)
-                    .is_err()
-                {
-                    return Err(ReadFail {
-                        index: i,
-                        kind: SegmentReadError::Device,
-                    });
-                }
-                Stats::add(&self.stats.bytes_read, buf.len() as u64);
-                let mut at = 0;
-                for k in i..end {
+            buf.clear();
+            buf.resize(runs.iter().map(|r| r.2).sum(), 0);
+            let mut reads = Vec::with_capacity(runs.len());
+            let mut rest = &mut buf[..];
+            for (objects, offset, len) in &runs {
+                let (out, after) = rest.split_at_mut(*len);
+                rest = after;
+                let (id, addr) = id_of(places[objects.start].segment);
+                reads.push(SegmentRead {
+                    id,
+                    addr,
+                    offset: *offset,
+                    out,
+                });
+            }
+            let read = self.device.get_all(&mut reads);
+            drop(reads);
+            // Runs before a failed read are done: their objects are handed over first.
+            let done = match &read {
+                Ok(()) => runs.len(),
+                Err((k, _)) => *k,
+            };
+            let mut at = 0;
+            for (objects, _, len) in &runs[..done] {
+                let (id, _) = id_of(places[objects.start].segment);
+                Stats::add(&self.stats.bytes_read, *len as u64);
+                for k in objects.clone() {
                     let len = usize::from(places[k].len);
                     let object = &mut buf[at..at + len];
                     at += len;
@@ -645,9 +667,14 @@ impl SegmentLog {
                         });
                     }
                 }
-                i = end;
             }
-            Ok(())
+            match read {
+                Ok(()) => Ok(()),
+                Err((k, _)) => Err(ReadFail {
+                    index: runs[k].0.start,
+                    kind: SegmentReadError::Device,
+                }),
+            }
         });
         self.unpin(&pinned);
         result

@@ -302,3 +302,81 @@ fn the_table_counts_its_memory_for_the_charge() {
     assert!(bytes >= 1000 * (12 + 16 + 4), "{bytes}");
     assert!(bytes <= 4 * 1000 * (12 + 16 + 4), "{bytes}");
 }
+
+/// A page device that counts its reads.
+#[derive(Debug)]
+struct CountedReads {
+    inner: MemoryDevice,
+    reads: std::sync::atomic::AtomicU64,
+}
+
+impl crate::swap::BackingDevice for CountedReads {
+    fn write(&self, slot: SwapSlot, data: &[u8]) -> Result<(), DeviceError> {
+        self.inner.write(slot, data)
+    }
+    fn read(&self, slot: SwapSlot, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.reads.fetch_add(1, Relaxed);
+        self.inner.read(slot, out)
+    }
+    fn discard(&self, slot: SwapSlot, nr_pages: u32) -> Result<(), DeviceError> {
+        self.inner.discard(slot, nr_pages)
+    }
+}
+
+#[test]
+fn segments_written_together_are_read_back_in_one_read() {
+    let device = Arc::new(CountedReads {
+        inner: MemoryDevice::new(DEVICE_PAGES),
+        reads: Default::default(),
+    });
+    let paged = PagedSegments::new(device.clone(), DEVICE_PAGES, false);
+    let log = SegmentLog::new(Arc::new(paged), true);
+    // A large folio's worth: several segments, in one batch, back to back on the device.
+    write(&log, 0..200);
+    let segments = log.stats().segments_written.load(Relaxed);
+    assert!(segments >= 3, "{segments} segments");
+    let slots: Vec<SwapSlot> = (0..200).map(SwapSlot).collect();
+    let mut seen = 0;
+    log.read(&slots, |k, codec, bytes| {
+        seen += 1;
+        codec == (k % 3) as u8 && bytes == object(k as u32)
+    })
+    .unwrap();
+    assert_eq!(seen, 200);
+    assert_eq!(
+        device.reads.load(Relaxed),
+        1,
+        "one read for {segments} segments"
+    );
+    // Every other object: ranges of several segments, still one read.
+    let slots: Vec<SwapSlot> = (0..200).step_by(2).map(SwapSlot).collect();
+    log.read(&slots, |k, _, bytes| bytes == object(2 * k as u32))
+        .unwrap();
+    assert_eq!(device.reads.load(Relaxed), 2);
+}
+
+#[test]
+fn a_failed_device_read_fails_at_the_first_object_it_held() {
+    let mem = Arc::new(FaultyDevice::new(Arc::new(MemoryDevice::new(DEVICE_PAGES))));
+    let paged = PagedSegments::new(mem.clone(), DEVICE_PAGES, false);
+    let log = SegmentLog::new(Arc::new(paged), false);
+    write(&log, 0..200);
+    mem.fail_next_reads(1);
+    let slots: Vec<SwapSlot> = (0..200).map(SwapSlot).collect();
+    let mut seen = 0;
+    let fail = log.read(&slots, |_, _, _| {
+        seen += 1;
+        true
+    });
+    assert_eq!(
+        fail,
+        Err(ReadFail {
+            index: 0,
+            kind: SegmentReadError::Device
+        })
+    );
+    assert_eq!(seen, 0, "nothing handed over from a read that failed");
+    // The next read succeeds.
+    log.read(&slots, |k, _, bytes| bytes == object(k as u32))
+        .unwrap();
+}

@@ -1,0 +1,121 @@
+//! Segments are written full: a store that finds the pool full writes its folio together with
+//! the pool's coldest pages (one segment, not a few pages padded to a page), and the
+//! shrinker's batches fill a segment without spilling into the next. Every byte comes back.
+
+mod common;
+
+use std::sync::Arc;
+
+use zswap::swap::MemoryDevice;
+use zswap::zswap::SwapOutResult;
+use zswap::{Zswap, ZswapConfig, PAGE_SIZE};
+
+const PAGES: u32 = 4096;
+
+fn page(i: u32) -> Vec<u8> {
+    let corpus = common::corpus();
+    let mut p = corpus[i as usize % corpus.len()].clone();
+    p[..4].copy_from_slice(&i.to_le_bytes());
+    p
+}
+
+/// Load folios of `order` over the first `stored` pages, and check every page.
+fn check_all(group: &zswap::ZswapGroup, stored: u32, order: u8) {
+    let nr = 1u32 << order;
+    let mut buf = vec![0u8; nr as usize * PAGE_SIZE];
+    for start in (0..stored).step_by(nr as usize) {
+        let folio = group.lock_folio(start, order);
+        group.load(&folio, &mut buf).unwrap();
+        for (k, got) in buf.chunks_exact(PAGE_SIZE).enumerate() {
+            let i = start + k as u32;
+            assert!(got == page(i), "page {i} came back wrong");
+        }
+    }
+}
+
+#[test]
+fn a_store_that_finds_the_pool_full_writes_a_full_segment() {
+    let device = Arc::new(MemoryDevice::new(2 * PAGES));
+    // A pool of 20% of 4 MiB: a few hundred corpus pages fill it.
+    let zswap = Zswap::new(
+        ZswapConfig::new(4 << 20)
+            .device(device, 2 * PAGES)
+            .segments(true),
+    );
+    let group = zswap.new_group(PAGES);
+    let mut i = 0;
+    loop {
+        let folio = group.lock_page(i);
+        let result = group.swap_out(&folio, &page(i)).unwrap();
+        i += 1;
+        if matches!(result, SwapOutResult::WrittenToDisk(_)) {
+            break;
+        }
+    }
+    let stats = zswap.stats();
+    assert_eq!(stats.get("swap_segments_written"), 1);
+    let written_back = stats.get("written_back_pages");
+    assert!(
+        written_back >= 8,
+        "the pool's coldest pages went with the page: {written_back}"
+    );
+    let bytes = stats.get("swap_written_bytes");
+    assert!(
+        bytes >= 48 << 10,
+        "one segment of {bytes} bytes: not filled"
+    );
+    // More stores: the pool takes them until it is full again (the accept threshold), and
+    // every direct write fills its segment the same way.
+    for _ in 0..2000 {
+        let folio = group.lock_page(i);
+        group.swap_out(&folio, &page(i)).unwrap();
+        i += 1;
+    }
+    let stats = zswap.stats();
+    let (segments, bytes) = (
+        stats.get("swap_segments_written"),
+        stats.get("swap_written_bytes"),
+    );
+    assert!(segments >= 10, "{segments} direct writes");
+    assert!(
+        bytes / segments >= 48 << 10,
+        "{segments} segments of {bytes} bytes"
+    );
+    zswap.audit().unwrap();
+    check_all(&group, i, 0);
+}
+
+#[test]
+fn the_shrinker_writes_segments_that_do_not_spill() {
+    let device = Arc::new(MemoryDevice::new(2 * PAGES));
+    let zswap = Zswap::new(
+        ZswapConfig::new(1 << 30)
+            .device(device, 2 * PAGES)
+            .segments(false),
+    );
+    let group = zswap.new_group(PAGES);
+    // Folios of 4 pages: a segment holds a few of them, and a batch may not end on one.
+    let stored = 1024;
+    for start in (0..stored).step_by(4) {
+        let folio = group.lock_folio(start, 2);
+        let data: Vec<u8> = (start..start + 4).flat_map(page).collect();
+        assert!(matches!(
+            group.swap_out(&folio, &data).unwrap(),
+            SwapOutResult::Stored
+        ));
+    }
+    let written = group.shrink(stored).written;
+    assert_eq!(written, stored);
+    let stats = zswap.stats();
+    let (segments, bytes) = (
+        stats.get("swap_segments_written"),
+        stats.get("swap_written_bytes"),
+    );
+    // Full segments, but for the last: none followed by a spill of a few pages.
+    assert!(
+        bytes > (segments - 1) * (56 << 10),
+        "{segments} segments of {bytes} bytes"
+    );
+    zswap.audit().unwrap();
+    check_all(&group, stored, 2);
+}
