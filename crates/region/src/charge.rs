@@ -115,7 +115,8 @@ impl FixedCharge {
             evicting,
             dirty_reserve,
             // The shrink worker (the engine's thread) writes back with buffers like a region
-            // thread's. What is kept per page or per folio is charged as it is allocated
+            // thread's (its buffers for segments are charged as they grow: `Inner::usage`).
+            // What is kept per page or per folio is charged as it is allocated
             // (`Inner::usage`).
             bytes: dirty_reserve
                 + per_thread
@@ -154,6 +155,8 @@ thread_local! {
     /// This thread's scratch, and its bounce buffer, are charged (to the region whose thread
     /// it is).
     static CHARGED: Cell<(bool, bool)> = const { Cell::new((false, false)) };
+    /// Bytes of this thread's segment buffers charged (they only grow).
+    static SEGMENTS_CHARGED: Cell<u64> = const { Cell::new(0) };
 }
 
 impl ThreadScratch {
@@ -179,6 +182,14 @@ impl ThreadScratch {
             self.charged.fetch_add(self.bounce, Relaxed);
         }
         CHARGED.set((scratch, bounce));
+        // The buffers for segments grow with the largest batch or read the thread has
+        // done: charged as they grow.
+        let segments = zswap::swap::segments::thread_scratch_bytes();
+        let charged = SEGMENTS_CHARGED.get();
+        if segments > charged {
+            self.charged.fetch_add(segments - charged, Relaxed);
+            SEGMENTS_CHARGED.set(segments);
+        }
     }
 
     /// Bytes charged.

@@ -34,13 +34,31 @@ static REGIONS: RwLock<Vec<Arc<Inner>>> = RwLock::new(Vec::new());
 
 /// Threads alive that have served an in-thread fault (and keep the engine's scratch).
 static SERVING_THREADS: AtomicU64 = AtomicU64::new(0);
+/// What those threads keep for segments (zswap's `thread_scratch_bytes`), as of their last
+/// fault.
+static SERVING_SEGMENT_SCRATCH: AtomicU64 = AtomicU64::new(0);
 
-/// Counts this thread among `SERVING_THREADS` while it lives.
-struct Serving;
+/// Counts this thread among `SERVING_THREADS`, and its segment buffers in
+/// `SERVING_SEGMENT_SCRATCH`, while it lives.
+struct Serving {
+    segment_scratch: u64,
+}
+
+impl Serving {
+    /// Count what the thread's segment buffers grew to (they never shrink).
+    fn count_segment_scratch(&mut self) {
+        let now = zswap::swap::segments::thread_scratch_bytes();
+        if now > self.segment_scratch {
+            SERVING_SEGMENT_SCRATCH.fetch_add(now - self.segment_scratch, Relaxed);
+            self.segment_scratch = now;
+        }
+    }
+}
 
 impl Drop for Serving {
     fn drop(&mut self) {
         SERVING_THREADS.fetch_sub(1, Relaxed);
+        SERVING_SEGMENT_SCRATCH.fetch_sub(self.segment_scratch, Relaxed);
     }
 }
 
@@ -80,7 +98,7 @@ impl InThreadFaults {
 
     /// The scratch of the threads that serve in-thread faults now, in bytes.
     pub fn scratch_bytes(&self) -> u64 {
-        SERVING_THREADS.load(Relaxed) * self.per_thread
+        SERVING_THREADS.load(Relaxed) * self.per_thread + SERVING_SEGMENT_SCRATCH.load(Relaxed)
     }
 }
 
@@ -142,7 +160,7 @@ fn serve(fault: Fault) -> bool {
     let _ = SERVING.try_with(|s| {
         let serving = s.take().unwrap_or_else(|| {
             SERVING_THREADS.fetch_add(1, Relaxed);
-            Serving
+            Serving { segment_scratch: 0 }
         });
         s.set(Some(serving));
     });
@@ -160,5 +178,12 @@ fn serve(fault: Fault) -> bool {
             std::thread::yield_now();
         }
     }
+    let _ = SERVING.try_with(|s| {
+        let mut serving = s.take();
+        if let Some(serving) = &mut serving {
+            serving.count_segment_scratch();
+        }
+        s.set(serving);
+    });
     true
 }

@@ -194,6 +194,8 @@ struct ShrinkWork {
     wake: Condvar,
     started: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Bytes the worker keeps for segments (`segments::thread_scratch_bytes`).
+    segment_scratch: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -339,13 +341,14 @@ impl Zswap {
         &self.shared.pool
     }
 
-    /// Bytes of memory the segment log's places, tags and slot lists take: for the owner's
-    /// charge.
+    /// Bytes of memory the segment log's places, tags and slot lists take, and the buffers
+    /// the shrink worker keeps for segments: for the owner's charge.
     pub fn swap_metadata_bytes(&self) -> u64 {
         self.shared
             .swap
             .as_ref()
             .map_or(0, SwapInfo::metadata_bytes)
+            + self.shared.worker.segment_scratch.load(Relaxed)
     }
 
     /// The backing device with its slot map, if there is one.

@@ -119,12 +119,14 @@ impl ZswapGroup {
         // several never waits on anyone.
         let mut batch: Vec<FolioLock> = Vec::new();
         let (mut batch_bytes, mut batch_pages) = (0usize, 0u32);
-        let mut hand = self.hand.lock();
         let mut scanned = 0u64;
         // Two turns: the first may only clear referenced bits.
         let limit = 2 * u64::from(nr_pages);
         while result.written + batch_pages < nr_to_write {
-            let folio = match self.next_cold(&mut hand, &mut scanned, limit) {
+            // The hand is held while it moves, never across a write: a store that found the
+            // pool full takes folios from it meanwhile (writeback.rs, `cold_folios`).
+            let cold = self.next_cold(&mut self.hand.lock(), &mut scanned, limit);
+            let folio = match cold {
                 Cold::Folio(folio) => folio,
                 Cold::Busy => {
                     result.busy = true;
@@ -276,7 +278,10 @@ impl Zswap {
                     state.pending = false;
                 }
                 let Some(shared) = weak.upgrade() else { return };
-                Zswap { shared }.shrink_worker_run();
+                let zswap = Zswap { shared };
+                zswap.shrink_worker_run();
+                let scratch = crate::swap::segments::thread_scratch_bytes();
+                work.segment_scratch.store(scratch, Relaxed);
             })
             .expect("spawning the shrink worker");
         *s.worker.thread.lock() = Some(thread);

@@ -502,15 +502,15 @@ impl ZswapGroup {
     }
 
     /// The group's coldest pool folios, locked, whose objects together take at most `room`
-    /// bytes; none if the shrinker's hand is in use (the shrink worker is writing them).
+    /// bytes. The shrinker's hand is held only while it moves (never across a write), and
+    /// folios are taken with try_lock: holding our folio, we wait for no one who could
+    /// wait for us.
     fn cold_folios(&self, room: usize) -> Vec<FolioLock<'_>> {
         let mut folios = Vec::new();
         if room == 0 || self.zswapped.load(std::sync::atomic::Ordering::Relaxed) == 0 {
             return folios;
         }
-        let Some(mut hand) = self.hand.try_lock() else {
-            return folios;
-        };
+        let mut hand = self.hand.lock();
         let (mut scanned, mut bytes) = (0u64, 0usize);
         // Two turns, as the shrinker's: the first may only clear referenced bits.
         let limit = 2 * u64::from(self.nr_pages());

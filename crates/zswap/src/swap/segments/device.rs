@@ -61,8 +61,9 @@ pub struct SegmentRead<'a> {
     pub out: &'a mut [u8],
 }
 
-/// The most bytes `PagedSegments::get_all` reads in one request.
-const MAX_READ: usize = 4 << 20;
+/// The most bytes `PagedSegments::get_all` joins into one read (a 2 MiB folio's objects at
+/// 2:1): the bounce buffer a reader keeps.
+const MAX_READ: usize = 1 << 20;
 /// The most pages `PagedSegments::get_all` reads through between two ranges it joins.
 const HOLE_PAGES: usize = 4;
 
@@ -105,6 +106,13 @@ thread_local! {
 /// `scratch::touch_thread_locals`, for this module's.
 pub(crate) fn touch_thread_locals() {
     BOUNCE.with(|_| ());
+}
+
+/// Bytes of this thread's bounce buffer.
+pub(crate) fn bounce_bytes() -> usize {
+    BOUNCE
+        .try_with(|b| b.try_borrow().map_or(0, |b| b.capacity()))
+        .unwrap_or(0)
 }
 
 impl PagedSegments {

@@ -184,6 +184,17 @@ pub(crate) fn touch_thread_locals() {
     device::touch_thread_locals();
 }
 
+/// Bytes this thread keeps for segments: the sealed batch (whose buffer a read's ranges
+/// reuse) and its page-aligned copy, each up to a batch or a folio's objects. They are
+/// kept for the thread's life, and only grow: its owner charges them (a region, as it
+/// charges its threads' other scratch).
+pub fn thread_scratch_bytes() -> u64 {
+    let buf = BUF
+        .try_with(|b| b.try_borrow().map_or(0, |b| b.capacity()))
+        .unwrap_or(0);
+    (buf + device::bounce_bytes()) as u64
+}
+
 fn is_enospc(e: &DeviceError) -> bool {
     matches!(e, DeviceError::Io(e) if e.raw_os_error() == Some(libc::ENOSPC))
 }

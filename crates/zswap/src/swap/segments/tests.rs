@@ -380,3 +380,22 @@ fn a_failed_device_read_fails_at_the_first_object_it_held() {
     log.read(&slots, |k, _, bytes| bytes == object(k as u32))
         .unwrap();
 }
+
+#[test]
+fn the_buffers_a_thread_keeps_for_segments_are_counted() {
+    let (log, _) = log_on(true);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            write(&log, 0..200);
+            let slots: Vec<SwapSlot> = (0..200).map(SwapSlot).collect();
+            log.read(&slots, |_, _, _| true).unwrap();
+            // This thread keeps the sealed batch and its page-aligned copy.
+            let (held, _) = log.held_bytes();
+            let counted = thread_scratch_bytes();
+            assert!(
+                counted >= 2 * held,
+                "{counted} bytes counted for a batch of {held}"
+            );
+        });
+    });
+}
