@@ -27,6 +27,9 @@ extern "C" fn init() {
     };
     let config = crate::config::parse(&text)
         .unwrap_or_else(|e| refuse(&format!("{}: {e}", crate::config::ENV)));
+    // uzswap's own allocations are glibc's (lib.rs, `Outside`): its freed buffers of a folio
+    // or a batch go back to the kernel, not into arenas the limit does not count.
+    uffd::process::return_large_blocks_when_freed();
     let size = config.max_heap as usize;
     let mut region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
     region_config.thread_start = Some(crate::heap::mark_uzswap_thread);

@@ -7,6 +7,8 @@
 //! - [`process_madvise`]: the benchmark's memory.high stand-in pages out chunks of a worker
 //!   process (cgroup v1 has no memory.high). Only advice that keeps the memory's contents is
 //!   offered, so a call cannot change what any process reads, whatever the addresses.
+//! - [`return_large_blocks_when_freed`]: uzswap's own large buffers go back to the kernel
+//!   when freed, instead of staying in malloc's arenas uncounted.
 //! - [`block_termination_signals`] / [`wait_termination_signal`]: a thread that waits for
 //!   SIGINT/SIGTERM synchronously, so an interrupted benchmark can still restore the kernel
 //!   settings it changed (no async-signal-safety concerns: the thread runs ordinary code).
@@ -136,6 +138,22 @@ fn termination_set() -> io::Result<libc::sigset_t> {
         }
         Ok(set)
     }
+}
+
+/// The size from which glibc's malloc maps a block of its own, set by
+/// [`return_large_blocks_when_freed`].
+pub const LARGE_BLOCK_BYTES: usize = 128 << 10;
+
+/// Have glibc's malloc give every block of [`LARGE_BLOCK_BYTES`] or more back to the kernel
+/// when it is freed. Its default starts there but raises the threshold to each such block
+/// freed, so later large blocks come from its arenas, where memory freed stays resident
+/// (uzswap's transient buffers of a folio or a batch, and a Redis client's, held ~20 MiB
+/// uncounted over a region's limit). A fixed threshold keeps them out of the arenas. Only
+/// what glibc's malloc serves is affected: a program's own allocator is left as it is.
+pub fn return_large_blocks_when_freed() -> bool {
+    // SAFETY: mallopt only changes the allocator's parameters, under its own lock; any
+    // value is valid for M_MMAP_THRESHOLD up to HEAP_MAX (32 MiB on 64-bit).
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES as i32) == 1 }
 }
 
 /// Block SIGINT and SIGTERM in the calling thread, and so in every thread it starts later.

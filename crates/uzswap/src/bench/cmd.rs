@@ -224,6 +224,9 @@ pub struct UzswapWorkerArgs {
 
 /// Run `uzswap bench uzswap-worker`: one workload on a uzswap region, in a process of its own.
 pub fn uzswap_worker(a: &UzswapWorkerArgs) -> Result<()> {
+    // The worker's RSS is the figure compared with the limit: uzswap's freed buffers must
+    // not stay in it.
+    uffd::process::return_large_blocks_when_freed();
     Ok(super::uzswap_side::uzswap_worker(&a.spec, &a.config)?)
 }
 

@@ -443,11 +443,27 @@ impl ZswapGroup {
         slots: &mut Vec<SwapSlot>,
         codecs: &mut [Option<u8>],
     ) -> Result<(), SwapWriteError> {
+        // The objects are gathered in the thread's writeback folio buffer (kept, and charged
+        // with its scratch), not in a buffer of their own for each write.
+        crate::scratch::with(&FOLIO_BUF, Default::default, |bufs| {
+            let mut bufs = bufs.borrow_mut();
+            self.write_compressed_in(data, slots, codecs, &mut bufs.0)
+        })
+    }
+
+    fn write_compressed_in(
+        &self,
+        data: &[u8],
+        slots: &mut Vec<SwapSlot>,
+        codecs: &mut [Option<u8>],
+        arena: &mut Vec<u8>,
+    ) -> Result<(), SwapWriteError> {
         let s = &self.shared;
         let swap = s.swap.as_ref().expect("a device");
         let nr = codecs.len() as u64;
         let (codec, compressor) = s.compressors.acquire_current(nr);
-        let mut arena = vec![0u8; data.len()];
+        arena.clear();
+        arena.resize(data.len(), 0);
         let mut spans = Vec::with_capacity(codecs.len());
         let mut at = 0;
         for (i, page) in data.chunks_exact(PAGE_SIZE).enumerate() {
