@@ -202,10 +202,20 @@ impl ZswapGroup {
             Ok(slots) => slots,
             Err(e) => return (evicted, Err(e)),
         };
+        (
+            evicted + self.move_released(&copies, &slots, &shapes),
+            Ok(()),
+        )
+    }
+
+    /// The copies of released folios (of `shapes`: order and pages) are on the device at
+    /// `slots`: move each page to its slot if it still holds the object written and nobody
+    /// holds it now; else free the slot. Returns the pages moved.
+    fn move_released(&self, copies: &Copies, slots: &[SwapSlot], shapes: &[(u8, u32)]) -> u32 {
         let swap = self.shared.swap.as_ref().expect("a device");
         let mut pages_of = vec![0u32; shapes.len()];
         let mut moved = 0;
-        for (c, &slot) in copies.pages.iter().zip(&slots) {
+        for (c, &slot) in copies.pages.iter().zip(slots) {
             let Ok(folio) = self.cache.try_lock_page(c.offset) else {
                 swap.free(slot);
                 continue;
@@ -229,7 +239,7 @@ impl ZswapGroup {
             .map(|(&(order, nr), pages)| (order, nr, pages));
         self.count_pages_written(moved as usize);
         self.count_orders(whole);
-        (evicted + moved, Ok(()))
+        moved
     }
 
     /// Under the folios' locks: evict what was written through at store time (a free), and
@@ -495,8 +505,12 @@ impl ZswapGroup {
         // written, not a few pages padded to a page. The store came here because the pool
         // is full, so they are what writeback takes next anyway.
         let room = (SEGMENT_BYTES - at % SEGMENT_BYTES) % SEGMENT_BYTES;
+        // Let go during the write, as the shrinker's batches are (`writeback_released`): a
+        // fault on one meanwhile is served from the pool.
         let cold = self.cold_folios(room);
         let (copies, _) = self.copy_objects(&cold);
+        let shapes: Vec<(u8, u32)> = cold.iter().map(|f| (f.order(), f.nr_pages())).collect();
+        drop(cold);
         objects.extend(copies.pages.iter().map(|c| Object {
             codec: c.codec,
             bytes: &copies.arena[c.at..c.at + c.len],
@@ -507,12 +521,7 @@ impl ZswapGroup {
             codecs.fill(None);
             return result;
         }
-        let mut pages_of = vec![0u32; cold.len()];
-        for (c, &slot) in copies.pages.iter().zip(&slots[codecs.len()..]) {
-            self.move_to_slot(&cold[c.folio], c, slot);
-            pages_of[c.folio] += 1;
-        }
-        self.count_written(cold.iter().zip(pages_of), copies.pages.len());
+        self.move_released(&copies, &slots[codecs.len()..], &shapes);
         slots.truncate(codecs.len());
         Ok(())
     }
