@@ -253,7 +253,9 @@ int uzswap_region_stat(const struct uzswap_region *region, const char *name, uin
  * sysfs spelling, as `echo VALUE > /sys/module/zswap/parameters/NAME` would: `enabled`
  * (Y/N), `compressor` (`lz4`, `zstd:3`, ...; pages keep the codec that stored them),
  * `max_pool_percent` and `accept_threshold_percent` (0 to 100), `shrinker_enabled` (Y/N),
- * `writethrough` (Y/N). `UZSWAP_ERR_INVALID` for an unknown name or a value the tunable does
+ * `writethrough` (Y/N/auto), `compress_threads` (1 to 8), `writeback_compressor` (`same`
+ * or a codec: what pages are re-encoded with as they go to segments).
+ * `UZSWAP_ERR_INVALID` for an unknown name or a value the tunable does
  * not take (the message lists the names, or says what the value must be); the tunable is then
  * left as it was.
  *

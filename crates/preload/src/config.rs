@@ -61,6 +61,11 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
             "compressor" => {
                 region.compressor = value.parse().map_err(|e| format!("compressor: {e}"))?
             }
+            "writeback_compressor" => {
+                region.writeback_compressor = value
+                    .parse()
+                    .map_err(|e| format!("writeback_compressor: {e}"))?
+            }
             "max_pool_percent" => region.max_pool_percent = bytes()? as u32,
             "writethrough" => {
                 region.writethrough = value.parse().map_err(|e| format!("writethrough: {e}"))?

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use zswap::compress::CompressorSpec;
-use zswap::params::Writethrough;
+use zswap::params::{WritebackCompressor, Writethrough};
 use zswap::swap::{BackingDevice, SegmentDevice};
 use zswap::PAGE_SIZE;
 
@@ -86,6 +86,10 @@ pub struct RegionConfig {
     pub folio_size: usize,
     /// The codec the pool uses (the `compressor` tunable). Default: `lz4` at its default level.
     pub compressor: CompressorSpec,
+    /// What a compressed page is re-encoded with as it goes to segments (the engine's
+    /// `writeback_compressor` tunable), where that makes it smaller. Default: `Same`, as
+    /// the pool holds it (re-encoding trades CPU for bytes: `WritebackCompressor`).
+    pub writeback_compressor: WritebackCompressor,
     /// memory.zswap.writeback: whether the pool may write its coldest pages to the swap file.
     /// Default: on.
     pub writeback: bool,
@@ -171,6 +175,7 @@ impl RegionConfig {
             memory_limit,
             folio_size: 64 << 10,
             compressor: CompressorSpec::default(),
+            writeback_compressor: WritebackCompressor::Same,
             writeback: true,
             writethrough: Writethrough::Off,
             max_pool_percent: 20,
@@ -192,6 +197,20 @@ impl RegionConfig {
             shared_limit: None,
             thread_start: None,
         }
+    }
+
+    /// The codecs the region's threads encode and decode pages with: the pool's, and the
+    /// one written-back pages are re-encoded with if segments have their own.
+    pub fn codecs(&self) -> Vec<CompressorSpec> {
+        let mut codecs = vec![self.compressor];
+        if let (SwapFormat::Segments, Some(w)) =
+            (self.swap_format, self.writeback_compressor.codec())
+        {
+            if w != self.compressor {
+                codecs.push(w);
+            }
+        }
+        codecs
     }
 
     /// Check the configuration for a region of `size` bytes: the one place where a region's
@@ -387,6 +406,11 @@ impl RegionConfig {
     /// Set `compressor`.
     pub fn compressor(mut self, spec: CompressorSpec) -> Self {
         self.compressor = spec;
+        self
+    }
+    /// Set `writeback_compressor`.
+    pub fn writeback_compressor(mut self, value: WritebackCompressor) -> Self {
+        self.writeback_compressor = value;
         self
     }
     /// Set `writeback`.

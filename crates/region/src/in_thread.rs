@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use uffd::sigbus::Fault;
-use zswap::compress::Algorithm;
+use zswap::compress::CompressorSpec;
 
 use crate::inner::Inner;
 
@@ -77,12 +77,12 @@ pub(crate) struct InThreadFaults {
 
 impl InThreadFaults {
     /// `slots` program threads may reclaim at once; folios of `folio_bytes`, compressed
-    /// with `algorithm`.
-    pub fn new(slots: usize, folio_bytes: usize, algorithm: Algorithm) -> Self {
+    /// with `codecs` (the pool's, and writeback's if it has its own).
+    pub fn new(slots: usize, folio_bytes: usize, codecs: &[CompressorSpec]) -> Self {
         InThreadFaults {
             free_slots: Mutex::new(slots),
             slot_freed: Condvar::new(),
-            per_thread: scratch_per_thread(folio_bytes, algorithm),
+            per_thread: scratch_per_thread(folio_bytes, codecs),
         }
     }
 
@@ -115,13 +115,9 @@ impl Drop for ReclaimSlot<'_> {
 /// The engine's scratch one thread keeps once it has swapped in and reclaimed: two folio
 /// buffers (a load's, a writeback's), the store's batch buffer (at most
 /// `STORE_SCRATCH_BYTES`), the load's page buffer and the store's entry list (16 KiB
-/// together), and the codec's context (zstd's are a few hundred KiB; lz4 keeps a page).
-fn scratch_per_thread(folio_bytes: usize, algorithm: Algorithm) -> u64 {
-    let codec: u64 = match algorithm {
-        Algorithm::Zstd => 1 << 20,
-        Algorithm::Deflate => 256 << 10,
-        _ => 16 << 10,
-    };
+/// together), and the codecs' contexts (zstd's are the process's: `Inner::usage`).
+fn scratch_per_thread(folio_bytes: usize, codecs: &[CompressorSpec]) -> u64 {
+    let codec: u64 = codecs.iter().map(|c| c.thread_context_bytes()).sum();
     let store_batch = (folio_bytes as u64).min(zswap::zswap::STORE_SCRATCH_BYTES);
     2 * folio_bytes as u64 + store_batch + (16 << 10) + codec
 }

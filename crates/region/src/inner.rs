@@ -214,6 +214,7 @@ impl Inner {
                 + self.incompressible.bytes()
                 + self.zswap.pool().metadata_bytes()
                 + self.zswap.swap_metadata_bytes()
+                + zswap::compress::shared_context_bytes()
                 + self.lru.bytes()
                 + self.staged.queue_bytes()
                 + self

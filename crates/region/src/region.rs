@@ -176,6 +176,7 @@ impl Region {
             .expect("validated");
         let mut zswap_config = ZswapConfig::new(config.memory_limit)
             .compressor(config.compressor)
+            .writeback_compressor(config.writeback_compressor)
             .discard(config.swap_discard);
         zswap_config = match (&config.segment_device, config.swap_format) {
             (Some(store), _) => {
@@ -295,7 +296,7 @@ impl Region {
                 crate::in_thread::InThreadFaults::new(
                     config.fault_threads + crate::spare::SPARE_HANDLERS,
                     fs,
-                    config.compressor.algorithm,
+                    &config.codecs(),
                 )
             }),
             reclaim_wait: Default::default(),

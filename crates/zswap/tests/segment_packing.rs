@@ -1,6 +1,7 @@
 //! Segments are written full: a store that finds the pool full writes its folio together with
 //! the pool's coldest pages (one segment, not a few pages padded to a page), and the
-//! shrinker's batches fill a segment without spilling into the next. Every byte comes back.
+//! shrinker's batches fill a segment, sized by what re-encoding (`writeback_compressor`)
+//! made of recent ones. Every byte comes back.
 
 mod common;
 
@@ -86,7 +87,7 @@ fn a_store_that_finds_the_pool_full_writes_a_full_segment() {
 }
 
 #[test]
-fn the_shrinker_writes_segments_that_do_not_spill() {
+fn the_shrinker_fills_its_segments() {
     let device = Arc::new(MemoryDevice::new(2 * PAGES));
     let zswap = Zswap::new(
         ZswapConfig::new(1 << 30)
@@ -111,11 +112,48 @@ fn the_shrinker_writes_segments_that_do_not_spill() {
         stats.get("swap_segments_written"),
         stats.get("swap_written_bytes"),
     );
-    // Full segments, but for the last: none followed by a spill of a few pages.
+    // Mostly full: a batch that re-encodes worse than the ones before it spills into a
+    // second segment (in the same request). Batches sized by the pool's bytes alone would
+    // leave each segment about 60% full.
     assert!(
-        bytes > (segments - 1) * (56 << 10),
+        bytes / segments >= 48 << 10,
         "{segments} segments of {bytes} bytes"
     );
     zswap.audit().unwrap();
     check_all(&group, stored, 2);
+}
+
+/// Store 1024 corpus pages and write them all back with `writeback_compressor` set to
+/// `codec`: the bytes the pool held and the bytes written.
+fn pool_and_written_bytes(codec: &str) -> (u64, u64) {
+    let device = Arc::new(MemoryDevice::new(2 * PAGES));
+    let zswap = Zswap::new(
+        ZswapConfig::new(1 << 30)
+            .device(device, 2 * PAGES)
+            .segments(true),
+    );
+    zswap.set_param("writeback_compressor", codec).unwrap();
+    let group = zswap.new_group(PAGES);
+    let stored = 1024;
+    for start in (0..stored).step_by(4) {
+        let folio = group.lock_folio(start, 2);
+        let data: Vec<u8> = (start..start + 4).flat_map(page).collect();
+        group.swap_out(&folio, &data).unwrap();
+    }
+    let pool = zswap.stats().get("pool_total_size");
+    assert_eq!(group.shrink(stored).written, stored);
+    zswap.audit().unwrap();
+    check_all(&group, stored, 2);
+    zswap.audit().unwrap();
+    (pool, zswap.stats().get("swap_written_bytes"))
+}
+
+#[test]
+fn writeback_re_encodes_objects_with_its_own_codec() {
+    let (pool, same) = pool_and_written_bytes("same");
+    let (_, zstd) = pool_and_written_bytes("zstd");
+    // As the pool holds them: the same bytes, but for the segments' last pages.
+    assert!(same >= pool * 9 / 10, "pool {pool}, written {same}");
+    // zstd makes the corpus's lz4 objects about 40% smaller.
+    assert!(zstd < same * 3 / 4, "as held {same}, re-encoded {zstd}");
 }

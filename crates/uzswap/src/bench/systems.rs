@@ -146,6 +146,9 @@ pub enum SwapTier {
     Segments,
     /// Segments on the swap file, in the clear.
     PlainSegments,
+    /// Segments on the swap file, sealed, each object re-encoded with zstd:-1
+    /// (`writeback_compressor`).
+    ReencodedSegments,
     /// A page a slot, decompressed (the kernel's writeback).
     Pages,
     /// Sealed segments in a Redis Cluster at this address.
@@ -192,6 +195,7 @@ impl fmt::Display for System {
             System::Uzswap(c) if c.tier != SwapTier::Segments => {
                 let tier = match c.tier {
                     SwapTier::PlainSegments => "plain",
+                    SwapTier::ReencodedSegments => "reencode",
                     SwapTier::Pages => "pages",
                     _ => "redis",
                 };
@@ -220,10 +224,11 @@ pub struct SystemName {
 }
 
 /// Every system name the command line takes.
-pub const SYSTEM_NAMES: [&str; 9] = [
+pub const SYSTEM_NAMES: [&str; 10] = [
     "uzswap",
     "uzswap-pages",
     "uzswap-plain",
+    "uzswap-reencode",
     "uzswap-redis",
     "uzswap-writethrough",
     "uzswap-adaptive",
@@ -289,6 +294,7 @@ impl SystemName {
             "uzswap" => uz(UzswapMode::Writeback),
             "uzswap-pages" => tiered(SwapTier::Pages),
             "uzswap-plain" => tiered(SwapTier::PlainSegments),
+            "uzswap-reencode" => tiered(SwapTier::ReencodedSegments),
             "uzswap-redis" => tiered(SwapTier::Redis(redis.unwrap_or_default().to_string())),
             "uzswap-writethrough" => uz(UzswapMode::Writethrough),
             "uzswap-nocompress" => uz(UzswapMode::NoCompression),

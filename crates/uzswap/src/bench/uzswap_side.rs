@@ -216,6 +216,12 @@ fn region_config(spec: &WorkloadSpec, config: &UzswapConfig) -> RegionConfig {
             config.tier,
             SwapTier::Pages | SwapTier::PlainSegments
         ))
+        .writeback_compressor(match config.tier {
+            SwapTier::ReencodedSegments => zswap::params::WritebackCompressor::Codec(
+                "zstd:-1".parse().expect("zstd is always built"),
+            ),
+            _ => zswap::params::WritebackCompressor::Same,
+        })
 }
 
 /// The least limit the uzswap side's region takes for `spec` (what it charges from the

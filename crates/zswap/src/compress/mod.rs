@@ -233,6 +233,17 @@ impl CompressorSpec {
         }
     }
 
+    /// Bytes a thread keeps for this codec's contexts once it has compressed and
+    /// decompressed pages with it (kept for the thread's life). zstd's are shared by the
+    /// process's threads instead ([`shared_context_bytes`]).
+    pub fn thread_context_bytes(self) -> u64 {
+        match self.algorithm {
+            Algorithm::Zstd => 0,
+            Algorithm::Deflate => 256 << 10,
+            _ => 16 << 10,
+        }
+    }
+
     /// Build the compressor. The fields are public, so a hand-built spec can carry a level
     /// the codec does not have; it is clamped into the codec's range (`FromStr` and `new`
     /// reject such levels instead), because building has no error to report it with.
@@ -257,9 +268,14 @@ impl Default for CompressorSpec {
     }
 }
 
+/// Bytes of the codec contexts the process's threads share (zstd's), alive now: charged to
+/// each region that uses them.
+pub fn shared_context_bytes() -> u64 {
+    zstd::context_bytes()
+}
+
 /// `scratch::touch_thread_locals`, for the codecs' contexts.
 pub(crate) fn touch_thread_locals() {
-    zstd::touch_thread_locals();
     deflate::touch_thread_locals();
 }
 

@@ -239,9 +239,11 @@ fn corrupt_truncated_and_bit_flipped_pages_never_panic() {
 }
 
 #[test]
-fn contexts_are_per_thread() {
-    // Several threads, several levels of the same codec at once: each thread's contexts must
-    // be its own (a shared context would corrupt streams or panic on the RefCell).
+fn contexts_are_never_used_by_two_threads_at_once() {
+    // Several threads, several levels of the same codec at once: each use of a context must
+    // be the only one (deflate's are per thread, zstd's shared and taken for one unit; a
+    // context used twice at once would corrupt streams, and one put back at the wrong level
+    // would give other frames).
     let (_, data) = &corpus()[2];
     std::thread::scope(|s| {
         for t in 0..4 {
@@ -255,6 +257,31 @@ fn contexts_are_per_thread() {
             });
         }
     });
+}
+
+#[test]
+fn zstd_contexts_are_shared_and_few_are_kept() {
+    let (_, data) = &corpus()[2];
+    let threads = 16;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                let c = "zstd:1".parse::<CompressorSpec>().unwrap().build();
+                for page in data.chunks_exact(PAGE_SIZE).skip(t).step_by(threads) {
+                    check_page(&*c, page, "zstd:1");
+                }
+            });
+        }
+    });
+    // Two of each kind for each CPU at most (a context is under 100 KiB), not one for each
+    // of the threads that used them.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16)) as u64;
+    let bytes = super::shared_context_bytes();
+    assert!(bytes > 0, "the contexts kept are counted");
+    assert!(
+        bytes <= cpus * 2 * (100 << 10),
+        "{bytes} bytes of zstd contexts after {threads} threads on {cpus} CPUs"
+    );
 }
 
 #[test]

@@ -1,10 +1,22 @@
-//! zstd through the zstd crate's bulk API (one-shot frames, as the kernel's zstd does).
-//! Levels are the library's whole range, negative ("fast") levels included.
+//! zstd through zstd-safe (one-shot frames, as the kernel's zstd does). Levels are the
+//! library's whole range, negative ("fast") levels included.
+//!
+//! Contexts are shared by the process's threads rather than kept by each: a context is
+//! 72-96 KiB (measured on pages: 72 KiB compressing at levels -1 to 1, 88 KiB at 3, 94 KiB
+//! decompressing), and zstd is what writeback re-encodes with and every fault on a
+//! written-back page decodes, so a region's dozen threads each keeping one of each would hold
+//! 2 MiB where two CPUs use two at a time. A thread takes a context for one unit and puts it
+//! back; finding none free, it makes one (never waits: a thread may hold one when a fault
+//! it serves itself needs another), and at most `KEPT` of each kind are kept, none larger
+//! than `KEPT_BYTES_MAX`. What the contexts alive take is `context_bytes`, charged by the
+//! regions that use them.
 
-use std::cell::RefCell;
 use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::LazyLock;
 
-use ::zstd::bulk;
+use ::zstd::zstd_safe::{self, CCtx, CParameter, DCtx};
+use parking_lot::Mutex;
 
 use super::{Algorithm, CompressError, Compressor, CompressorSpec};
 
@@ -16,18 +28,46 @@ pub(super) fn levels() -> RangeInclusive<i32> {
     ::zstd::compression_level_range()
 }
 
-thread_local! {
-    /// One compression context per level used on this thread. A context is a few hundred
-    /// KiB of tables; creating one per page would cost more than compressing the page. A
-    /// thread rarely uses more than one or two levels, so a short list beats a map.
-    static CCTXS: RefCell<Vec<(i32, bulk::Compressor<'static>)>> = const { RefCell::new(Vec::new()) };
-    /// Decompression does not depend on the level: one context per thread.
-    static DCTX: RefCell<Option<bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+/// Contexts kept of each kind, free between uses: as many as the CPUs can use at once.
+static KEPT: LazyLock<usize> =
+    LazyLock::new(|| std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16)));
+
+/// Bytes of the contexts alive, kept or in use.
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// A compression context, its level and its size when last put back.
+type Cctx = (CCtx<'static>, i32, u64);
+/// A decompression context and its size when last put back.
+type Dctx = (DCtx<'static>, u64);
+
+static CCTXS: Mutex<Vec<Cctx>> = Mutex::new(Vec::new());
+static DCTXS: Mutex<Vec<Dctx>> = Mutex::new(Vec::new());
+
+/// Bytes of the zstd contexts alive in the process.
+pub fn context_bytes() -> u64 {
+    BYTES.load(Relaxed)
 }
 
-pub(super) fn touch_thread_locals() {
-    CCTXS.with(|_| ());
-    DCTX.with(|_| ());
+/// The largest context kept: a page's at the levels a pool or writeback uses. A high
+/// level's tables (megabytes at 19 and above) are freed after each use.
+const KEPT_BYTES_MAX: u64 = 256 << 10;
+
+/// Put a context back (`size` it takes now, `was` when it was taken), or drop it if enough
+/// are kept or it is too large to keep.
+fn put_back<T>(shelf: &Mutex<Vec<T>>, ctx: T, size: u64, was: u64) {
+    let mut free = shelf.lock();
+    if free.len() < *KEPT && size <= KEPT_BYTES_MAX {
+        free.push(ctx);
+        BYTES.fetch_add(size, Relaxed);
+        BYTES.fetch_sub(was, Relaxed);
+    } else {
+        drop(free);
+        BYTES.fetch_sub(was, Relaxed);
+    }
+}
+
+fn internal(code: usize) -> CompressError {
+    CompressError::Corrupt(format!("zstd: {}", zstd_safe::get_error_name(code)))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -41,10 +81,6 @@ impl Zstd {
     }
 }
 
-fn internal(e: std::io::Error) -> CompressError {
-    CompressError::Corrupt(format!("zstd: {e}"))
-}
-
 impl Compressor for Zstd {
     fn spec(&self) -> CompressorSpec {
         CompressorSpec {
@@ -54,39 +90,38 @@ impl Compressor for Zstd {
     }
 
     fn compress(&self, src: &[u8], dst: &mut [u8]) -> Result<usize, CompressError> {
-        crate::scratch::with(&CCTXS, Default::default, |cctxs| {
-            let mut cctxs = cctxs.borrow_mut();
-            let idx = match cctxs.iter().position(|(l, _)| *l == self.level) {
-                Some(i) => i,
-                None => {
-                    cctxs.push((
-                        self.level,
-                        bulk::Compressor::new(self.level).map_err(internal)?,
-                    ));
-                    cctxs.len() - 1
-                }
-            };
-            let cctx = &mut cctxs[idx].1;
+        let taken = CCTXS.lock().pop();
+        // A new context is at zstd's default level (3) until set.
+        let (mut cctx, mut level, was) = taken.unwrap_or_else(|| (CCtx::create(), 3, 0));
+        let result = match level == self.level {
+            true => Ok(()),
+            false => cctx
+                .set_parameter(CParameter::CompressionLevel(self.level))
+                .map(|_| level = self.level)
+                .map_err(internal),
+        }
+        .and_then(|()| {
             // With valid input the only way a one-shot compression fails is a destination
             // smaller than the frame (zstd's dstSize_tooSmall); anything else is internal.
-            cctx.compress_to_buffer(src, dst).map_err(|e| {
-                if e.to_string().contains("too small") {
+            cctx.compress2(dst, src).map_err(|code| {
+                if zstd_safe::get_error_name(code).contains("too small") {
                     CompressError::DoesNotFit(dst.len())
                 } else {
-                    internal(e)
+                    internal(code)
                 }
             })
-        })
+        });
+        let size = cctx.sizeof() as u64;
+        put_back(&CCTXS, (cctx, level, size), size, was);
+        result
     }
 
     fn decompress(&self, src: &[u8], dst: &mut [u8]) -> Result<usize, CompressError> {
-        crate::scratch::with(&DCTX, Default::default, |dctx| {
-            let mut dctx = dctx.borrow_mut();
-            let dctx = match &mut *dctx {
-                Some(d) => d,
-                empty => empty.insert(bulk::Decompressor::new().map_err(internal)?),
-            };
-            dctx.decompress_to_buffer(src, dst).map_err(internal)
-        })
+        let taken = DCTXS.lock().pop();
+        let (mut dctx, was) = taken.unwrap_or_else(|| (DCtx::create(), 0));
+        let result = dctx.decompress(dst, src).map_err(internal);
+        let size = dctx.sizeof() as u64;
+        put_back(&DCTXS, (dctx, size), size, was);
+        result
     }
 }

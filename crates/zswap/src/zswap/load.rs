@@ -177,7 +177,7 @@ impl ZswapGroup {
     }
 
     /// Decompress one object into a page; false unless it made exactly one page.
-    fn decompress(&self, codec: u8, bytes: &[u8], page: &mut [u8]) -> bool {
+    pub(super) fn decompress(&self, codec: u8, bytes: &[u8], page: &mut [u8]) -> bool {
         self.shared
             .compressors
             .with(codec, |c| c.decompress(bytes, page))

@@ -27,7 +27,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Condvar, Mutex};
 
 use crate::compress::{CompressorSpec, UnknownCompressor};
-use crate::params::{ParamError, Params};
+use crate::params::{ParamError, Params, WritebackCompressor};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::swap::cache::{Busy, FolioLock, PageState, SwapCache, SHADOW_BITS};
 use crate::swap::device::BackingDevice;
@@ -51,6 +51,9 @@ pub struct ZswapConfig {
     pub total_memory: u64,
     /// The compressor to start with.
     pub compressor: CompressorSpec,
+    /// The `writeback_compressor` to start with (what objects are re-encoded with as they go
+    /// to segments).
+    pub writeback_compressor: WritebackCompressor,
     /// Where written-back pages go. Without one, nothing is ever written back.
     pub device: Option<Arc<dyn BackingDevice>>,
     /// Capacity of the device in pages.
@@ -78,6 +81,7 @@ impl ZswapConfig {
         ZswapConfig {
             total_memory,
             compressor: "lz4".parse().expect("lz4 is always built"),
+            writeback_compressor: WritebackCompressor::Same,
             device: None,
             device_pages: 0,
             discard: false,
@@ -94,6 +98,12 @@ impl ZswapConfig {
     /// Set the compressor to start with.
     pub fn compressor(mut self, spec: CompressorSpec) -> Self {
         self.compressor = spec;
+        self
+    }
+
+    /// Set the `writeback_compressor` to start with.
+    pub fn writeback_compressor(mut self, value: WritebackCompressor) -> Self {
+        self.writeback_compressor = value;
         self
     }
 
@@ -232,6 +242,7 @@ impl Zswap {
     pub fn new(config: ZswapConfig) -> Self {
         let params = Params::default();
         params.set_compressor_spec(config.compressor);
+        params.set_writeback_compressor(config.writeback_compressor);
         parallel::start_helpers();
         let swap = match (config.segments, config.device) {
             (None, device) => {
@@ -284,6 +295,8 @@ impl Zswap {
             charged: AtomicU64::new(0),
             zswapped: AtomicU64::new(0),
             evictions: AtomicU32::new(0),
+            // Until a batch says otherwise: about what zstd makes of lz4's objects.
+            recoded_permille: AtomicU32::new(600),
             hand: Mutex::new(0),
         });
         let mut groups = self.shared.groups.lock();
@@ -416,6 +429,9 @@ pub struct ZswapGroup {
     evictions: AtomicU32,
     /// The shrinker's clock hand over this group's pages.
     hand: Mutex<u32>,
+    /// Bytes in segments per 1000 pool bytes, over recent writeback batches: what
+    /// re-encoding (`writeback_compressor`) makes of them, for sizing the next batch.
+    recoded_permille: AtomicU32,
 }
 
 impl ZswapGroup {

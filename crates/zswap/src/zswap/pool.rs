@@ -88,6 +88,48 @@ impl Compressors {
         (id, slot.compressor.clone())
     }
 
+    /// `spec`'s index, made alive in a free index if it is not (without making it current),
+    /// with `nr` uses reserved on it: writeback's codec. None when every index is in use.
+    pub(crate) fn acquire(
+        &self,
+        spec: CompressorSpec,
+        nr: u64,
+    ) -> Option<(u8, Arc<dyn Compressor>)> {
+        {
+            let r = self.inner.read();
+            if let Some(found) = self.reserve_alive(&r, spec, nr) {
+                return Some(found);
+            }
+        }
+        let mut r = self.inner.write();
+        if let Some(found) = self.reserve_alive(&r, spec, nr) {
+            return Some(found);
+        }
+        let current = r.current as usize;
+        let free = (0..MAX_COMPRESSORS).find(|&i| {
+            i != current && (r.slots[i].is_none() || self.users[i].load(Relaxed) == 0)
+        })?;
+        r.slots[free] = Some(Slot {
+            compressor: spec.build(),
+        });
+        self.reserve_alive(&r, spec, nr)
+    }
+
+    fn reserve_alive(
+        &self,
+        r: &Registry,
+        spec: CompressorSpec,
+        nr: u64,
+    ) -> Option<(u8, Arc<dyn Compressor>)> {
+        let id = r
+            .slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.compressor.spec() == spec))?;
+        self.users[id].fetch_add(nr, Relaxed);
+        let slot = r.slots[id].as_ref().expect("found alive");
+        Some((id as u8, slot.compressor.clone()))
+    }
+
     /// Give back `nr` uses of index `id` (stores that did not use them, freed entries).
     /// No lock: a use count only matters to `set_current`, which reassigns an index under
     /// the write lock when its count is zero, and a release only brings that moment closer.

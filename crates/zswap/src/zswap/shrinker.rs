@@ -119,6 +119,8 @@ impl ZswapGroup {
         // several never waits on anyone.
         let mut batch: Vec<FolioLock> = Vec::new();
         let (mut batch_bytes, mut batch_pages) = (0usize, 0u32);
+        // The pool bytes expected to fill a segment once re-encoded for it.
+        let fill = self.pool_bytes_for(SEGMENT_BYTES);
         let mut scanned = 0u64;
         // Two turns: the first may only clear referenced bits.
         let limit = 2 * u64::from(nr_pages);
@@ -136,8 +138,10 @@ impl ZswapGroup {
             };
             let bytes = self.stored_length(&folio) as usize;
             // Segments: a batch is what fills one segment without spilling into the next
-            // (a folio that would spill starts the next batch).
-            if segments && !batch.is_empty() && batch_bytes + bytes > SEGMENT_BYTES {
+            // (a folio that would spill starts the next batch), by the pool's bytes and what
+            // re-encoding made of recent batches: a batch that re-encodes worse than those
+            // spills a little.
+            if segments && !batch.is_empty() && batch_bytes + bytes > fill {
                 if !self.write_batch(&mut batch, &mut result) {
                     break;
                 }
@@ -146,10 +150,7 @@ impl ZswapGroup {
             batch_bytes += bytes;
             batch_pages += folio.nr_pages();
             batch.push(folio);
-            if !segments
-                || batch_bytes >= SEGMENT_BYTES
-                || result.written + batch_pages >= nr_to_write
-            {
+            if !segments || batch_bytes >= fill || result.written + batch_pages >= nr_to_write {
                 if !self.write_batch(&mut batch, &mut result) {
                     break;
                 }

@@ -17,6 +17,7 @@
 //! in use (its entry names it, `ON_DISK_COMPRESSED`) until the page is freed.
 
 use std::cell::RefCell;
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::stats::Stats;
 use crate::swap::cache::{FolioLock, Kind, PageState};
@@ -54,11 +55,14 @@ pub(crate) fn touch_thread_locals() {
 }
 
 /// A pool object copied out for a segment: its folio (index in the batch), page, codec,
-/// what identifies the entry (generation and handle), and its bytes in the arena.
+/// the codec of the bytes written (`written`: the pool's, or the `writeback_compressor`
+/// whose use it then holds), what identifies the entry (generation and handle), and its
+/// bytes in the arena.
 struct Copied {
     folio: usize,
     offset: u32,
     codec: u8,
+    written: u8,
     shadow: u32,
     handle: u32,
     at: usize,
@@ -162,10 +166,11 @@ impl ZswapGroup {
     /// Segments: the folios' pool objects as they are, in one batch, the folios held
     /// throughout.
     fn writeback_objects(&self, folios: &[FolioLock]) -> (u32, Result<(), WritebackError>) {
-        let (copies, evicted) = self.copy_objects(folios);
+        let (mut copies, evicted) = self.copy_objects(folios);
         if copies.pages.is_empty() {
             return (evicted, Ok(()));
         }
+        self.recode(&mut copies);
         let slots = match self.write_copies(&copies) {
             Ok(slots) => slots,
             Err(e) => return (evicted, Err(e)),
@@ -192,12 +197,13 @@ impl ZswapGroup {
         for folio in &folios {
             self.check(folio);
         }
-        let (copies, evicted) = self.copy_objects(&folios);
+        let (mut copies, evicted) = self.copy_objects(&folios);
         let shapes: Vec<(u8, u32)> = folios.iter().map(|f| (f.order(), f.nr_pages())).collect();
         drop(folios);
         if copies.pages.is_empty() {
             return (evicted, Ok(()));
         }
+        self.recode(&mut copies);
         let slots = match self.write_copies(&copies) {
             Ok(slots) => slots,
             Err(e) => return (evicted, Err(e)),
@@ -218,6 +224,7 @@ impl ZswapGroup {
         for (c, &slot) in copies.pages.iter().zip(slots) {
             let Ok(folio) = self.cache.try_lock_page(c.offset) else {
                 swap.free(slot);
+                self.release_recoded(c);
                 continue;
             };
             let st = folio.state(c.offset);
@@ -227,6 +234,7 @@ impl ZswapGroup {
                 && folio.slot(c.offset).is_none();
             if !same {
                 swap.free(slot);
+                self.release_recoded(c);
                 continue;
             }
             self.move_to_slot(&folio, c, slot);
@@ -269,6 +277,7 @@ impl ZswapGroup {
                     folio: f,
                     offset,
                     codec: st.codec,
+                    written: st.codec,
                     shadow: st.shadow,
                     handle: st.payload,
                     at,
@@ -279,6 +288,88 @@ impl ZswapGroup {
         (copies, evicted)
     }
 
+    /// Re-encode the copies' compressed objects with the `writeback_compressor` where that
+    /// makes them smaller (a raw page stays raw: incompressible is decided at store time).
+    /// Each re-encoded copy holds a use of that codec from here until its page moves to its
+    /// slot or the copy is dropped (`release_recoded`). The work is done outside the pool
+    /// and, for the shrinker, with the folios let go.
+    fn recode(&self, copies: &mut Copies) {
+        let s = &self.shared;
+        let codec = s.params.writeback_compressor().codec();
+        let recoder = codec.and_then(|spec| {
+            let nr = copies.pages.iter().filter(|c| c.len < PAGE_SIZE).count() as u64;
+            // None when every codec index is taken: the objects then go as they are.
+            (nr > 0)
+                .then(|| s.compressors.acquire(spec, nr))
+                .flatten()
+                .map(|(id, c)| (id, c, nr))
+        });
+        let Some((id, compressor, nr)) = recoder else {
+            if codec.is_none() {
+                self.recoded_permille.store(1000, Relaxed);
+            }
+            return;
+        };
+        let before = copies.arena.len();
+        let mut used = 0;
+        let mut page = vec![0u8; PAGE_SIZE];
+        let mut arena = Vec::with_capacity(copies.arena.len());
+        for c in &mut copies.pages {
+            let bytes = &copies.arena[c.at..c.at + c.len];
+            let at = arena.len();
+            if c.len < PAGE_SIZE && c.codec != id && self.decompress(c.codec, bytes, &mut page) {
+                arena.resize(at + c.len - 1, 0);
+                if let Ok(n) = compressor.compress(&page, &mut arena[at..]) {
+                    arena.truncate(at + n);
+                    (c.at, c.len, c.written) = (at, n, id);
+                    used += 1;
+                    continue;
+                }
+                arena.truncate(at);
+            }
+            arena.extend_from_slice(bytes);
+            c.at = at;
+        }
+        // What re-encoding made of the pool's bytes, for the next batch's size.
+        let ratio = (arena.len() * 1000 / before.max(1)).clamp(10, 1000) as u32;
+        let old = self.recoded_permille.load(Relaxed);
+        self.recoded_permille.store((3 * old + ratio) / 4, Relaxed);
+        copies.arena = arena;
+        s.compressors.release(id, nr - used);
+    }
+
+    /// Pool bytes whose objects are expected to take `room` bytes in segments once
+    /// re-encoded, by the ratio of recent batches, aiming at nine tenths of it: a batch that
+    /// re-encodes a little worse than the last ones still fits.
+    pub(crate) fn pool_bytes_for(&self, room: usize) -> usize {
+        let permille = self.recoded_permille.load(Relaxed).max(1) as usize;
+        (room * 900 / permille).max(room)
+    }
+
+    /// Keep the copies that fit in the `room` bytes a write leaves in its last segment, in
+    /// order; the rest are not written (their pages stay in the pool).
+    fn fit(&self, copies: &mut Copies, room: usize) {
+        let mut bytes = 0;
+        let keep = copies
+            .pages
+            .iter()
+            .take_while(|c| {
+                bytes += c.len;
+                bytes <= room
+            })
+            .count();
+        for c in copies.pages.drain(keep..) {
+            self.release_recoded(&c);
+        }
+    }
+
+    /// A copy that will not take its slot gives back the use `recode` took for it.
+    fn release_recoded(&self, c: &Copied) {
+        if c.written != c.codec {
+            self.shared.compressors.release(c.written, 1);
+        }
+    }
+
     /// Write the copies as objects; their slots, in order.
     fn write_copies(&self, copies: &Copies) -> Result<Vec<SwapSlot>, WritebackError> {
         let s = &self.shared;
@@ -287,7 +378,7 @@ impl ZswapGroup {
             .pages
             .iter()
             .map(|c| Object {
-                codec: c.codec,
+                codec: c.written,
                 bytes: &copies.arena[c.at..c.at + c.len],
             })
             .collect();
@@ -295,24 +386,30 @@ impl ZswapGroup {
         if let Err(e) = swap.write_objects(&objects, &mut slots) {
             Stats::inc(&s.stats.swap_write_fail);
             Stats::inc(&s.stats.reject_reclaim_fail);
+            copies.pages.iter().for_each(|c| self.release_recoded(c));
             return Err(e.into());
         }
         Ok(slots)
     }
 
-    /// The page's object is on the device at `slot`: free its pool copy (its compressor
-    /// stays in use if it went compressed) and make the page on-disk.
+    /// The page's object is on the device at `slot`: free its pool copy and make the page
+    /// on-disk. If it went compressed, the page holds a use of the codec it was written with:
+    /// the pool's object's, or, re-encoded, the writeback codec's (taken by `recode`), the
+    /// pool's then given back.
     fn move_to_slot(&self, folio: &FolioLock, c: &Copied, slot: SwapSlot) {
         let st = folio.state(c.offset);
         let compressed = c.len < PAGE_SIZE;
         self.free_object(st);
+        if c.written != c.codec {
+            self.shared.compressors.release(c.codec, 1);
+        }
         folio.set_slot(c.offset, Some(slot));
         folio.set_state(
             c.offset,
             PageState {
                 kind: Kind::OnDisk,
                 referenced: false,
-                codec: if compressed { st.codec } else { 0 },
+                codec: if compressed { c.written } else { 0 },
                 payload: if compressed { ON_DISK_COMPRESSED } else { 0 },
                 ..st
             },
@@ -471,7 +568,13 @@ impl ZswapGroup {
         let s = &self.shared;
         let swap = s.swap.as_ref().expect("a device");
         let nr = codecs.len() as u64;
-        let (codec, compressor) = s.compressors.acquire_current(nr);
+        // Straight to the device: encoded once, with the codec for what lies below the pool.
+        let (codec, compressor) = s
+            .params
+            .writeback_compressor()
+            .codec()
+            .and_then(|spec| s.compressors.acquire(spec, nr))
+            .unwrap_or_else(|| s.compressors.acquire_current(nr));
         arena.clear();
         arena.resize(data.len(), 0);
         let mut spans = Vec::with_capacity(codecs.len());
@@ -507,18 +610,21 @@ impl ZswapGroup {
         let room = (SEGMENT_BYTES - at % SEGMENT_BYTES) % SEGMENT_BYTES;
         // Let go during the write, as the shrinker's batches are (`writeback_released`): a
         // fault on one meanwhile is served from the pool.
-        let cold = self.cold_folios(room);
-        let (copies, _) = self.copy_objects(&cold);
+        let cold = self.cold_folios(self.pool_bytes_for(room));
+        let (mut copies, _) = self.copy_objects(&cold);
         let shapes: Vec<(u8, u32)> = cold.iter().map(|f| (f.order(), f.nr_pages())).collect();
         drop(cold);
+        self.recode(&mut copies);
+        self.fit(&mut copies, room);
         objects.extend(copies.pages.iter().map(|c| Object {
-            codec: c.codec,
+            codec: c.written,
             bytes: &copies.arena[c.at..c.at + c.len],
         }));
         let result = swap.write_objects(&objects, slots);
         if result.is_err() {
             s.compressors.release(codec, used);
             codecs.fill(None);
+            copies.pages.iter().for_each(|c| self.release_recoded(c));
             return result;
         }
         self.move_released(&copies, &slots[codecs.len()..], &shapes);

@@ -163,6 +163,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         swap_to: None,
         swap_format: region::SwapFormat::Segments,
         no_encrypt: false,
+        writeback_compressor: zswap::params::WritebackCompressor::Same,
         writethrough: region::Writethrough::Off,
         user_mode_only: a.user_mode_only,
         in_thread_faults: a.in_thread_faults,
