@@ -1,7 +1,7 @@
 //! Segments are written full: a store that finds the pool full writes its folio together with
 //! the pool's coldest pages (one segment, not a few pages padded to a page), and the
-//! shrinker's batches fill a segment, sized by what re-encoding (`writeback_compressor`)
-//! made of recent ones. Every byte comes back.
+//! shrinker's batches fill a segment (sized, when objects are re-encoded by the
+//! `writeback_compressor`, by what that made of recent batches). Every byte comes back.
 
 mod common;
 
@@ -112,11 +112,10 @@ fn the_shrinker_fills_its_segments() {
         stats.get("swap_segments_written"),
         stats.get("swap_written_bytes"),
     );
-    // Mostly full: a batch that re-encodes worse than the ones before it spills into a
-    // second segment (in the same request). Batches sized by the pool's bytes alone would
-    // leave each segment about 60% full.
+    // Objects as the pool holds them: full segments, but for the last, none followed by a
+    // spill of a few pages.
     assert!(
-        bytes / segments >= 48 << 10,
+        bytes > (segments - 1) * (56 << 10),
         "{segments} segments of {bytes} bytes"
     );
     zswap.audit().unwrap();
@@ -124,8 +123,8 @@ fn the_shrinker_fills_its_segments() {
 }
 
 /// Store 1024 corpus pages and write them all back with `writeback_compressor` set to
-/// `codec`: the bytes the pool held and the bytes written.
-fn pool_and_written_bytes(codec: &str) -> (u64, u64) {
+/// `codec`: the bytes the pool held, the bytes written and the segments written.
+fn pool_and_written_bytes(codec: &str) -> (u64, u64, u64) {
     let device = Arc::new(MemoryDevice::new(2 * PAGES));
     let zswap = Zswap::new(
         ZswapConfig::new(1 << 30)
@@ -145,15 +144,27 @@ fn pool_and_written_bytes(codec: &str) -> (u64, u64) {
     zswap.audit().unwrap();
     check_all(&group, stored, 2);
     zswap.audit().unwrap();
-    (pool, zswap.stats().get("swap_written_bytes"))
+    let stats = zswap.stats();
+    (
+        pool,
+        stats.get("swap_written_bytes"),
+        stats.get("swap_segments_written"),
+    )
 }
 
 #[test]
 fn writeback_re_encodes_objects_with_its_own_codec() {
-    let (pool, same) = pool_and_written_bytes("same");
-    let (_, zstd) = pool_and_written_bytes("zstd");
+    let (pool, same, _) = pool_and_written_bytes("same");
+    let (_, zstd, segments) = pool_and_written_bytes("zstd");
     // As the pool holds them: the same bytes, but for the segments' last pages.
     assert!(same >= pool * 9 / 10, "pool {pool}, written {same}");
     // zstd makes the corpus's lz4 objects about 40% smaller.
     assert!(zstd < same * 3 / 4, "as held {same}, re-encoded {zstd}");
+    // Batches sized by what re-encoding made of the last ones: mostly full segments (47-48
+    // KiB on average here: corpus batches re-encode unevenly, and one that does worse
+    // than the last spills a little; sized by the pool's bytes alone, about 40 KiB).
+    assert!(
+        zstd / segments >= 44 << 10,
+        "{segments} segments of {zstd} bytes"
+    );
 }

@@ -32,7 +32,8 @@ pub(super) fn levels() -> RangeInclusive<i32> {
 static KEPT: LazyLock<usize> =
     LazyLock::new(|| std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16)));
 
-/// Bytes of the contexts alive, kept or in use.
+/// Bytes of the contexts kept, and of those in use as they were when last put back (a
+/// context made for a use counts once it is put back).
 static BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// A compression context, its level and its size when last put back.

@@ -295,8 +295,8 @@ impl Zswap {
             charged: AtomicU64::new(0),
             zswapped: AtomicU64::new(0),
             evictions: AtomicU32::new(0),
-            // Until a batch says otherwise: about what zstd makes of lz4's objects.
-            recoded_permille: AtomicU32::new(600),
+            // Until a re-encoded batch says otherwise.
+            recoded_permille: AtomicU32::new(1000),
             hand: Mutex::new(0),
         });
         let mut groups = self.shared.groups.lock();

@@ -119,8 +119,6 @@ impl ZswapGroup {
         // several never waits on anyone.
         let mut batch: Vec<FolioLock> = Vec::new();
         let (mut batch_bytes, mut batch_pages) = (0usize, 0u32);
-        // The pool bytes expected to fill a segment once re-encoded for it.
-        let fill = self.pool_bytes_for(SEGMENT_BYTES);
         let mut scanned = 0u64;
         // Two turns: the first may only clear referenced bits.
         let limit = 2 * u64::from(nr_pages);
@@ -137,10 +135,12 @@ impl ZswapGroup {
                 Cold::Done => break,
             };
             let bytes = self.stored_length(&folio) as usize;
+            // The pool bytes expected to fill a segment, as of the last batch written.
+            let fill = self.pool_bytes_for(SEGMENT_BYTES);
             // Segments: a batch is what fills one segment without spilling into the next
-            // (a folio that would spill starts the next batch), by the pool's bytes and what
-            // re-encoding made of recent batches: a batch that re-encodes worse than those
-            // spills a little.
+            // (a folio that would spill starts the next batch), by the pool's bytes and, when
+            // objects are re-encoded, what that made of recent batches: a batch that
+            // re-encodes worse than those spills a little.
             if segments && !batch.is_empty() && batch_bytes + bytes > fill {
                 if !self.write_batch(&mut batch, &mut result) {
                     break;

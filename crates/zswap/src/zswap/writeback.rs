@@ -11,9 +11,9 @@
 //! A page that was written through at store time already has its disk copy: evicting it is a
 //! free, with no decompression and no write.
 //!
-//! With segments (swap/segments), pages go as the pool holds them, compressed, with no
-//! decompression, and the shrinker hands over many folios at once (`writeback_folios`) so
-//! that their objects fill a segment. A page written back compressed keeps its compressor
+//! With segments (swap/segments), pages go compressed, as the pool holds them or re-encoded
+//! with the `writeback_compressor`, and the shrinker hands over many folios at once
+//! (`writeback_folios`) so that their objects fill a segment. A page written back compressed keeps its compressor
 //! in use (its entry names it, `ON_DISK_COMPRESSED`) until the page is freed.
 
 use std::cell::RefCell;
@@ -163,7 +163,8 @@ impl ZswapGroup {
         })
     }
 
-    /// Segments: the folios' pool objects as they are, in one batch, the folios held
+    /// Segments: the folios' pool objects (re-encoded if `writeback_compressor` says so), in
+    /// one batch, the folios held
     /// throughout.
     fn writeback_objects(&self, folios: &[FolioLock]) -> (u32, Result<(), WritebackError>) {
         let (mut copies, evicted) = self.copy_objects(folios);
@@ -229,6 +230,7 @@ impl ZswapGroup {
             };
             let st = folio.state(c.offset);
             let same = st.kind == Kind::Stored
+                && st.codec == c.codec
                 && st.shadow == c.shadow
                 && st.payload == c.handle
                 && folio.slot(c.offset).is_none();
@@ -292,7 +294,7 @@ impl ZswapGroup {
     /// makes them smaller (a raw page stays raw: incompressible is decided at store time).
     /// Each re-encoded copy holds a use of that codec from here until its page moves to its
     /// slot or the copy is dropped (`release_recoded`). The work is done outside the pool
-    /// and, for the shrinker, with the folios let go.
+    /// and, for the shrinker and a direct write's cold objects, with the folios let go.
     fn recode(&self, copies: &mut Copies) {
         let s = &self.shared;
         let codec = s.params.writeback_compressor().codec();
@@ -333,7 +335,7 @@ impl ZswapGroup {
         // What re-encoding made of the pool's bytes, for the next batch's size.
         let ratio = (arena.len() * 1000 / before.max(1)).clamp(10, 1000) as u32;
         let old = self.recoded_permille.load(Relaxed);
-        self.recoded_permille.store((3 * old + ratio) / 4, Relaxed);
+        self.recoded_permille.store((old + ratio) / 2, Relaxed);
         copies.arena = arena;
         s.compressors.release(id, nr - used);
     }
@@ -342,13 +344,17 @@ impl ZswapGroup {
     /// re-encoded, by the ratio of recent batches, aiming at nine tenths of it: a batch that
     /// re-encodes a little worse than the last ones still fits.
     pub(crate) fn pool_bytes_for(&self, room: usize) -> usize {
+        if self.shared.params.writeback_compressor().codec().is_none() {
+            return room;
+        }
         let permille = self.recoded_permille.load(Relaxed).max(1) as usize;
         (room * 900 / permille).max(room)
     }
 
     /// Keep the copies that fit in the `room` bytes a write leaves in its last segment, in
-    /// order; the rest are not written (their pages stay in the pool).
-    fn fit(&self, copies: &mut Copies, room: usize) {
+    /// order; the rest are not written (their pages stay in the pool). Returns the batch
+    /// index of the first folio left out, if any.
+    fn fit(&self, copies: &mut Copies, room: usize) -> Option<usize> {
         let mut bytes = 0;
         let keep = copies
             .pages
@@ -358,9 +364,11 @@ impl ZswapGroup {
                 bytes <= room
             })
             .count();
+        let first = copies.pages.get(keep).map(|c| c.folio);
         for c in copies.pages.drain(keep..) {
             self.release_recoded(&c);
         }
+        first
     }
 
     /// A copy that will not take its slot gives back the use `recode` took for it.
@@ -466,8 +474,8 @@ impl ZswapGroup {
 
     /// Write the folio straight to the backing device (the kernel's `__swap_writepage`),
     /// replacing whatever its pages held. Zero pages are still only marked. With segments,
-    /// each page goes compressed (with the current compressor; as-is if it does not
-    /// compress): the store that failed compressed nothing, since the pool's limit is
+    /// each page goes compressed (with the `writeback_compressor`, else the current
+    /// compressor; as-is if it does not compress): the store that failed compressed nothing, since the pool's limit is
     /// checked first.
     pub fn swap_writepage(&self, folio: &FolioLock, data: &[u8]) -> Result<(), WritebackError> {
         self.check(folio);
@@ -613,9 +621,13 @@ impl ZswapGroup {
         let cold = self.cold_folios(self.pool_bytes_for(room));
         let (mut copies, _) = self.copy_objects(&cold);
         let shapes: Vec<(u8, u32)> = cold.iter().map(|f| (f.order(), f.nr_pages())).collect();
+        let starts: Vec<u32> = cold.iter().map(|f| f.start()).collect();
         drop(cold);
         self.recode(&mut copies);
-        self.fit(&mut copies, room);
+        if let Some(first) = self.fit(&mut copies, room) {
+            // What did not fit keeps its turn: the shrinker's next pass starts there.
+            *self.hand.lock() = starts[first];
+        }
         objects.extend(copies.pages.iter().map(|c| Object {
             codec: c.written,
             bytes: &copies.arena[c.at..c.at + c.len],

@@ -14,8 +14,8 @@
 //! - **Reads pin.** A reader takes its places under the lock and pins their segments; a
 //!   segment emptied or compacted meanwhile is deleted by its last reader.
 //! - **Tags stay in memory.** Each sealed object's tag is kept in the table beside its place
-//!   (16 bytes a page written back): on the device an object is exactly as long as in the
-//!   pool, so a segment never takes more pages than the pages it holds, and a slot map of
+//!   (16 bytes a page written back): on the device an object is exactly as long as it was
+//!   handed to the log, so a segment never takes more pages than the pages it holds, and a slot map of
 //!   the device's size always has room.
 //!
 //! Lock order: the table lock is a leaf; device I/O never happens under it.
