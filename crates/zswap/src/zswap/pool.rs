@@ -55,27 +55,32 @@ impl Compressors {
     /// Make `spec` current, reusing its index if it is still alive.
     pub(crate) fn set_current(&self, spec: CompressorSpec) -> Result<(), TooManyCompressors> {
         let mut r = self.inner.write();
-        let alive = r
-            .slots
-            .iter()
-            .position(|s| s.as_ref().is_some_and(|s| s.compressor.spec() == spec));
-        let id = match alive {
+        let id = match Self::alive(&r, spec) {
             Some(id) => id,
-            None => {
-                let current = r.current as usize;
-                let free = (0..MAX_COMPRESSORS)
-                    .find(|&i| {
-                        i != current && (r.slots[i].is_none() || self.users[i].load(Relaxed) == 0)
-                    })
-                    .ok_or(TooManyCompressors)?;
-                r.slots[free] = Some(Slot {
-                    compressor: spec.build(),
-                });
-                free
-            }
+            None => self.make_alive(&mut r, spec).ok_or(TooManyCompressors)?,
         };
         r.current = id as u8;
         Ok(())
+    }
+
+    /// The index `spec` is alive at, if it is.
+    fn alive(r: &Registry, spec: CompressorSpec) -> Option<usize> {
+        r.slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.compressor.spec() == spec))
+    }
+
+    /// Build `spec` in an index that is not current and that no entry uses; None if there
+    /// is none.
+    fn make_alive(&self, r: &mut Registry, spec: CompressorSpec) -> Option<usize> {
+        let current = r.current as usize;
+        let free = (0..MAX_COMPRESSORS).find(|&i| {
+            i != current && (r.slots[i].is_none() || self.users[i].load(Relaxed) == 0)
+        })?;
+        r.slots[free] = Some(Slot {
+            compressor: spec.build(),
+        });
+        Some(free)
     }
 
     /// The current compressor, with `nr` uses reserved on it so that its index cannot be
@@ -102,16 +107,9 @@ impl Compressors {
             }
         }
         let mut r = self.inner.write();
-        if let Some(found) = self.reserve_alive(&r, spec, nr) {
-            return Some(found);
+        if Self::alive(&r, spec).is_none() {
+            self.make_alive(&mut r, spec)?;
         }
-        let current = r.current as usize;
-        let free = (0..MAX_COMPRESSORS).find(|&i| {
-            i != current && (r.slots[i].is_none() || self.users[i].load(Relaxed) == 0)
-        })?;
-        r.slots[free] = Some(Slot {
-            compressor: spec.build(),
-        });
         self.reserve_alive(&r, spec, nr)
     }
 
@@ -121,10 +119,7 @@ impl Compressors {
         spec: CompressorSpec,
         nr: u64,
     ) -> Option<(u8, Arc<dyn Compressor>)> {
-        let id = r
-            .slots
-            .iter()
-            .position(|s| s.as_ref().is_some_and(|s| s.compressor.spec() == spec))?;
+        let id = Self::alive(r, spec)?;
         self.users[id].fetch_add(nr, Relaxed);
         let slot = r.slots[id].as_ref().expect("found alive");
         Some((id as u8, slot.compressor.clone()))

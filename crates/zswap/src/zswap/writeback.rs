@@ -13,8 +13,9 @@
 //!
 //! With segments (swap/segments), pages go compressed, as the pool holds them or re-encoded
 //! with the `writeback_compressor`, and the shrinker hands over many folios at once
-//! (`writeback_folios`) so that their objects fill a segment. A page written back compressed keeps its compressor
-//! in use (its entry names it, `ON_DISK_COMPRESSED`) until the page is freed.
+//! (`writeback_folios`) so that their objects fill a segment. A page written back
+//! compressed keeps its compressor in use (its entry names it, `ON_DISK_COMPRESSED`) until
+//! the page is freed.
 
 use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
@@ -297,8 +298,7 @@ impl ZswapGroup {
     /// and, for the shrinker and a direct write's cold objects, with the folios let go.
     fn recode(&self, copies: &mut Copies) {
         let s = &self.shared;
-        let codec = s.params.writeback_compressor().codec();
-        let recoder = codec.and_then(|spec| {
+        let recoder = s.params.writeback_compressor().codec().and_then(|spec| {
             let nr = copies.pages.iter().filter(|c| c.len < PAGE_SIZE).count() as u64;
             // None when every codec index is taken: the objects then go as they are.
             (nr > 0)
@@ -307,9 +307,6 @@ impl ZswapGroup {
                 .map(|(id, c)| (id, c, nr))
         });
         let Some((id, compressor, nr)) = recoder else {
-            if codec.is_none() {
-                self.recoded_permille.store(1000, Relaxed);
-            }
             return;
         };
         let before = copies.arena.len();
