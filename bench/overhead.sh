@@ -6,7 +6,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 uzswap=$here/../target/release/uzswap
-cc -O2 -o /tmp/uzswap-mallocs "$here/../crates/uzswap/tests/programs/mallocs.c"
+cc -O2 -o /tmp/uzswap-mallocs "$here/../crates/cli/tests/programs/mallocs.c"
 seconds() { local s; s=$(date +%s.%N); "$@" > /dev/null; echo "$(date +%s.%N) - $s" | bc; }
 for w in "python3 $here/pyjob.py 600000" "/tmp/uzswap-mallocs 20"; do
   plain=(); under=()

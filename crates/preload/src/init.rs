@@ -204,7 +204,7 @@ extern "C" fn fini() {
         tree.exit(run.region);
     }
     let Some(path) = &run.stats_file else { return };
-    // `uzswap run`'s own memfd, `/proc/PID/fd/N` (crates/uzswap/src/run/shared_file.rs): it
+    // `uzswap run`'s own memfd, `/proc/PID/fd/N` (crates/cli/src/run/shared_file.rs): it
     // opens only while `uzswap run` lives, and only for its user and root. Written only while
     // `uzswap run` is still this process's parent, and only if the path still names its
     // memfd: once it is gone, its PID may be another process's.

@@ -2,7 +2,7 @@
 //! `uzswap run --stats` (a file, init.rs) and while the program runs to `uzswap stat PID`
 //! (a socket, server.rs). One form for both: a header line `uzswap-stats 1`, then `name value`
 //! lines. The `uzswap` command parses it and prints it as text, JSON or Prometheus
-//! (crates/uzswap/src/stat/format.rs, which documents every name).
+//! (crates/cli/src/stat/format.rs, which documents every name).
 //!
 //! The lines: the engine's kernel-named statistics (`zswpout`, `stored_pages`,
 //! `hugepages-16kB/stats/zswpout`, ...), the region's (faults, fault latency in ns, ...), then

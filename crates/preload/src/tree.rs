@@ -66,7 +66,7 @@ const EXITED: u32 = 2;
 const CLAIMED: u32 = 3;
 
 /// The header's `magic`: what `uzswap run` writes into a ledger it makes
-/// (crates/uzswap/src/run/shared_file.rs), checked before anything is written to one.
+/// (crates/cli/src/run/shared_file.rs), checked before anything is written to one.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"uzswtree");
 
 /// The ledger's first bytes, before its slots.

@@ -18,9 +18,8 @@
 //! # Ok::<(), uzswap::RegionError>(())
 //! ```
 //!
-//! The engine alone, without userfaultfd, is [`Zswap`]. The modules [`bench`](mod@bench), [`corpus`], [`pages`],
-//! [`run`], [`stat`] and [`size`] hold the `uzswap` command's benchmarks, corpus capture,
-//! `uzswap run` and its statistics, and parsers.
+//! The engine alone, without userfaultfd, is [`Zswap`]. The `uzswap` command (`uzswap run`,
+//! `uzswap stat`, the benchmarks) is the `uzswap-cli` crate; this one carries none of it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -31,12 +30,3 @@ pub use zswap::compress::CompressorSpec;
 pub use zswap::params::Params as ZswapParams;
 pub use zswap::stats::StatsSnapshot as ZswapStats;
 pub use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
-
-pub mod bench;
-pub mod corpus;
-pub mod pages;
-pub mod param;
-pub mod report;
-pub mod run;
-pub mod size;
-pub mod stat;

@@ -99,7 +99,7 @@ pub fn active_swaps() -> Vec<String> {
 
 /// The kernel peers' memory cgroups that exist now.
 pub fn peer_cgroups() -> Vec<String> {
-    std::fs::read_dir(uzswap::bench::peer::CGROUP_V1_MEMORY)
+    std::fs::read_dir(uzswap_cli::bench::peer::CGROUP_V1_MEMORY)
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{stderr, stdout};
-use uzswap::bench::peer::{SavedSettings, CGROUP_V1_MEMORY, ZSWAP_PARAMS};
+use uzswap_cli::bench::peer::{SavedSettings, CGROUP_V1_MEMORY, ZSWAP_PARAMS};
 
 /// One benchmark at a time on the machine.
 static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use uzswap::bench::peer::{SavedSettings, CGROUP_V1_MEMORY};
+use uzswap_cli::bench::peer::{SavedSettings, CGROUP_V1_MEMORY};
 
 /// The kernel settings are machine-wide: the tests that change them take turns.
 static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -421,7 +421,7 @@ pub fn reference() -> String {
     let mut s = String::from(
         "# uzswap's statistics\n\n\
          What `uzswap run --stats=full` prints at exit and `uzswap stat PID` while the program \
-         runs, in their order (generated from crates/uzswap/src/stat/format.rs; a test keeps \
+         runs, in their order (generated from crates/cli/src/stat/format.rs; a test keeps \
          this file equal to it). Counts are pages unless the name says otherwise. The engine's \
          names are the kernel's zswap's (vmstat, debugfs, memory.events); the per-folio-size \
          counters `hugepages-<N>kB/stats/{zswpout,swpout,swpin}` follow, printed only for sizes \

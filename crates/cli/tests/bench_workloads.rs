@@ -1,11 +1,11 @@
 //! The workload kernels on small plain buffers: they must catch corruption, or a benchmark of
 //! a broken memory system would report a figure instead of an error.
 
-use uzswap::bench::workload::{
+use uzswap_cli::bench::workload::{
     self, access_word, fill, mix_fills, run_accesses_for_test, run_on_memory, usemem_check,
     usemem_write, Content, Fill, Ledger, Workload, WorkloadSpec,
 };
-use uzswap::PAGE_SIZE;
+use zswap::PAGE_SIZE;
 
 fn content() -> Content {
     // Two distinct "compressible" pages: enough to tell pages apart in the check.

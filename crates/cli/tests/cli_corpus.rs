@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use uzswap::PAGE_SIZE;
+use zswap::PAGE_SIZE;
 
 mod common;
 use common::{assert_one_line_error, stderr, uzswap};

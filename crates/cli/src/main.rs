@@ -1,5 +1,5 @@
 //! The `uzswap` command. It holds no logic of its own: it parses arguments, calls the library,
-//! and ends through `uzswap::report`: any error, clap's usage errors included, is one line on
+//! and ends through `uzswap_cli::report`: any error, clap's usage errors included, is one line on
 //! stderr and exit status 2, so scripts see one code for "this run did not happen".
 #![forbid(unsafe_code)]
 
@@ -28,47 +28,47 @@ enum Command {
     Corpus(Corpus),
     /// Run a program with its heap held under a memory limit (exit status: the program's;
     /// 125 when uzswap fails, 126 when the program cannot run, 127 when it is not found).
-    Run(uzswap::run::RunArgs),
+    Run(uzswap_cli::run::RunArgs),
     /// The statistics of a program under `uzswap run`, while it runs (exit status 1 when
     /// there are none: not under uzswap run, or another user's).
     ///
     /// Every statistic is described in docs/STATISTICS.md. Those of any process of the
     /// program's tree end with the whole tree's: `tree_processes`, `tree_charged_bytes`,
     /// `tree_peak_charged_bytes`, then `tree/PID/NAME` lines for each process.
-    Stat(uzswap::stat::StatArgs),
+    Stat(uzswap_cli::stat::StatArgs),
     /// The engine's tunables of a program under `uzswap run`, read or changed while it runs,
     /// as /sys/module/zswap/parameters (exit status 1 when the program cannot be reached,
     /// refuses, or rejects the name or value).
-    Param(uzswap::param::ParamArgs),
+    Param(uzswap_cli::param::ParamArgs),
 }
 
 #[derive(Debug, Subcommand)]
 enum Corpus {
     /// Read a process's anonymous memory into a page file (PROG: start it, capture, kill it).
-    Capture(uzswap::corpus::cmd::CaptureArgs),
+    Capture(uzswap_cli::corpus::cmd::CaptureArgs),
 }
 
 #[derive(Debug, Subcommand)]
 enum Bench {
     /// Compress and decompress speed and ratio of each codec on page files.
-    Codecs(uzswap::bench::codecs::CodecsArgs),
+    Codecs(uzswap_cli::bench::codecs::CodecsArgs),
     /// Store and load page files through the engine: throughput, ratio, pool density.
-    Engine(uzswap::bench::engine::EngineArgs),
+    Engine(uzswap_cli::bench::engine::EngineArgs),
     /// vm-scalability's usemem: N workers write SIZE each, re-read and check it; KB/s.
-    Usemem(uzswap::bench::cmd::UsememArgs),
+    Usemem(uzswap_cli::bench::cmd::UsememArgs),
     /// SeongJae Park's eval_zswap mix: two compressible areas, one random; accesses/s.
-    Mix(uzswap::bench::cmd::MixArgs),
+    Mix(uzswap_cli::bench::cmd::MixArgs),
     /// Heap sizes 75%..175% of the limit, random accesses: the writethrough patch's table.
-    Sweep(uzswap::bench::cmd::SweepArgs),
+    Sweep(uzswap_cli::bench::cmd::SweepArgs),
     /// Your own program under the kernel's zswap (in a memory cgroup, needs root) and under
     /// uzswap, side by side at equal memory: wall time, memory held, statistics.
-    Run(uzswap::bench::program::ProgramArgs),
+    Run(uzswap_cli::bench::program::ProgramArgs),
     /// One workload on plain memory for a kernel peer (started by the commands above).
     #[command(hide = true)]
-    Worker(uzswap::bench::cmd::WorkerArgs),
+    Worker(uzswap_cli::bench::cmd::WorkerArgs),
     /// One workload on a uzswap region, in a child process (started by the commands above).
     #[command(hide = true)]
-    UzswapWorker(uzswap::bench::cmd::UzswapWorkerArgs),
+    UzswapWorker(uzswap_cli::bench::cmd::UzswapWorkerArgs),
 }
 
 /// The library's warnings (`log`), as `uzswap: warning: ...` lines on stderr; `RUST_LOG`
@@ -90,26 +90,30 @@ fn main() -> ExitCode {
     // `uzswap run` fails as timeout(1) does, with 125, so that its own failures are told
     // apart from the program's exit status.
     let status = match std::env::args_os().nth(1).is_some_and(|a| a == "run") {
-        true => uzswap::run::FAILED,
-        false => uzswap::report::FAILED,
+        true => uzswap_cli::run::FAILED,
+        false => uzswap_cli::report::FAILED,
     };
-    let cli = match uzswap::report::parse_failing_with::<Cli>(status) {
+    let cli = match uzswap_cli::report::parse_failing_with::<Cli>(status) {
         Ok(cli) => cli,
         Err(code) => return code,
     };
     let result = match &cli.command {
-        Command::Bench(Bench::Codecs(args)) => uzswap::bench::codecs::run(args).map_err(Into::into),
-        Command::Bench(Bench::Engine(args)) => uzswap::bench::engine::run(args).map_err(Into::into),
-        Command::Bench(Bench::Usemem(args)) => uzswap::bench::cmd::usemem(args),
-        Command::Bench(Bench::Mix(args)) => uzswap::bench::cmd::mix(args),
-        Command::Bench(Bench::Sweep(args)) => uzswap::bench::cmd::sweep(args),
-        Command::Bench(Bench::Run(args)) => uzswap::bench::program::run(args),
-        Command::Bench(Bench::Worker(args)) => uzswap::bench::cmd::worker(args),
-        Command::Bench(Bench::UzswapWorker(args)) => uzswap::bench::cmd::uzswap_worker(args),
-        Command::Corpus(Corpus::Capture(args)) => uzswap::corpus::cmd::capture(args),
-        Command::Run(args) => return uzswap::run::run(args),
-        Command::Stat(args) => return uzswap::stat::run(args),
-        Command::Param(args) => return uzswap::param::run(args),
+        Command::Bench(Bench::Codecs(args)) => {
+            uzswap_cli::bench::codecs::run(args).map_err(Into::into)
+        }
+        Command::Bench(Bench::Engine(args)) => {
+            uzswap_cli::bench::engine::run(args).map_err(Into::into)
+        }
+        Command::Bench(Bench::Usemem(args)) => uzswap_cli::bench::cmd::usemem(args),
+        Command::Bench(Bench::Mix(args)) => uzswap_cli::bench::cmd::mix(args),
+        Command::Bench(Bench::Sweep(args)) => uzswap_cli::bench::cmd::sweep(args),
+        Command::Bench(Bench::Run(args)) => uzswap_cli::bench::program::run(args),
+        Command::Bench(Bench::Worker(args)) => uzswap_cli::bench::cmd::worker(args),
+        Command::Bench(Bench::UzswapWorker(args)) => uzswap_cli::bench::cmd::uzswap_worker(args),
+        Command::Corpus(Corpus::Capture(args)) => uzswap_cli::corpus::cmd::capture(args),
+        Command::Run(args) => return uzswap_cli::run::run(args),
+        Command::Stat(args) => return uzswap_cli::stat::run(args),
+        Command::Param(args) => return uzswap_cli::param::run(args),
     };
-    uzswap::report::exit(result)
+    uzswap_cli::report::exit(result)
 }
