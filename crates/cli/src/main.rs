@@ -45,7 +45,7 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum Corpus {
     /// Read a process's anonymous memory into a page file (PROG: start it, capture, kill it).
-    Capture(uzswap_cli::corpus::cmd::CaptureArgs),
+    Capture(uzswap_cli::corpus::capture_command::CaptureArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,20 +55,20 @@ enum Bench {
     /// Store and load page files through the engine: throughput, ratio, pool density.
     Engine(uzswap_cli::bench::engine::EngineArgs),
     /// vm-scalability's usemem: N workers write SIZE each, re-read and check it; KB/s.
-    Usemem(uzswap_cli::bench::cmd::UsememArgs),
+    Usemem(uzswap_cli::bench::workload_args::UsememArgs),
     /// SeongJae Park's eval_zswap mix: two compressible areas, one random; accesses/s.
-    Mix(uzswap_cli::bench::cmd::MixArgs),
+    Mix(uzswap_cli::bench::workload_args::MixArgs),
     /// Heap sizes 75%..175% of the limit, random accesses: the writethrough patch's table.
-    Sweep(uzswap_cli::bench::cmd::SweepArgs),
+    Sweep(uzswap_cli::bench::workload_args::SweepArgs),
     /// Your own program under the kernel's zswap (in a memory cgroup, needs root) and under
     /// uzswap, side by side at equal memory: wall time, memory held, statistics.
     Run(uzswap_cli::bench::program::ProgramArgs),
     /// One workload on plain memory for a kernel peer (started by the commands above).
     #[command(hide = true)]
-    Worker(uzswap_cli::bench::cmd::WorkerArgs),
+    Worker(uzswap_cli::bench::workload_args::WorkerArgs),
     /// One workload on a uzswap region, in a child process (started by the commands above).
     #[command(hide = true)]
-    UzswapWorker(uzswap_cli::bench::cmd::UzswapWorkerArgs),
+    UzswapWorker(uzswap_cli::bench::workload_args::UzswapWorkerArgs),
 }
 
 /// The library's warnings (`log`), as `uzswap: warning: ...` lines on stderr; `RUST_LOG`
@@ -104,13 +104,17 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Engine(args)) => {
             uzswap_cli::bench::engine::run(args).map_err(Into::into)
         }
-        Command::Bench(Bench::Usemem(args)) => uzswap_cli::bench::cmd::usemem(args),
-        Command::Bench(Bench::Mix(args)) => uzswap_cli::bench::cmd::mix(args),
-        Command::Bench(Bench::Sweep(args)) => uzswap_cli::bench::cmd::sweep(args),
+        Command::Bench(Bench::Usemem(args)) => uzswap_cli::bench::workload_commands::usemem(args),
+        Command::Bench(Bench::Mix(args)) => uzswap_cli::bench::workload_commands::mix(args),
+        Command::Bench(Bench::Sweep(args)) => uzswap_cli::bench::workload_commands::sweep(args),
         Command::Bench(Bench::Run(args)) => uzswap_cli::bench::program::run(args),
-        Command::Bench(Bench::Worker(args)) => uzswap_cli::bench::cmd::worker(args),
-        Command::Bench(Bench::UzswapWorker(args)) => uzswap_cli::bench::cmd::uzswap_worker(args),
-        Command::Corpus(Corpus::Capture(args)) => uzswap_cli::corpus::cmd::capture(args),
+        Command::Bench(Bench::Worker(args)) => uzswap_cli::bench::workload_commands::worker(args),
+        Command::Bench(Bench::UzswapWorker(args)) => {
+            uzswap_cli::bench::workload_commands::uzswap_worker(args)
+        }
+        Command::Corpus(Corpus::Capture(args)) => {
+            uzswap_cli::corpus::capture_command::capture(args)
+        }
         Command::Run(args) => return uzswap_cli::run::run(args),
         Command::Stat(args) => return uzswap_cli::stat::run(args),
         Command::Param(args) => return uzswap_cli::param::run(args),

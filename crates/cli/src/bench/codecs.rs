@@ -16,9 +16,10 @@ use serde::Serialize;
 use zswap::compress::{CompressError, Compressor, CompressorSpec};
 use zswap::PAGE_SIZE;
 
-use super::cmd::parse_seconds;
+use super::figures::median;
 use super::progress::Progress;
 use super::systems::{compressor_arg, parse_compressor, SystemError};
+use super::workload_args::parse_seconds;
 use crate::pages::{load_page_files, PageFile, PageFileError};
 use crate::report;
 
@@ -320,7 +321,7 @@ fn measure_codec(
 /// creates the thread's codec contexts, so their cost is not timed.
 fn median_rate(seconds: f64, bytes: u64, mut pass: impl FnMut()) -> f64 {
     pass();
-    let mut rates: Vec<f64> = (0..ROUNDS)
+    let rates: Vec<f64> = (0..ROUNDS)
         .map(|_| {
             let start = Instant::now();
             let mut passes = 0u64;
@@ -334,8 +335,7 @@ fn median_rate(seconds: f64, bytes: u64, mut pass: impl FnMut()) -> f64 {
             }
         })
         .collect();
-    rates.sort_by(f64::total_cmp);
-    rates[ROUNDS / 2]
+    median(rates)
 }
 
 /// The human table. Column widths are fixed up front (file and codec names are known) so

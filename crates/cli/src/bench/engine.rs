@@ -17,9 +17,10 @@ use serde::Serialize;
 use zswap::compress::CompressorSpec;
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
-use super::cmd::count_in;
+use super::figures::median;
 use super::progress::Progress;
 use super::systems::parse_compressor;
+use super::workload_args::count_in;
 use crate::pages::{load_page_files, PageFile, PageFileError};
 use crate::report;
 use crate::size::parse_folio_size;
@@ -416,11 +417,6 @@ impl<'a> BareCodec<'a> {
         }
         t0.elapsed().as_secs_f64()
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn bench_file(

@@ -460,7 +460,7 @@ pub fn figure_map(figures: &[(String, f64)]) -> BTreeMap<String, f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::cmd::median_figures;
+    use crate::bench::figures::median_figures;
     use crate::bench::systems::{UzswapConfig, UzswapMode};
     use crate::bench::workload::{Phase, WorkloadOutput};
 

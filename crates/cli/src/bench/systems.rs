@@ -378,7 +378,7 @@ impl WorkloadResult {
     }
 }
 
-pub use super::uzswap_side::run_uzswap;
+pub use super::region_worker::run_uzswap;
 
 #[cfg(test)]
 mod tests {

@@ -4,4 +4,4 @@
 
 pub mod builtin;
 pub mod capture;
-pub mod cmd;
+pub mod capture_command;

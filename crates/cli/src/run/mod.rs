@@ -19,9 +19,9 @@
 //! past `--memory-max` it is killed or let grow (`--on-limit`), each said on stderr as it
 //! starts (crates/region/src/over_limit.rs).
 
-mod cmd;
+mod launch;
 mod program;
 mod shared_file;
 
-pub use cmd::{command, run, Refusal, RunArgs, StatsForm, FAILED};
+pub use launch::{command, run, Refusal, RunArgs, StatsForm, FAILED};
 pub use shared_file::SharedFile;

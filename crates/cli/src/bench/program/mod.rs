@@ -31,10 +31,10 @@ use anyhow::{bail, Result};
 use serde_json::json;
 use zswap::PAGE_SIZE;
 
-use super::cmd::count_in;
 use super::peer::{self, KernelRun, PeerMachine, PeerOptions, Reclaim};
 use super::progress::{self, Progress};
 use super::systems::{compressor_arg, System, SystemName};
+use super::workload_args::count_in;
 use crate::size::{fmt_size, parse_size};
 use child::Exited;
 use uzswap::UzswapRun;

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::child::Exited;
 use super::uzswap::UzswapRun;
-use crate::bench::cmd::median;
+use crate::bench::figures::median;
 use crate::bench::peer::KernelRun;
 
 /// The kernel-named statistics each side reports.

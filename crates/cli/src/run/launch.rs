@@ -1,4 +1,5 @@
-//! The command: options, the child, its signals and its exit status.
+//! `uzswap run`'s options and the launch of the program: the child, its environment, its
+//! signals and its exit status.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

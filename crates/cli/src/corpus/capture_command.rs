@@ -1,5 +1,6 @@
-//! `uzswap corpus capture`: a page file of a process's anonymous memory, in the corpus format
-//! (4096-byte pages, no header, blocks of 16 virtually contiguous pages).
+//! The `uzswap corpus capture` command: its arguments, and a page file of a process's
+//! anonymous memory written in the corpus format (4096-byte pages, no header, blocks of 16
+//! virtually contiguous pages), with a line saying what it holds; the reading is capture.rs.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -1,8 +1,8 @@
-//! The uzswap side of the workload benchmarks: the workload runs in this process on a
-//! managed region under the limit, and the figures are filled in the same shape as a kernel
-//! peer's: the engine's counters under the kernel's names, CPU time of the workload's
-//! threads and of uzswap's own (fault handlers, kswapd, shrink worker), sampled RSS and the
-//! region's own accounting, fault latency and pages per fault.
+//! The uzswap side of the workload benchmarks: the workload runs on a managed region under the
+//! limit in a child process of its own (`uzswap bench uzswap-worker`), and the figures are
+//! filled in the same shape as a kernel peer's: the engine's counters under the kernel's names,
+//! CPU time of the workload's threads and of uzswap's own (fault handlers, kswapd, shrink
+//! worker), sampled RSS and the region's own accounting, fault latency and pages per fault.
 
 use std::collections::BTreeMap;
 use std::path::Path;
