@@ -68,7 +68,7 @@ extern "C" fn init() {
         region_config.over_limit.memory_max = max;
         region_config = region_config.shared_limit(tree.clone());
     }
-    let _ = TREE.set(tree);
+    crate::run::set_tree(tree);
     let region = Region::new(size, region_config)
         .unwrap_or_else(|e| refuse(&format!("cannot make the region: {}", e.chain())));
     // The region serves the program until it exits.
@@ -92,7 +92,7 @@ extern "C" fn init() {
     }
     // SAFETY: getppid has no preconditions.
     let parent = unsafe { libc::getppid() } as u32;
-    let _ = RUN.set(Run {
+    crate::run::set(crate::run::Run {
         region,
         limits: (limit, config.memory_max),
         stats_file: config
@@ -123,7 +123,7 @@ unsafe extern "C" fn fork_prepare() {
     if CHILD.load(Relaxed) {
         return;
     }
-    let Some(run) = RUN.get() else { return };
+    let Some(run) = crate::run::get() else { return };
     let before = run.region.usage().resident;
     match run.region.prepare_fork() {
         Ok(guard) => FORKING.with(|f| *f.borrow_mut() = Some(guard)),
@@ -162,45 +162,13 @@ unsafe extern "C" fn fork_child() {
     std::mem::forget(FORKING.with(|f| f.borrow_mut().take()));
 }
 
-/// The region the program runs in, and where its statistics go at exit.
-struct Run {
-    region: &'static Region,
-    /// `--memory-high` and `--memory-max`, the tree's (the region's own limits are its share).
-    limits: (u64, Option<u64>),
-    /// The parent at the start: `uzswap run`, where `stats_file` is set.
-    parent: u32,
-    stats_file: Option<std::path::PathBuf>,
-}
-
-static RUN: std::sync::OnceLock<Run> = std::sync::OnceLock::new();
-
-/// This process's place in the process tree's ledger (tree.rs), if it has one; set before
-/// the statistics thread reads it.
-static TREE: std::sync::OnceLock<Option<std::sync::Arc<crate::tree::Tree>>> =
-    std::sync::OnceLock::new();
-
-/// The region the heap lives in, once it is made.
-pub fn region() -> Option<&'static Region> {
-    RUN.get().map(|run| run.region)
-}
-
-/// The tree's place of this process, if it has one.
-pub fn tree() -> Option<&'static crate::tree::Tree> {
-    TREE.get().and_then(Option::as_deref)
-}
-
-/// `--memory-high` and `--memory-max` as `uzswap run` was given them.
-pub fn limits() -> Option<(u64, Option<u64>)> {
-    RUN.get().map(|run| run.limits)
-}
-
 /// At exit: write the statistics (stats.rs), if `uzswap run --stats` asked for them.
 extern "C" fn fini() {
     if CHILD.load(Relaxed) {
         return;
     }
-    let Some(run) = RUN.get() else { return };
-    if let Some(tree) = tree() {
+    let Some(run) = crate::run::get() else { return };
+    if let Some(tree) = crate::run::tree() {
         tree.exit(run.region);
     }
     let Some(path) = &run.stats_file else { return };

@@ -28,6 +28,7 @@ mod in_thread;
 mod init;
 mod malloc;
 mod mmap;
+mod run;
 mod server;
 mod stats;
 mod tree;

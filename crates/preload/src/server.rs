@@ -131,14 +131,14 @@ impl Watch {
     /// Look after both; when to look again.
     fn tick(&mut self, region: &Region, now: Instant) -> Duration {
         let period = crate::tree::PUBLISH_PERIOD;
-        if let Some(tree) = crate::init::tree() {
+        if let Some(tree) = crate::run::tree() {
             tree.tick(region);
         }
         if self.said_outside || self.next_outside_check.is_some_and(|t| now < t) {
             return period;
         }
         self.next_outside_check = Some(now + Duration::from_secs(1));
-        let Some((limit, _)) = crate::init::limits() else {
+        let Some((limit, _)) = crate::run::limits() else {
             return period;
         };
         let usage = region.usage();

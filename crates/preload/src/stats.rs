@@ -21,7 +21,7 @@ pub const HEADER: &str = "uzswap-stats 1";
 /// The statistics now, header first.
 pub fn render(region: &Region) -> String {
     let engine = region.zswap().stats();
-    let (high, max) = crate::init::limits().unwrap_or((region.limit(), None));
+    let (high, max) = crate::run::limits().unwrap_or((region.limit(), None));
     let mut text = format!("{HEADER}\n{engine}{}", region.stats());
     let usage = region.usage();
     let swap_file = engine
@@ -59,7 +59,7 @@ pub fn render(region: &Region) -> String {
     for (name, value) in lines {
         text.push_str(&format!("{name} {value}\n"));
     }
-    if let Some(tree) = crate::init::tree() {
+    if let Some(tree) = crate::run::tree() {
         text.push_str(&tree.lines());
     }
     text

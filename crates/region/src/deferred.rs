@@ -2,7 +2,7 @@
 //! held a folio), and the faults the spare handler left to a regular one (spare.rs). The bell
 //! wakes a handler asleep on the userfaultfd to serve them.
 
-use parking_lot::Mutex;
+use crate::lock_order::{self, Mutex};
 use uffd::{Doorbell, Event, UffdError};
 
 pub(crate) struct DeferredEvents {
@@ -14,8 +14,8 @@ pub(crate) struct DeferredEvents {
 impl DeferredEvents {
     pub fn new() -> Result<Self, UffdError> {
         Ok(DeferredEvents {
-            deferred: Mutex::new(Vec::new()),
-            left_by_spare: Mutex::new(Vec::new()),
+            deferred: Mutex::new(&lock_order::DEFERRED, Vec::new()),
+            left_by_spare: Mutex::new(&lock_order::DEFERRED, Vec::new()),
             bell: Doorbell::new()?,
         })
     }

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::lock_order::{self, Mutex};
 
 /// How long after its processing a discard's zap is still looked for: the discarding thread
 /// zaps once it runs again after its event was read, which a loaded machine may put off for
@@ -62,10 +62,19 @@ impl RecentDiscards {
 }
 
 /// The region's discards, pending and recent.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Discards {
     pending: Mutex<Vec<PendingDiscard>>,
     recent: Mutex<RecentDiscards>,
+}
+
+impl Default for Discards {
+    fn default() -> Self {
+        Discards {
+            pending: Mutex::new(&lock_order::DISCARDS, Vec::new()),
+            recent: Mutex::new(&lock_order::DISCARDS, RecentDiscards::default()),
+        }
+    }
 }
 
 impl Discards {

@@ -23,14 +23,16 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::Condvar;
+
+use crate::lock_order::{self, Mutex, RwLock};
 use uffd::sigbus::Fault;
 use zswap::compress::CompressorSpec;
 
 use crate::inner::Inner;
 
 /// The regions that serve faults in the faulting thread.
-static REGIONS: RwLock<Vec<Arc<Inner>>> = RwLock::new(Vec::new());
+static REGIONS: RwLock<Vec<Arc<Inner>>> = RwLock::new(&lock_order::IN_THREAD_REGIONS, Vec::new());
 
 /// Threads alive that have served an in-thread fault (and keep the engine's scratch).
 static SERVING_THREADS: AtomicU64 = AtomicU64::new(0);
@@ -80,7 +82,7 @@ impl InThreadFaults {
     /// with `codecs` (the pool's, and writeback's if it has its own).
     pub fn new(slots: usize, folio_bytes: usize, codecs: &[CompressorSpec]) -> Self {
         InThreadFaults {
-            free_slots: Mutex::new(slots),
+            free_slots: Mutex::new(&lock_order::RECLAIM_SLOTS, slots),
             slot_freed: Condvar::new(),
             per_thread: scratch_per_thread(folio_bytes, codecs),
         }
@@ -90,7 +92,7 @@ impl InThreadFaults {
     pub fn reclaim_slot(&self) -> ReclaimSlot<'_> {
         let mut free = self.free_slots.lock();
         while *free == 0 {
-            self.slot_freed.wait(&mut free);
+            self.slot_freed.wait(free.parking_lot());
         }
         *free -= 1;
         ReclaimSlot(self)

@@ -61,34 +61,7 @@ impl Usage {
 
 /// The state the region's threads share.
 ///
-/// Lock order (a lock is taken only while holding none that comes after it):
-///
-/// ```text
-/// folio lock (the engine's swap cache: one at a time, but reclaim's batch try-locks the
-///   │         neighbours of the folio it holds, never waiting)
-///   ├─> event gate (mapping.rs: shared around every userfaultfd call that changes the range,
-///   │     │        exclusive to read events, which a thread may do holding its folio lock)
-///   │     ├─> discards       (the pending check; the discards just read are recorded)
-///   │     ├─> lru, staged, read_failures, readahead
-///   │     │                  (an install's bookkeeping)
-///   │     └─> the engine's locks (an install frees the engine's copies)
-///   └─> lru, staged, read_failures, deferred, discards, the engine's locks
-///                            (outside the gate, or with it given up)
-/// ```
-///
-/// Each part's own locks are leaves, held only for its own work: a part never calls another
-/// while holding one. `events::discard` lets `discards` go before it takes each folio lock;
-/// reclaim lets `lru` go before it locks the folio it named.
-///
-/// Events and madvise: an `madvise`, `munmap` or `mremap` of the registered range (the
-/// program's, or `Region::discard`) returns only once a handler has read its event, and the
-/// read takes the gate exclusively: so no thread makes such a call, or touches the range
-/// (its fault waits for a handler, who may wait for the gate or a folio lock), while holding
-/// the gate or a folio lock (reclaim's read of a folio where it is goes through `/proc`, which
-/// fails on a missing page rather than waiting). A thread that must read events to go on (an
-/// operation that got EAGAIN) gives the gate up first and keeps its folio lock
-/// (`events::retry`); a handler reads events holding nothing. The staging area raises no
-/// events: its slots are discarded under any lock.
+/// Its locks are taken in the order lock_order.rs gives (checked in debug builds).
 pub(crate) struct Inner {
     /// The range, its userfaultfd and the event gate: every userfaultfd call on the range.
     pub mapping: Mapping,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Weak;
 use std::thread::JoinHandle;
 
-use parking_lot::Mutex;
+use crate::lock_order::{self, Mutex};
 
 use crate::inner::Inner;
 
@@ -34,7 +34,7 @@ impl LazyThreads {
             kswapd_started: AtomicBool::new(false),
             readahead_started: AtomicBool::new(false),
             thread_start,
-            handles: Mutex::new(Some(Vec::new())),
+            handles: Mutex::new(&lock_order::THREAD_HANDLES, Some(Vec::new())),
         }
     }
 

@@ -34,6 +34,7 @@ mod in_thread;
 mod incompressible;
 mod inner;
 mod lazy_threads;
+mod lock_order;
 mod lru;
 mod mapping;
 mod over_limit;

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-use parking_lot::Mutex;
+use crate::lock_order::{self, Mutex};
 
 use zswap::sparse::{SparseArray, SparseBitmap};
 
@@ -53,9 +53,12 @@ impl Lru {
     /// `pinned_folios` of which are never reclaimed.
     pub fn new(folio_pages: u32, nr_folios: usize, pinned_folios: u32) -> Self {
         Lru {
-            fifo: Mutex::new(FolioQueue::new(folio_pages, nr_folios)),
-            inactive: Mutex::new(VecDeque::with_capacity(INACTIVE_MAX)),
-            active: Mutex::new(FolioQueue::new(folio_pages, nr_folios)),
+            fifo: Mutex::new(&lock_order::LRU, FolioQueue::new(folio_pages, nr_folios)),
+            inactive: Mutex::new(&lock_order::LRU, VecDeque::with_capacity(INACTIVE_MAX)),
+            active: Mutex::new(
+                &lock_order::LRU_ACTIVE,
+                FolioQueue::new(folio_pages, nr_folios),
+            ),
             is_active: SparseBitmap::new(nr_folios),
             queued_at: SparseArray::new(nr_folios),
             seq: AtomicU32::new(0),

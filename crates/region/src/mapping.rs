@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::{RwLock, RwLockReadGuard};
+use crate::lock_order::{self, RwLock, RwLockReadGuard};
 use uffd::{
     CopyMode, Doorbell, Event, Filled, RawRegion, RegisterMode, StageError, StagedFolio, Staging,
     Uffd, UffdError,
@@ -55,7 +55,7 @@ impl Mapping {
             uffd,
             base: AtomicUsize::new(base),
             len,
-            gate: RwLock::new(()),
+            gate: RwLock::new(&lock_order::EVENT_GATE, ()),
         }
     }
 
@@ -134,7 +134,7 @@ impl Mapping {
     /// `gate` is this range's (the calls below take it as the proof that it is held).
     fn held(&self, gate: &Gate) {
         debug_assert!(
-            std::ptr::eq(RwLockReadGuard::rwlock(gate), &self.gate),
+            RwLockReadGuard::is_of(gate, &self.gate),
             "another region's event gate"
         );
     }

@@ -3,10 +3,16 @@
 
 use std::collections::HashSet;
 
-use parking_lot::Mutex;
+use crate::lock_order::{self, Mutex};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ReadFailures(Mutex<HashSet<u32>>);
+
+impl Default for ReadFailures {
+    fn default() -> Self {
+        ReadFailures(Mutex::new(&lock_order::READ_FAILURES, HashSet::new()))
+    }
+}
 
 impl ReadFailures {
     /// The device failed to read page `p`: true if that is its first failure.

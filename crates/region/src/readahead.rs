@@ -25,7 +25,9 @@ use std::iter::StepBy;
 use std::ops::Range;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
+
+use crate::lock_order::{self, Mutex};
 use zswap::PAGE_SIZE;
 
 /// Streams remembered (a thread scanning each).
@@ -52,9 +54,9 @@ impl Readahead {
     /// Readahead for a region of `nr_pages` pages in folios of `folio_pages`.
     pub fn new(folio_pages: u32, nr_pages: u32, drop_behind: bool) -> Self {
         Readahead {
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(&lock_order::READAHEAD, VecDeque::new()),
             wake: Condvar::new(),
-            streams: Mutex::new([0; STREAMS]),
+            streams: Mutex::new(&lock_order::READAHEAD, [0; STREAMS]),
             folio_pages,
             nr_pages,
             drop_behind,
@@ -139,7 +141,7 @@ impl Readahead {
     pub fn next(&self, timeout: Duration) -> Option<u32> {
         let mut queue = self.queue.lock();
         if queue.is_empty() {
-            self.wake.wait_for(&mut queue, timeout);
+            self.wake.wait_for(queue.parking_lot(), timeout);
         }
         queue.pop_front()
     }

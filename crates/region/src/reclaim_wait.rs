@@ -7,9 +7,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::Condvar;
 
-#[derive(Debug, Default)]
+use crate::lock_order::{self, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+#[derive(Debug)]
 pub(crate) struct ReclaimWait {
     /// kswapd was woken since it last looked. Set without the mutex: a fault wakes kswapd
     /// each time it finds the region near its limit, and while a wake is pending it does no
@@ -27,6 +29,19 @@ pub(crate) struct ReclaimWait {
     held_off: RwLock<()>,
 }
 
+impl Default for ReclaimWait {
+    fn default() -> Self {
+        ReclaimWait {
+            kswapd_woken: AtomicBool::new(false),
+            kswapd_sleeping: Mutex::new(&lock_order::KSWAPD_SLEEPING, ()),
+            kswapd_wait: Condvar::new(),
+            freed: Mutex::new(&lock_order::RECLAIM_FREED, 0),
+            reclaim_wait: Condvar::new(),
+            held_off: RwLock::new(&lock_order::RECLAIM_HOLD_OFF, ()),
+        }
+    }
+}
+
 impl ReclaimWait {
     /// Wake kswapd (nothing more to do if a wake is pending).
     pub fn wake_kswapd(&self) {
@@ -42,7 +57,7 @@ impl ReclaimWait {
     pub fn kswapd_sleep(&self, period: Duration) {
         let mut sleeping = self.kswapd_sleeping.lock();
         if !self.kswapd_woken.load(Ordering::Acquire) {
-            self.kswapd_wait.wait_for(&mut sleeping, period);
+            self.kswapd_wait.wait_for(sleeping.parking_lot(), period);
         }
         drop(sleeping);
         self.kswapd_woken.store(false, Ordering::Release);
@@ -78,7 +93,7 @@ impl ReclaimWait {
         while *freed == seen {
             if self
                 .reclaim_wait
-                .wait_until(&mut freed, deadline)
+                .wait_until(freed.parking_lot(), deadline)
                 .timed_out()
             {
                 return *freed != seen;

@@ -449,6 +449,8 @@ impl Region {
     /// as zero afterwards, and whatever uzswap held for them is freed. Blocks until a fault
     /// handler has seen the discard.
     pub fn discard(&self, offset: usize, len: usize) -> Result<(), uffd::RawRegionError> {
+        // It returns once a handler has read its event: see lock_order.rs.
+        crate::lock_order::assert_none_held("a discard of the range");
         self.mem.discard(offset, len)
     }
 
@@ -489,6 +491,8 @@ impl Region {
     /// call it on the region without unsafe code.
     #[cfg(feature = "test-hooks")]
     pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), uffd::RawRegionError> {
+        // It returns once a handler has read its event: see lock_order.rs.
+        crate::lock_order::assert_none_held("an madvise(MADV_FREE) of the range");
         self.mem.free_lazily(offset, len)
     }
 
@@ -529,6 +533,8 @@ impl Region {
     /// handling: a test has no other way to mremap the region without unsafe code.
     #[cfg(feature = "test-hooks")]
     pub fn relocate(&mut self) -> Result<(), uffd::RawRegionError> {
+        // It returns once a handler has read its event: see lock_order.rs.
+        crate::lock_order::assert_none_held("an mremap of the range");
         self.mem.relocate()
     }
 
@@ -545,7 +551,7 @@ impl Region {
 /// stops the mapping from being inherited again.
 pub struct ForkGuard<'a> {
     region: &'a Region,
-    _held_off: parking_lot::RwLockWriteGuard<'a, ()>,
+    _held_off: crate::lock_order::RwLockWriteGuard<'a, ()>,
 }
 
 impl Drop for ForkGuard<'_> {

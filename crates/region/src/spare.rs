@@ -18,7 +18,9 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
+
+use crate::lock_order::{self, Mutex};
 
 /// Spare handlers a region runs besides its `fault_threads`.
 pub(crate) const SPARE_HANDLERS: usize = 1;
@@ -67,7 +69,7 @@ impl SpareHandlers {
         SpareHandlers {
             fault_threads,
             on_disk: AtomicUsize::new(0),
-            lock: Mutex::new(()),
+            lock: Mutex::new(&lock_order::SPARE, ()),
             needed: Condvar::new(),
         }
     }
@@ -97,7 +99,8 @@ impl SpareHandlers {
     pub fn wait_needed(&self, stopped: impl Fn() -> bool) {
         let mut g = self.lock.lock();
         while !self.needed() && !stopped() {
-            self.needed.wait_for(&mut g, Duration::from_millis(100));
+            self.needed
+                .wait_for(g.parking_lot(), Duration::from_millis(100));
         }
     }
 }

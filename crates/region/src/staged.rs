@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use parking_lot::Mutex;
+use crate::lock_order::{self, Mutex};
 use uffd::StagedFolio;
 use zswap::PAGE_SIZE;
 
@@ -31,7 +31,7 @@ impl StagedFolios {
         let order = FolioQueue::new(folio_pages, nr_folios);
         StagedFolios {
             queue_bytes: AtomicU64::new(order.bytes()),
-            inner: Mutex::new((HashMap::new(), order)),
+            inner: Mutex::new(&lock_order::STAGED, (HashMap::new(), order)),
             pages: AtomicU64::new(0),
             budget_pages,
         }

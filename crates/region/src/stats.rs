@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use crate::lock_order::{self, Mutex};
 use hdrhistogram::Histogram;
-use parking_lot::Mutex;
 
 macro_rules! counters {
     ($($(#[$doc:meta])* $name:ident,)*) => {
@@ -24,6 +24,7 @@ macro_rules! counters {
         impl Default for RegionStats {
             fn default() -> Self {
                 let h = || Mutex::new(
+                    &lock_order::LATENCY,
                     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
                 );
                 RegionStats {

@@ -8,11 +8,6 @@ use crate::userfaultfd::Uffd;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 
-/// What does not work when a userfaultfd is user-mode-only; for a log line at start-up.
-pub const USER_MODE_ONLY_WARNING: &str = "userfaultfd is user-mode-only: faults the kernel takes \
-on the program's behalf (e.g. read(2) or recv(2) into an evicted page) fail with EFAULT instead \
-of being served; run as root, grant CAP_SYS_PTRACE or access to /dev/userfaultfd to lift this";
-
 /// Builds a [`Uffd`].
 ///
 /// Defaults: close-on-exec, blocking reads, kernel-mode faults where the process may have them

@@ -4,6 +4,11 @@
 use crate::sys;
 use std::fmt;
 
+/// What does not work when a userfaultfd is user-mode-only; for a log line at start-up.
+pub const USER_MODE_ONLY_WARNING: &str = "userfaultfd is user-mode-only: faults the kernel takes \
+on the program's behalf (e.g. read(2) or recv(2) into an evicted page) fail with EFAULT instead \
+of being served; run as root, grant CAP_SYS_PTRACE or access to /dev/userfaultfd to lift this";
+
 /// A set of userfaultfd features (`UFFD_FEATURE_*`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Features(u64);

@@ -26,10 +26,11 @@ pub mod staging;
 pub mod sys;
 pub mod userfaultfd;
 
-pub use builder::{UffdBuilder, USER_MODE_ONLY_WARNING};
+pub use builder::UffdBuilder;
 pub use doorbell::Doorbell;
 pub use error::{RawRegionError, UffdError, PERMISSION_HINT};
 pub use event::{Event, PagefaultFlags};
+pub use features::USER_MODE_ONLY_WARNING;
 pub use features::{Features, Ioctls, RegisterMode};
 pub use mapping::{AnonMapping, MappingError};
 pub use raw_region::{

@@ -144,7 +144,7 @@ impl Uffd {
     /// A one-line warning for the log when [`user_mode_only`](Self::user_mode_only).
     pub fn mode_warning(&self) -> Option<&'static str> {
         self.user_mode_only
-            .then_some(crate::builder::USER_MODE_ONLY_WARNING)
+            .then_some(crate::features::USER_MODE_ONLY_WARNING)
     }
 
     fn ioctl<T>(&self, req: u64, arg: &mut T) -> (libc::c_int, i32) {

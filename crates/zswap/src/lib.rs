@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod compress;
+pub mod lock_order;
 pub mod params;
 pub mod scratch;
 pub mod sparse;

@@ -33,6 +33,8 @@ use crate::sparse::SparseArray;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::lock_order;
+
 use super::slots::SwapSlot;
 
 const KIND_MASK: u64 = 0b111;
@@ -289,6 +291,13 @@ impl SwapCache {
 
     /// Lock the folio that holds `offset`, waiting for its owner if there is one.
     pub fn lock_page(&self, offset: u32) -> FolioLock<'_> {
+        lock_order::will_wait(&lock_order::FOLIO);
+        self.lock_page_in_order(offset)
+    }
+
+    /// `lock_page` where the order is checked already: the pieces of one folio, taken in
+    /// ascending order (`lock_folio`), never deadlock with each other.
+    fn lock_page_in_order(&self, offset: u32) -> FolioLock<'_> {
         loop {
             match self.try_lock_once(offset) {
                 Attempt::Locked(l) => return l,
@@ -316,11 +325,7 @@ impl SwapCache {
         {
             return Attempt::Changed;
         }
-        let lock = FolioLock {
-            cache: self,
-            start: head,
-            order,
-        };
+        let lock = FolioLock::taken(self, head, order);
         // Shape changes need the head's lock (rule 3), so if `offset` still carries `order`
         // it is in the folio we now hold. If not, it changed between the two loads above.
         if order_of(self.load(offset)) != order {
@@ -379,10 +384,11 @@ impl SwapCache {
             self.words.len()
         );
         let end = start + nr;
+        lock_order::will_wait(&lock_order::FOLIO);
         let mut pieces: Vec<FolioLock<'_>> = Vec::new();
         let mut off = start;
         while off < end {
-            let lock = self.lock_page(off);
+            let lock = self.lock_page_in_order(off);
             if lock.start == start && lock.order == order {
                 return lock; // already exactly this folio
             }
@@ -414,6 +420,7 @@ impl SwapCache {
                 woken.push(p.start);
             }
             std::mem::forget(p);
+            lock_order::released(&lock_order::FOLIO);
         }
         for off in start..start + nr {
             let word = self.word(off);
@@ -439,11 +446,7 @@ impl SwapCache {
         for off in woken {
             self.wake(off); // waiters of a former head look again and find the new one
         }
-        FolioLock {
-            cache: self,
-            start,
-            order,
-        }
+        FolioLock::taken(self, start, order)
     }
 
     /// Clear the second-chance bit of an unlocked page if its word is still `seen`.
@@ -480,6 +483,17 @@ impl std::fmt::Debug for FolioLock<'_> {
 }
 
 impl<'a> FolioLock<'a> {
+    /// The lock of `[start, start + 2^order)`, just taken (its word's `LOCKED` bit set by
+    /// this thread), counted in the lock order.
+    fn taken(cache: &'a SwapCache, start: u32, order: u8) -> Self {
+        lock_order::taken(&lock_order::FOLIO);
+        FolioLock {
+            cache,
+            start,
+            order,
+        }
+    }
+
     /// Offset of the folio's head page.
     pub fn start(&self) -> u32 {
         self.start
@@ -564,6 +578,7 @@ impl<'a> FolioLock<'a> {
     pub fn split(self) -> Vec<FolioLock<'a>> {
         let (cache, start, nr) = (self.cache, self.start, self.nr_pages());
         std::mem::forget(self);
+        lock_order::released(&lock_order::FOLIO);
         let mut had_waiters = false;
         for off in start..start + nr {
             cache
@@ -580,11 +595,7 @@ impl<'a> FolioLock<'a> {
             cache.wake(start);
         }
         (start..start + nr)
-            .map(|off| FolioLock {
-                cache,
-                start: off,
-                order: 0,
-            })
+            .map(|off| FolioLock::taken(cache, off, 0))
             .collect()
     }
 }
@@ -592,6 +603,7 @@ impl<'a> FolioLock<'a> {
 impl Drop for FolioLock<'_> {
     fn drop(&mut self) {
         self.cache.unlock(self.start);
+        lock_order::released(&lock_order::FOLIO);
     }
 }
 
@@ -711,10 +723,11 @@ mod tests {
             (l.start(), l.order())
         });
         std::thread::sleep(std::time::Duration::from_millis(20));
-        // Lock the rest of 8..16 and merge it with the piece we hold.
-        let mut pieces = vec![c.lock_page(8), tail];
+        // Lock the rest of 8..16 (nobody holds it: try-locks, as one folio lock is waited
+        // for at a time) and merge it with the piece we hold.
+        let mut pieces = vec![c.try_lock_page(8).unwrap(), tail];
         for off in 10..16 {
-            pieces.push(c.lock_page(off));
+            pieces.push(c.try_lock_page(off).unwrap());
         }
         let folio = c.merge(pieces, 8, 3);
         std::thread::sleep(std::time::Duration::from_millis(20));

@@ -779,6 +779,7 @@ mod tests {
             len > 2 * PAGE_SIZE as u64 && len < 3 * PAGE_SIZE as u64,
             "{len}"
         );
+        drop(folio);
         let page = group.lock_folio(8, 0);
         assert_eq!(group.stored_length(&page), 0, "nothing stored there");
     }
@@ -832,6 +833,7 @@ mod tests {
         assert_eq!(asked.get(), 2);
 
         // A folio with a page that compresses is stored without asking.
+        drop(folio);
         let mixed = [text_page(), random_page(7)].concat();
         let folio = group.lock_folio(4, 1);
         assert_eq!(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use zswap::PAGE_SIZE;
 
 use super::controller::{Monitor, MonitorReport};
-use super::machine::{read_trim, write_setting};
+use super::setting::{read_trim, write_setting};
 use super::PeerError;
 
 /// Where the cgroup v1 memory controller is mounted.

@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use zswap::PAGE_SIZE;
 
 use super::cgroup::{Cgroup, OomWatch};
-use super::machine::read_trim;
+use super::setting::read_trim;
 use super::PeerError;
 use crate::bench::stats::{self, CpuTimes};
 

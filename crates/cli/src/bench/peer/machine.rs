@@ -14,6 +14,7 @@ use super::cgroup::CGROUP_V1_MEMORY;
 use super::program::{run_program, KernelRun};
 use super::protocol::check_interrupted;
 use super::run::run_worker;
+use super::setting::{read_trim, write_setting};
 use super::{PeerError, PeerOptions, Reclaim};
 use crate::bench::stats;
 use crate::bench::systems::{System, WorkloadResult};
@@ -40,24 +41,6 @@ pub fn check_root(euid: u32) -> Result<(), PeerError> {
         0 => Ok(()),
         _ => Err(PeerError::NotRoot),
     }
-}
-
-pub(super) fn read_trim(p: &Path) -> Result<String, PeerError> {
-    Ok(std::fs::read_to_string(p)
-        .map_err(|source| PeerError::Read {
-            path: p.to_path_buf(),
-            source,
-        })?
-        .trim()
-        .to_string())
-}
-
-pub(super) fn write_setting(p: &Path, v: &str) -> Result<(), PeerError> {
-    std::fs::write(p, v).map_err(|source| PeerError::Write {
-        path: p.to_path_buf(),
-        value: v.to_string(),
-        source,
-    })
 }
 
 fn zswap_param(name: &str) -> PathBuf {

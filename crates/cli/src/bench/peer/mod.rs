@@ -13,6 +13,7 @@
 //! - `controller`: the monitor thread of a run, which samples its memory and, as the page-out
 //!   controller, holds it to the target.
 //! - `run`: one run, tying them together: cgroup, worker, limits, monitor, figures.
+//! - `setting`: a kernel setting's file, read or written.
 //! - `program`: one run of a user's program for `bench run`, in a cgroup of its own under
 //!   `memory.limit_in_bytes`, sampled by the same monitor.
 //!
@@ -49,6 +50,7 @@ mod machine;
 mod program;
 mod protocol;
 mod run;
+mod setting;
 
 pub use cgroup::CGROUP_V1_MEMORY;
 pub use machine::{

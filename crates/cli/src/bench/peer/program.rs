@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::cgroup::{Cgroup, OOM_WAIT_MAX};
 use super::controller::{start_monitor, zswap_pool_bytes, Targets};
-use super::machine::write_setting;
 use super::protocol::interrupted;
+use super::setting::write_setting;
 use super::{PeerError, PeerOptions};
 use crate::bench::program::child::{Exited, Running};
 use crate::bench::stats::Snapshot;

@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 
 use super::cgroup::{Cgroup, OOM_WAIT_MAX};
 use super::controller::{start_monitor, vm_rss, zswap_pool_bytes, Targets};
-use super::machine::write_setting;
 use super::protocol::{interrupted, worker_ended, Worker};
+use super::setting::write_setting;
 use super::{PeerError, PeerOptions, Reclaim};
 use crate::bench::stats::{self, CpuTimes, Snapshot};
 use crate::bench::systems::{System, WorkloadResult};
