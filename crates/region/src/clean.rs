@@ -77,12 +77,14 @@ impl CleanTracking {
 
 /// Whether the engine holds a readable copy of the page: in the pool, on disk or as a zero
 /// mark. For a resident page, that it is clean.
-pub(crate) fn held(kind: Kind) -> bool {
+pub(crate) fn engine_has_copy(kind: Kind) -> bool {
     matches!(kind, Kind::Stored | Kind::OnDisk | Kind::Zero)
 }
 
 /// Every page of the locked folio is resident (the caller checked) and the engine still has
 /// a copy of it: it has not been written since it came in.
 pub(crate) fn is_clean(folio: &FolioLock) -> bool {
-    folio.offsets().all(|p| held(folio.state(p).kind))
+    folio
+        .offsets()
+        .all(|p| engine_has_copy(folio.state(p).kind))
 }

@@ -6,8 +6,8 @@
 //!
 //! | constant | value | why fixed |
 //! |---|---|---|
-//! | `READAHEAD_THREADS` (charge.rs) | 4 | enough disk reads in flight to hide a scan's latency on this class of disk; each is charged once it has read; started once readahead first has work (lazy_threads.rs) |
-//! | `BATCH_PAGES`, `BATCH_DISCARD_SLOTS` (charge.rs) | 16, 4 | a 64 KiB batch move is one TLB flush; larger batches take folios still in use |
+//! | `READAHEAD_THREADS` (config.rs) | 4 | enough disk reads in flight to hide a scan's latency on this class of disk; each is charged once it has read; started once readahead first has work (lazy_threads.rs) |
+//! | `BATCH_PAGES`, `BATCH_DISCARD_SLOTS` (config.rs) | 16, 4 | a 64 KiB batch move is one TLB flush; larger batches take folios still in use |
 //! | `SPARE_HANDLERS` (spare.rs) | 1 | one poller while every handler waits on the disk; each poller costs every fault a wake-up |
 //! | `FAULT_AROUND_BYTES` (fault.rs) | 256 KiB | the kernel's fault-around order of magnitude; only first touches, only with room under the limit |
 //! | `KSWAPD_PERIOD`, `RECLAIM_PATIENCE` (reclaim.rs) | 20 ms, 200 ms | kswapd's idle housekeeping; how long `reclaim_to` waits for another reclaimer |
@@ -31,7 +31,6 @@ use zswap::params::{WritebackCompressor, Writethrough};
 use zswap::swap::{BackingDevice, SegmentDevice};
 use zswap::PAGE_SIZE;
 
-use crate::charge::FixedCharge;
 use crate::over_limit::{OverLimit, SharedLimit};
 
 /// How written-back pages are kept on the swap device (`RegionConfig::swap_format`).
@@ -114,16 +113,16 @@ pub struct RegionConfig {
     /// the disk). Default: 2.
     pub fault_threads: usize,
     /// Background reclaim threads, 1 to 64. More than one, because an eviction that goes to
-    /// the swap file waits for the disk (direct I/O): on `bench usemem` 2x512M, 4 threads
-    /// write 690-780 MB/s where 1 writes 600-660. The first starts with the region, the
-    /// others once reclaim first has work (lazy_threads.rs). Default: 4.
+    /// the swap file waits for the disk (direct I/O), and others can compress meanwhile. The
+    /// first starts with the region, the others once reclaim first has work
+    /// (lazy_threads.rs). Default: 4.
     pub kswapd_threads: usize,
     /// Force user-mode-only userfaultfd (as an unprivileged process gets): a system call that
     /// touches an evicted page fails with EFAULT. Default: off.
     pub user_mode_only: bool,
     /// Serve each fault in the thread that faults, from a SIGBUS handler, instead of in a
-    /// handler thread: no wake-ups, 6-7 us a fault instead of 17-59 us on a VM whose idle
-    /// CPUs halt. The price: a system call that touches an evicted page (read(2) into it,
+    /// handler thread: no wake-up across CPUs, most of a handler's fault where idle CPUs halt
+    /// (DESIGN.md section 6). The price: a system call that touches an evicted page (read(2) into it,
     /// write(2) from it) fails with EFAULT, so only for memory the program never hands to the
     /// kernel. x86-64 only; the process's SIGBUS handler becomes uzswap's (it passes on every
     /// SIGBUS that is not a fault on such a region). Default: off.
@@ -518,5 +517,132 @@ impl Default for Policies {
             batch_eviction: true,
             workingset: true,
         }
+    }
+}
+
+/// Readahead threads: each waits on the disk for one folio at a time.
+pub(crate) const READAHEAD_THREADS: usize = 4;
+
+/// Whether reclaim evicts neighbouring folios together (4 KiB folios only: a larger folio is
+/// one move already).
+pub(crate) fn batching(config: &RegionConfig) -> bool {
+    config.policies.batch_eviction && config.folio_size == PAGE_SIZE
+}
+
+/// Freed staging slots discarded at once, one TLB flush for all: up to 512 KiB of them (1/64
+/// of a small limit), at least one.
+pub(crate) fn discard_batch_slots(config: &RegionConfig) -> u64 {
+    ((config.memory_limit / 64).min(512 << 10) / config.folio_size as u64).max(1)
+}
+
+/// Pages a batch eviction of 4 KiB folios moves at once, at most (reclaim.rs,
+/// `with_neighbours`).
+pub(crate) const BATCH_PAGES: usize = 16;
+
+/// Freed batch-eviction slots (64 KiB each) discarded at once.
+pub(crate) const BATCH_DISCARD_SLOTS: usize = 4;
+
+/// What a region charges to its limit besides the program's pages and the pool: some from the
+/// start, the rest as it is used, up to the most `FixedCharge::most` says.
+pub(crate) struct FixedCharge {
+    /// Threads that hold buffers: fault handlers (the spare too), kswapd, readahead, the
+    /// shrink worker.
+    pub threads: usize,
+    /// Threads that may evict at once: fault handlers and the spare (direct reclaim),
+    /// kswapd, readahead (direct reclaim too), and the program's own `Region::reclaim_to`.
+    pub evicting: usize,
+    /// Freed staging slots wait for a batch to be discarded together; until then they hold
+    /// pages. Charged up front, all but the slot that fills a batch (its release discards
+    /// the batch at once), so that an eviction, which frees its slot, never adds to the
+    /// usage on that account: counted as they come, each eviction into the pool would add a
+    /// page until the next discard (a region of incompressible data some 250 KiB past its
+    /// limit). Dirty bytes past this (two batches discarding at once) still count.
+    pub dirty_reserve: u64,
+    /// Charged from the start: the dirty reserve, the shrink worker's buffers, the
+    /// compression helpers' scratch, the drop-behind queue.
+    pub bytes: u64,
+    /// The most bytes in flight to the engine at once: each evicting thread's folio (or
+    /// batch) between its move out and its store. Charged while in flight
+    /// (`Inner::in_flight`).
+    pub in_flight: u64,
+    /// What one of the region's own threads (a fault handler, kswapd, readahead) keeps once
+    /// it has loaded or stored: a folio buffer and the store's batch buffer. Allocated on
+    /// first use and kept, so charged from then on (`ThreadScratch`): a handler whose faults
+    /// the program's threads serve themselves, or a readahead thread of a region that never
+    /// writes to disk, charges nothing.
+    pub per_thread: u64,
+    /// A bounce buffer for direct I/O from an unaligned buffer (`BOUNCE_BYTES`), charged
+    /// the same way once a thread has one.
+    pub bounce: u64,
+    /// The region's own threads (`per_thread`).
+    pub region_threads: usize,
+    /// What the region keeps per page and per folio once the program has touched every
+    /// page: charged as pages are touched (`Inner::usage`), not from the start, but a limit
+    /// that could not hold it with the rest could be exceeded by a program that uses its
+    /// whole region. The engine's state word (8 bytes a page), the resident and discarded
+    /// bits; a folio's queue time (4 bytes) and six bits (its active mark, its incompressible
+    /// marks, and the compaction marks of the LRU's two queues and of the staged queue); the
+    /// tables of leaves (zswap::sparse) aside, a few bytes per 16 MiB.
+    pub per_page: u64,
+}
+
+impl FixedCharge {
+    /// The charge of a region of `nr_pages` pages under `config`.
+    pub fn of(config: &RegionConfig, nr_pages: u32) -> FixedCharge {
+        let fs = config.folio_size as u64;
+        // The fault handlers, the spare included (spare.rs).
+        let handlers = config.fault_threads + crate::spare::SPARE_HANDLERS;
+        let evicting = handlers + config.kswapd_threads + READAHEAD_THREADS + 1;
+        // Each evicting thread has a folio in flight in staging, or a batch of them.
+        let in_flight = match batching(config) {
+            true => (BATCH_PAGES * PAGE_SIZE) as u64,
+            false => fs,
+        };
+        let region_threads = handlers + config.kswapd_threads + READAHEAD_THREADS;
+        let per_thread = fs + fs.min(zswap::zswap::STORE_SCRATCH_BYTES);
+        let bounce = zswap::swap::file::BOUNCE_BYTES as u64;
+        let dirty_reserve = (discard_batch_slots(config) - 1) * fs
+            + match batching(config) {
+                true => ((BATCH_DISCARD_SLOTS - 1) * BATCH_PAGES * PAGE_SIZE) as u64,
+                false => 0,
+            };
+        // The helpers that compress parts of a folio (zswap's parallel.rs) keep scratch of
+        // their own; shared by the process, charged to each region that uses them.
+        let helpers = u64::from(config.compress_threads.saturating_sub(1))
+            .min(zswap::zswap::parallel::helper_threads() as u64);
+        let compress_helpers = helpers * zswap::zswap::parallel::HELPER_SCRATCH_BYTES;
+        let nr_pages = u64::from(nr_pages);
+        let nr_folios = nr_pages.div_ceil(fs / PAGE_SIZE as u64);
+        FixedCharge {
+            per_page: nr_pages * 8
+                + 2 * nr_pages.div_ceil(8)
+                + nr_folios * 4
+                + 6 * nr_folios.div_ceil(8),
+            threads: region_threads + 1,
+            evicting,
+            dirty_reserve,
+            // The shrink worker (the engine's thread) writes back with buffers like a region
+            // thread's (its buffers for segments are charged as they grow: `Inner::usage`).
+            // What is kept per page or per folio is charged as it is allocated
+            // (`Inner::usage`).
+            bytes: dirty_reserve
+                + per_thread
+                + bounce
+                + compress_helpers
+                + crate::lru::INACTIVE_MAX as u64 * 4,
+            in_flight: evicting as u64 * in_flight,
+            per_thread,
+            bounce,
+            region_threads,
+        }
+    }
+
+    /// The most the region charges besides the program's data and the pool: all of it in
+    /// use at once, every page touched.
+    pub fn most(&self) -> u64 {
+        self.bytes
+            + self.in_flight
+            + self.region_threads as u64 * (self.per_thread + self.bounce)
+            + self.per_page
     }
 }

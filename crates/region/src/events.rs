@@ -47,20 +47,12 @@ use crate::inner::Inner;
 use crate::mapping::{Gate, Moved, Reading, Stop};
 
 /// Run `op` under the event gate until it is done, or the range is gone (None); on
-/// `Stop::Again` the pending events are read with the gate given up (`Mapping::retry`).
-pub(crate) fn retry<T>(
+/// `Stop::EventsPending` the pending events are read with the gate given up (`Mapping::under_gate`).
+pub(crate) fn under_gate<T>(
     inner: &Inner,
     op: impl FnMut(&mut Gate<'_>) -> Result<T, Stop>,
 ) -> Option<T> {
-    inner.mapping.retry(|| read_pending_events(inner), op)
-}
-
-/// Page `p` left the mapping for the engine (reclaim moved it out): its discard mark goes,
-/// unless the discard that set it was processed so lately that its zap may still come.
-pub(crate) fn left_for_the_engine(inner: &Inner, p: u32) {
-    if inner.pages.is_discarded(p) && !inner.discards.recently_covered(p) {
-        inner.pages.set_discarded(p, false);
-    }
+    inner.mapping.under_gate(|| read_pending_events(inner), op)
 }
 
 /// Read events under the exclusive gate, recording discards as pending and applying moves
@@ -156,9 +148,8 @@ const ZAP_WAIT: Duration = Duration::from_millis(20);
 /// `left_mapped`), until it is unmapped and faults again. Polled: the kernel raises no event
 /// when it zaps.
 fn zapped(inner: &Inner, p: u32, deadline: Instant) -> bool {
-    let addr = inner.mapping.page_addr(p);
     loop {
-        if !uffd::page_mapped(addr).unwrap_or(false) {
+        if !inner.mapping.is_mapped(p).unwrap_or(false) {
             return true;
         }
         if Instant::now() >= deadline {

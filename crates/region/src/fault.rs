@@ -51,7 +51,7 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
             // reclaim over the limit waits for a regular handler.
             return false;
         }
-        crate::over_limit::handle_over_limit(inner, inner.folio_bytes() as u64);
+        crate::throttle::handle_over_limit(inner, inner.folio_bytes() as u64);
     }
     let folio = inner.lock_folio_for_event(start);
     inner.stats.faults.fetch_add(1, Relaxed);
@@ -168,7 +168,7 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
     // stores the folio whole next time.
     let mut dropped = false;
     for p in folio.offsets() {
-        if inner.pages.is_resident(p) && crate::clean::held(folio.state(p).kind) {
+        if inner.pages.is_resident(p) && crate::clean::engine_has_copy(folio.state(p).kind) {
             inner.group.invalidate_page(&folio, p);
             dropped = true;
         }
@@ -180,12 +180,12 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
     // Lifts the protection of whatever is present and wakes the writers; a page moved out
     // meanwhile faults again as missing. A gone range ends it too: the writers are woken where
     // it was.
-    let unprotected = crate::events::retry(inner, |gate| {
+    let unprotected = crate::events::under_gate(inner, |gate| {
         // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
         let folio_addr = inner.mapping.page_addr(start);
         match inner.mapping.write_unprotect(gate, folio_addr, len) {
             Ok(()) | Err(Stop::Gone) => Ok(folio_addr),
-            Err(Stop::Again) => Err(Stop::Again),
+            Err(Stop::EventsPending) => Err(Stop::EventsPending),
         }
     });
     if let Some(folio_addr) = unprotected {

@@ -39,7 +39,7 @@ use zswap::sparse::SparseBitmap;
 use zswap::PAGE_SIZE;
 
 /// A folio is incompressible if its store saved less than an eighth of its size.
-pub(crate) fn poor(stored_length: u64, folio_pages: u32) -> bool {
+pub(crate) fn saved_too_little(stored_length: u64, folio_pages: u32) -> bool {
     stored_length * 8 > u64::from(folio_pages) * PAGE_SIZE as u64 * 7
 }
 
@@ -274,11 +274,11 @@ mod tests {
     #[test]
     fn a_store_that_saves_an_eighth_is_not_poor() {
         let page = PAGE_SIZE as u64;
-        assert!(poor(page, 1));
-        assert!(!poor(page * 7 / 8, 1));
-        assert!(poor(16 * page - 1, 16));
+        assert!(saved_too_little(page, 1));
+        assert!(!saved_too_little(page * 7 / 8, 1));
+        assert!(saved_too_little(16 * page - 1, 16));
         // Half the folio zero pages, half random: it saves half.
-        assert!(!poor(8 * page, 16));
+        assert!(!saved_too_little(8 * page, 16));
     }
 
     /// Whether to keep the next folio found incompressible, asked `n` times: how many yes.

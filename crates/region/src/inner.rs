@@ -22,7 +22,6 @@ use crate::charge::ThreadScratch;
 use crate::clean::CleanTracking;
 use crate::deferred::DeferredEvents;
 use crate::discards::Discards;
-use crate::in_thread::InThreadFaults;
 use crate::incompressible::IncompressibleFolios;
 use crate::lru::Lru;
 use crate::mapping::Mapping;
@@ -31,6 +30,7 @@ use crate::page_flags::PageFlags;
 use crate::read_failures::ReadFailures;
 use crate::readahead::Readahead;
 use crate::reclaim_wait::ReclaimWait;
+use crate::serving_threads::InThreadFaults;
 use crate::spare::SpareHandlers;
 use crate::staged::StagedFolios;
 use crate::stats::RegionStats;
@@ -128,7 +128,7 @@ pub(crate) struct Inner {
     pub over_limit: OverLimitState,
     pub stop: AtomicBool,
     /// The threads started once needed (lazy_threads.rs).
-    pub lazy_threads: crate::lazy_threads::LazyThreads,
+    pub lazy_threads: crate::lazy_threads::LazyThreads<Inner>,
     pub stats: RegionStats,
 }
 

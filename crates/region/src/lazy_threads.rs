@@ -4,21 +4,47 @@
 //! and its engine's shrink worker. The first kswapd starts the rest (it looks after each
 //! pass, every `KSWAPD_PERIOD` at most), and the region joins them when it is dropped.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Weak;
 use std::thread::JoinHandle;
 
 use crate::lock_order::{self, Mutex};
 
-use crate::inner::Inner;
+/// A kind of thread started once needed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lazy {
+    /// kswapd threads past the first.
+    Kswapd,
+    /// Readahead threads.
+    Readahead,
+}
 
-pub(crate) struct LazyThreads {
+/// Threads of one kind: `name-N` for each N of `numbers`, each running `run`.
+pub(crate) struct LazyKind<T> {
+    pub name: &'static str,
+    pub numbers: Range<usize>,
+    pub run: fn(&T),
+    started: AtomicBool,
+}
+
+impl<T> LazyKind<T> {
+    pub fn new(name: &'static str, numbers: Range<usize>, run: fn(&T)) -> Self {
+        LazyKind {
+            name,
+            numbers,
+            run,
+            started: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The lazy threads of a region whose shared state is a `T`.
+pub(crate) struct LazyThreads<T> {
     /// The region's state, which the threads started here hold while they run.
-    inner: Weak<Inner>,
-    /// kswapd threads in all, the first (started with the region) included.
-    kswapd_threads: usize,
-    kswapd_started: AtomicBool,
-    readahead_started: AtomicBool,
+    owner: Weak<T>,
+    kswapd: LazyKind<T>,
+    readahead: LazyKind<T>,
     /// Run first on every thread the region starts (`RegionConfig::thread_start`).
     thread_start: Option<fn()>,
     /// The threads started here; None once the region is stopping (`join_all`): nothing
@@ -26,40 +52,40 @@ pub(crate) struct LazyThreads {
     handles: Mutex<Option<Vec<JoinHandle<()>>>>,
 }
 
-impl LazyThreads {
-    pub fn new(inner: Weak<Inner>, kswapd_threads: usize, thread_start: Option<fn()>) -> Self {
+impl<T: Send + Sync + 'static> LazyThreads<T> {
+    pub fn new(
+        owner: Weak<T>,
+        kswapd: LazyKind<T>,
+        readahead: LazyKind<T>,
+        thread_start: Option<fn()>,
+    ) -> Self {
         LazyThreads {
-            inner,
-            kswapd_threads,
-            kswapd_started: AtomicBool::new(false),
-            readahead_started: AtomicBool::new(false),
+            owner,
+            kswapd,
+            readahead,
             thread_start,
             handles: Mutex::new(&lock_order::THREAD_HANDLES, Some(Vec::new())),
         }
     }
 
-    /// After a kswapd pass: start the other kswapd threads once reclaim has had work
-    /// (`reclaiming`), and the readahead threads once a folio waits to be read ahead.
-    pub fn start_if_needed(&self, inner: &Inner, reclaiming: bool) {
-        if reclaiming && !self.kswapd_started.swap(true, Relaxed) {
-            for i in 1..self.kswapd_threads {
-                self.start(format!("uzswap-kswapd-{i}"), crate::reclaim::kswapd_loop);
-            }
+    /// Start the threads of `kind`, the first time only.
+    pub fn start(&self, kind: Lazy) {
+        let kind = match kind {
+            Lazy::Kswapd => &self.kswapd,
+            Lazy::Readahead => &self.readahead,
+        };
+        if kind.started.swap(true, Relaxed) {
+            return;
         }
-        if inner.readahead.any_queued() && !self.readahead_started.swap(true, Relaxed) {
-            for i in 0..crate::charge::READAHEAD_THREADS {
-                self.start(
-                    format!("uzswap-readahead-{i}"),
-                    crate::swapin::readahead_loop,
-                );
-            }
+        for n in kind.numbers.clone() {
+            self.spawn(format!("{}-{n}", kind.name), kind.run);
         }
     }
 
     /// Start a thread running `run`. A thread the system refuses is said once and done
     /// without: the region works with the threads it has.
-    fn start(&self, name: String, run: fn(&Inner)) {
-        let Some(inner) = self.inner.upgrade() else {
+    fn spawn(&self, name: String, run: fn(&T)) {
+        let Some(owner) = self.owner.upgrade() else {
             return;
         };
         // Under the lock that `join_all` closes: a thread starts before it, or not at all.
@@ -67,7 +93,7 @@ impl LazyThreads {
         let Some(handles) = handles.as_mut() else {
             return;
         };
-        match crate::threads::spawn_critical(name.clone(), self.thread_start, move || run(&inner)) {
+        match crate::threads::spawn_critical(name.clone(), self.thread_start, move || run(&owner)) {
             Ok(handle) => handles.push(handle),
             Err(e) => crate::threads::report(format_args!(
                 "uzswap: warning: cannot start {name} ({e}); the region goes on without it"

@@ -44,11 +44,13 @@ mod readahead;
 mod reclaim;
 mod reclaim_wait;
 mod region;
+mod serving_threads;
 mod spare;
 mod staged;
 mod stats;
 mod swapin;
 mod threads;
+mod throttle;
 mod workingset;
 
 pub use config::{ConfigError, Policies, RegionConfig, SwapFormat};

@@ -30,7 +30,7 @@
 //! the gate or a folio lock (`lock_order::assert_none_held` before each such call of ours;
 //! reclaim's read of a folio where it is goes through `/proc`, which fails on a missing page
 //! rather than waiting). A thread that must read events to go on (an operation that got
-//! EAGAIN) gives the gate up first and keeps its folio lock (`Mapping::retry`); a handler
+//! EAGAIN) gives the gate up first and keeps its folio lock (`Mapping::under_gate`); a handler
 //! reads events holding nothing. The staging area raises no events: its slots are discarded
 //! under any lock.
 

@@ -4,7 +4,7 @@
 //!
 //! It knows addresses, not pages' states: where the range is now (an `mremap` moves it), and
 //! how a call on it can end (`Stop`): EAGAIN means events are pending, which the caller reads
-//! with the gate given up before it starts over (`Mapping::retry`); a range or process gone
+//! with the gate given up before it starts over (`Mapping::under_gate`); a range or process gone
 //! ends the operation; any other error is a bug, and stops the process. The calls that change
 //! the range take the shared gate's guard as the proof that it is held. The bookkeeping of
 //! what went in stays with the callers.
@@ -23,7 +23,7 @@ use zswap::PAGE_SIZE;
 /// Why an operation on the range stopped.
 pub(crate) enum Stop {
     /// Events are pending (EAGAIN): read them, then start over.
-    Again,
+    EventsPending,
     /// The range is gone (unmapped, or moved away): leave everything as it is.
     Gone,
 }
@@ -94,6 +94,41 @@ impl Mapping {
         })
     }
 
+    /// Whether page `page` is mapped now, as the kernel's page tables say (`mincore`); None
+    /// when they cannot be read (the range gone).
+    pub fn is_mapped(&self, page: u32) -> Option<bool> {
+        uffd::page_mapped(self.page_addr(page)).ok()
+    }
+
+    /// Whether page `page` is in the mapping: mapped, or swapped out by the kernel (uffd's
+    /// `page_in_mapping`); None when that cannot be told.
+    pub fn in_mapping(&self, page: u32) -> Option<bool> {
+        uffd::page_in_mapping(self.page_addr(page)).ok()
+    }
+
+    /// Whether every page of `nr_pages` from `page` is in memory (present, or in the kernel's
+    /// swap cache: `mincore`); None when that cannot be told.
+    pub fn in_core(&self, page: u32, nr_pages: u32) -> Option<bool> {
+        uffd::pages_in_core(self.page_addr(page), nr_pages as usize * PAGE_SIZE).ok()
+    }
+
+    /// The kernel's pagemap entry of page `page` (present, swap or migration entry, or
+    /// nothing), in hex, or why it could not be read: for a report of a lost page.
+    pub fn pagemap_entry(&self, page: u32) -> String {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut e = [0u8; 8];
+        let r = std::fs::File::open("/proc/self/pagemap").and_then(|mut f| {
+            f.seek(SeekFrom::Start(
+                (self.page_addr(page) / PAGE_SIZE * 8) as u64,
+            ))?;
+            f.read_exact(&mut e)
+        });
+        match r {
+            Ok(()) => format!("{:#018x}", u64::from_le_bytes(e)),
+            Err(err) => err.to_string(),
+        }
+    }
+
     /// The event gate, held shared (every call that changes the range holds it).
     pub fn gate(&self) -> Gate<'_> {
         self.gate.read()
@@ -109,11 +144,11 @@ impl Mapping {
     }
 
     /// Run `op` under the gate (shared) until it is done, or the range is gone (None). On
-    /// `Stop::Again` the gate is given up before `read_events` reads the pending events
+    /// `Stop::EventsPending` the gate is given up before `read_events` reads the pending events
     /// (`events::read_pending_events`, which takes the gate exclusively), and `op` starts
     /// over under the gate taken anew. What the caller holds besides (its folio lock) stays
     /// held throughout.
-    pub fn retry<T>(
+    pub fn under_gate<T>(
         &self,
         mut read_events: impl FnMut(),
         mut op: impl FnMut(&mut Gate<'_>) -> Result<T, Stop>,
@@ -123,7 +158,7 @@ impl Mapping {
             match op(&mut gate) {
                 Ok(t) => return Some(t),
                 Err(Stop::Gone) => return None,
-                Err(Stop::Again) => {
+                Err(Stop::EventsPending) => {
                     drop(gate);
                     read_events();
                 }
@@ -132,7 +167,7 @@ impl Mapping {
     }
 
     /// `gate` is this range's (the calls below take it as the proof that it is held).
-    fn held(&self, gate: &Gate) {
+    fn check_gate(&self, gate: &Gate) {
         debug_assert!(
             RwLockReadGuard::is_of(gate, &self.gate),
             "another region's event gate"
@@ -153,7 +188,7 @@ impl Mapping {
         protect: bool,
         present: &mut Vec<u32>,
     ) -> Result<(), (usize, Stop)> {
-        self.held(gate);
+        self.check_gate(gate);
         let len = src.len();
         let mode = CopyMode {
             dont_wake: true,
@@ -179,7 +214,7 @@ impl Mapping {
                     present.push(first + (done / PAGE_SIZE) as u32 - 1);
                 }
                 Err(UffdError::MappingChanging { done: d, .. }) => {
-                    return Err((done + d, Stop::Again))
+                    return Err((done + d, Stop::EventsPending))
                 }
                 Err(UffdError::RangeGone { .. }) | Err(UffdError::ProcessGone { .. }) => {
                     return Err((done, Stop::Gone))
@@ -195,7 +230,7 @@ impl Mapping {
     /// bytes that went in when it stopped short: a page present already, the mapping changing
     /// (the caller leaves the rest to faults), or any other error (nothing went in).
     pub fn map_zeros(&self, gate: &Gate, page: u32, len: usize, write: bool) -> Result<(), usize> {
-        self.held(gate);
+        self.check_gate(gate);
         let addr = self.page_addr(page);
         let r = match write {
             true => self.uffd.copy(addr, &ZEROS[..len], CopyMode::default()),
@@ -212,7 +247,7 @@ impl Mapping {
 
     /// Poison the page `page`: an access gets SIGBUS.
     pub fn poison(&self, gate: &Gate, page: u32) -> Result<(), Stop> {
-        self.held(gate);
+        self.check_gate(gate);
         match self.uffd.poison(self.page_addr(page), PAGE_SIZE, false) {
             Ok(_) => Ok(()),
             Err(e) => Err(Stop::of(&e).unwrap_or_else(|| {
@@ -223,7 +258,7 @@ impl Mapping {
 
     /// Lift the write protection of `len` bytes at `addr`, waking the writers.
     pub fn write_unprotect(&self, gate: &Gate, addr: usize, len: usize) -> Result<(), Stop> {
-        self.held(gate);
+        self.check_gate(gate);
         self.uffd.write_unprotect(addr, len, false).map_err(|e| {
             Stop::of(&e).unwrap_or_else(|| panic!("lifting write protection failed: {e}"))
         })
@@ -231,18 +266,18 @@ impl Mapping {
 
     /// Move the staged folio back to page `page` and on (`StagedFolio::move_back`), without
     /// waking. On a stop, how far the move got (from the folio's start) where the kernel says
-    /// (`Stop::Again`; 0 for `Stop::Gone`): the same call goes on after it.
+    /// (`Stop::EventsPending`; 0 for `Stop::Gone`): the same call goes on after it.
     pub fn move_back(
         &self,
         gate: &Gate,
         staged: &mut StagedFolio,
         page: u32,
     ) -> Result<Filled, (usize, Stop)> {
-        self.held(gate);
+        self.check_gate(gate);
         staged
             .move_back(&self.uffd, self.page_addr(page))
             .map_err(|e| match e {
-                UffdError::MappingChanging { done, .. } => (done, Stop::Again),
+                UffdError::MappingChanging { done, .. } => (done, Stop::EventsPending),
                 e => (
                     0,
                     Stop::of(&e).unwrap_or_else(|| panic!("{}: {e}", MOVE_BACK_FAILED)),
@@ -259,7 +294,7 @@ impl Mapping {
         page: u32,
         index: usize,
     ) -> Result<Filled, Stop> {
-        self.held(gate);
+        self.check_gate(gate);
         staged
             .move_back_page(&self.uffd, self.page_addr(page), index)
             .map_err(|e| Stop::of(&e).unwrap_or_else(|| panic!("{}: {e}", MOVE_BACK_FAILED)))
@@ -273,7 +308,7 @@ impl Mapping {
         page: u32,
         len: usize,
     ) -> Result<StagedFolio, StageError> {
-        self.held(gate);
+        self.check_gate(gate);
         staging.stage(self.page_addr(page), len)
     }
 
@@ -321,7 +356,7 @@ impl Stop {
     /// an error nothing explains (the caller stops the process, saying what failed).
     fn of(e: &UffdError) -> Option<Stop> {
         match e {
-            UffdError::MappingChanging { .. } => Some(Stop::Again),
+            UffdError::MappingChanging { .. } => Some(Stop::EventsPending),
             UffdError::RangeGone { .. } | UffdError::ProcessGone { .. } => Some(Stop::Gone),
             _ => None,
         }
@@ -435,29 +470,29 @@ mod tests {
         assert_eq!(m.page_of(BASE), None);
     }
 
-    /// `Stop::Again` gives the gate up before the events are read (reading takes it
+    /// `Stop::EventsPending` gives the gate up before the events are read (reading takes it
     /// exclusively), and the operation starts over under it; `Stop::Gone` ends it.
     #[test]
     fn retry_reads_events_with_the_gate_given_up_and_starts_over() {
         let m = mapping(BASE, 1);
         let (mut tries, mut reads) = (0, 0);
-        let done = m.retry(
+        let done = m.under_gate(
             || {
                 assert!(m.gate.try_write().is_some(), "the gate is given up");
                 reads += 1;
             },
             |gate| {
-                m.held(gate);
+                m.check_gate(gate);
                 assert!(m.gate.try_write().is_none(), "the gate is held");
                 tries += 1;
                 match tries {
-                    1 | 2 => Err(Stop::Again),
+                    1 | 2 => Err(Stop::EventsPending),
                     _ => Ok(tries),
                 }
             },
         );
         assert_eq!((done, tries, reads), (Some(3), 3, 2));
-        let gone: Option<()> = m.retry(|| panic!("no events to read"), |_| Err(Stop::Gone));
+        let gone: Option<()> = m.under_gate(|| panic!("no events to read"), |_| Err(Stop::Gone));
         assert_eq!(gone, None);
     }
 }

@@ -24,8 +24,6 @@ use std::time::Duration;
 
 use zswap::PAGE_SIZE;
 
-use crate::inner::Inner;
-
 /// What the region does past `OverLimit::memory_max` with nothing left to reclaim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnLimit {
@@ -101,10 +99,74 @@ pub(crate) struct OverLimitState {
     pub fork_allowance: AtomicU64,
 }
 
+impl OverLimitState {
+    /// A fault found room under the limit: any episode is over.
+    pub fn back_under(&self) {
+        if self.over_high.load(Relaxed) {
+            self.over_high.store(false, Relaxed);
+            self.over_max.store(false, Relaxed);
+            PAGES_OVER_HIGH.with(|p| p.set(0));
+        }
+    }
+
+    /// A fault found the region over its limit with nothing to reclaim: true if that starts
+    /// an episode.
+    pub fn over_high_starts(&self) -> bool {
+        !self.over_high.swap(true, Relaxed)
+    }
+
+    /// Past the hard limit, let grow (`OnLimit::Exceed`) since the episode began.
+    pub fn over_max(&self) -> bool {
+        self.over_max.load(Relaxed)
+    }
+
+    /// Past the hard limit, let grow from now on: true if that starts the episode.
+    pub fn over_max_starts(&self) -> bool {
+        !self.over_max.swap(true, Relaxed)
+    }
+
+    /// This thread brought `pages` more in over the limit: how many since it last slept.
+    pub fn pages_over_high(&self, pages: u64) -> u64 {
+        PAGES_OVER_HIGH.with(|p| {
+            p.set(p.get() + pages);
+            p.get()
+        })
+    }
+
+    /// This thread slept for its pages over the limit.
+    pub fn slept(&self) {
+        PAGES_OVER_HIGH.with(|p| p.set(0));
+    }
+
+    /// Say it once when writes to the swap device have started failing since last said
+    /// (kswapd looks after each pass, with `swap_write_fail` so far): the pool then keeps
+    /// what it cannot write, and the limit may follow.
+    pub fn watch_device(&self, config: &OverLimit, write_failures: impl FnOnce() -> u64) {
+        if !config.say {
+            return;
+        }
+        let failures = write_failures();
+        let said = self.write_failures_said.load(Relaxed);
+        if failures > said
+            && self
+                .write_failures_said
+                .compare_exchange(said, failures, Relaxed, Relaxed)
+                .is_ok()
+            && said == 0
+        {
+            say(&format!(
+                "writes to the swap file fail ({failures} so far; is its directory full? \
+                 --swap-dir chooses another): the pool keeps those pages, and past its share the \
+                 limit cannot be kept"
+            ));
+        }
+    }
+}
+
 /// The least sleep worth taking, and the most one sleep takes (the kernel's `HZ / 100`
 /// and `MEMCG_MAX_HIGH_DELAY_JIFFIES`).
-const MIN_DELAY: Duration = Duration::from_millis(10);
-const MAX_DELAY: Duration = Duration::from_secs(2);
+pub(crate) const MIN_DELAY: Duration = Duration::from_millis(10);
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(2);
 
 thread_local! {
     /// Pages this thread brought in over the limit since it last slept (the kernel's
@@ -123,172 +185,8 @@ pub(crate) fn high_delay(usage: u64, high: u64, pages: u64) -> Duration {
     Duration::from_secs_f64((overage * overage * pages as f64).min(3600.0))
 }
 
-/// A fault found room under the limit: any episode is over.
-pub(crate) fn back_under(inner: &Inner) {
-    let state = &inner.over_limit;
-    if state.over_high.load(Relaxed) {
-        state.over_high.store(false, Relaxed);
-        state.over_max.store(false, Relaxed);
-        PAGES_OVER_HIGH.with(|p| p.set(0));
-    }
-}
-
-/// A fault is about to bring in `need` bytes and reclaim has nothing left to take: count it
-/// and throttle, or carry out `on_limit` past the hard limit. Returns once the fault may go
-/// on (or never, when the process is killed).
-pub(crate) fn handle_over_limit(inner: &Inner, need: u64) {
-    let config = inner.over_limit_config;
-    let state = &inner.over_limit;
-    let limit = inner.limit();
-    let usage = inner.usage().total() + need;
-    if usage <= limit {
-        return;
-    }
-    inner.stats.high.fetch_add(1, Relaxed);
-    if state.fork_allowance.load(Relaxed) > 0 {
-        // A fork left pages shared with a child, which reclaim cannot move out; it takes
-        // them in turn with the rest, so it may find nothing to take while they are the
-        // coldest. Throttling or killing the program for them would punish the fork (said
-        // when it happened).
-        return;
-    }
-    let new_episode = !state.over_high.swap(true, Relaxed);
-    let max = inner.memory_max.load(Relaxed);
-    if usage > max {
-        // As the OOM killer runs only after reclaim's retries: wait while anyone still frees
-        // something, once an episode (past the hard limit with `Exceed`, faults go on at
-        // full speed).
-        // The wait leaves the userfaultfd to the spare, as a disk read does: the discards it
-        // may be waiting for come as events someone must read.
-        let (usage, max) = match state.over_max.load(Relaxed) {
-            true => (usage, max),
-            false => {
-                inner.spares.blocking(|| {
-                    crate::reclaim::wait_for_reclaim(inner, inner.limit().saturating_sub(need))
-                });
-                let usage = inner.usage().total();
-                // A shared limit may have moved meanwhile (another process freed or ended).
-                if let Some(shared) = &inner.shared_limit {
-                    let (limit, max) = shared.share(usage);
-                    inner.set_limits(limit, max);
-                }
-                (usage + need, inner.memory_max.load(Relaxed))
-            }
-        };
-        if usage > max {
-            inner.stats.max.fetch_add(1, Relaxed);
-            match config.on_limit {
-                OnLimit::Kill => kill(inner, usage, max),
-                OnLimit::Exceed => {
-                    if !state.over_max.swap(true, Relaxed) && config.say {
-                        say(&format!(
-                            "the heap would hold {}, over --memory-max {}, and nothing more \
-                             can be reclaimed ({}): letting it grow unthrottled (--on-limit \
-                             exceed)",
-                            mib(usage),
-                            mib(max),
-                            why_stuck(inner)
-                        ));
-                    }
-                    // Throttling has had its chance to let reclaim catch up: past the hard
-                    // limit the program runs at full speed, as the user chose.
-                    return;
-                }
-            }
-        }
-    }
-    if !config.throttle {
-        return;
-    }
-    if new_episode && config.say {
-        say(&format!(
-            "the heap would hold {}, over --memory-high {}, and nothing more can be reclaimed \
-             ({}): throttling the program's allocations",
-            mib(usage),
-            mib(inner.limit()),
-            why_stuck(inner)
-        ));
-    }
-    let pages = PAGES_OVER_HIGH.with(|p| {
-        p.set(p.get() + need.div_ceil(PAGE_SIZE as u64));
-        p.get()
-    });
-    let delay = high_delay(usage, limit, pages);
-    if delay < MIN_DELAY {
-        return;
-    }
-    PAGES_OVER_HIGH.with(|p| p.set(0));
-    let delay = delay.min(MAX_DELAY);
-    // A handler's sleep leaves the userfaultfd to the spare, as a disk read does: the
-    // program's other faults and its madvise calls are throttled by their own turn here,
-    // not held behind this one.
-    inner.spares.blocking(|| std::thread::sleep(delay));
-    inner
-        .stats
-        .throttled_ns
-        .fetch_add(delay.as_nanos() as u64, Relaxed);
-}
-
-/// Say it once when writes to the swap device have started failing since last said (kswapd
-/// looks after each pass): the pool then keeps what it cannot write, and the limit may follow.
-pub(crate) fn watch_device(inner: &Inner) {
-    if !inner.over_limit_config.say {
-        return;
-    }
-    let failures = inner.zswap.stats().get("swap_write_fail");
-    let said = inner.over_limit.write_failures_said.load(Relaxed);
-    if failures > said
-        && inner
-            .over_limit
-            .write_failures_said
-            .compare_exchange(said, failures, Relaxed, Relaxed)
-            .is_ok()
-        && said == 0
-    {
-        say(&format!(
-            "writes to the swap file fail ({failures} so far; is its directory full? \
-             --swap-dir chooses another): the pool keeps those pages, and past its share the \
-             limit cannot be kept"
-        ));
-    }
-}
-
-/// The process dies as the OOM killer would end it: one line saying why, then SIGKILL.
-fn kill(inner: &Inner, usage: u64, max: u64) -> ! {
-    inner.stats.oom.fetch_add(1, Relaxed);
-    inner.stats.oom_kill.fetch_add(1, Relaxed);
-    if let Some(shared) = &inner.shared_limit {
-        shared.killed();
-    }
-    // Said whatever `say` is: a process that dies must not die in silence.
-    say(&format!(
-        "the heap would hold {}, over --memory-max {}, and nothing more can be reclaimed \
-         ({}): killing the program (--on-limit kill; --on-limit exceed lets it grow)",
-        mib(usage),
-        mib(max),
-        why_stuck(inner)
-    ));
-    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-    // SIGKILL is not blockable: the process is gone before this thread runs again.
-    loop {
-        std::thread::park();
-    }
-}
-
-/// Why reclaim found nothing to take, as far as the engine's counters tell.
-fn why_stuck(inner: &Inner) -> String {
-    let stats = inner.zswap.stats();
-    let write_failures = stats.get("swap_write_fail");
-    if write_failures > 0 {
-        return format!("{write_failures} writes to the swap file failed");
-    }
-    if !inner.group.writeback_enabled() {
-        return "writeback is off and the pool is at its share".into();
-    }
-    "the pool is at its share and nothing resident can go".into()
-}
-
-fn mib(bytes: u64) -> String {
+/// `bytes` in MiB, as a line says it.
+pub(crate) fn mib(bytes: u64) -> String {
     let m = bytes as f64 / (1 << 20) as f64;
     match bytes.is_multiple_of(1 << 20) {
         true => format!("{m:.0} MiB"),

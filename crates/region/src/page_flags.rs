@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use zswap::sparse::SparseBitmap;
 
+use crate::discards::Discards;
+
 /// Words of a bitmap leaf: 4 KiB, the bits of 128 MiB of pages.
 const BITMAP_LEAF: usize = 512;
 
@@ -21,9 +23,8 @@ pub(crate) struct PageFlags {
     /// the page behind our back (events.rs).
     discarded: SparseBitmap<BITMAP_LEAF>,
     /// Debug builds: per page, where its resident bit was last cleared and last set (the
-    /// caller's file initial and line), for the report of a page we lost track of.
-    #[cfg(debug_assertions)]
-    /// Each word two halves: cleared at (high) and set at (low).
+    /// caller's file initial and line), for the report of a page we lost track of; each
+    /// word two halves: cleared at (high) and set at (low).
     #[cfg(debug_assertions)]
     trail: zswap::sparse::SparseArray<AtomicU64, 4096>,
 }
@@ -37,6 +38,15 @@ impl PageFlags {
             discarded: SparseBitmap::new(nr_pages as usize),
             #[cfg(debug_assertions)]
             trail: zswap::sparse::SparseArray::new(nr_pages as usize),
+        }
+    }
+
+    /// Page `page` left the mapping for the engine (reclaim moved it out): its discarded
+    /// mark goes, unless the discard that set it was processed so lately that its zap may
+    /// still come. The caller holds its folio lock.
+    pub fn left_for_the_engine(&self, page: u32, discards: &Discards) {
+        if self.is_discarded(page) && !discards.recently_covered(page) {
+            self.set_discarded(page, false);
         }
     }
 

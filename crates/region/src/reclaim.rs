@@ -26,8 +26,10 @@ use zswap::swap::FolioLock;
 use zswap::zswap::{StoreError, SwapOutResult};
 use zswap::PAGE_SIZE;
 
-use crate::charge::{InFlight, BATCH_PAGES};
+use crate::charge::InFlight;
+use crate::config::BATCH_PAGES;
 use crate::inner::Inner;
+use crate::lazy_threads::Lazy;
 use crate::lru::Coldest;
 
 /// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
@@ -56,9 +58,16 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
             );
             inner.thread_scratch.charge_this_thread();
         }
-        inner.lazy_threads.start_if_needed(inner, reclaiming);
+        if reclaiming {
+            inner.lazy_threads.start(Lazy::Kswapd);
+        }
+        if inner.readahead.any_queued() {
+            inner.lazy_threads.start(Lazy::Readahead);
+        }
         horizon = pass;
-        crate::over_limit::watch_device(inner);
+        inner.over_limit.watch_device(&inner.over_limit_config, || {
+            inner.zswap.stats().get("swap_write_fail")
+        });
         // Freed staging slots left over from the last batch: discard them while idle.
         inner.staging.flush();
         if let Some(batch) = &inner.batch_staging {
@@ -114,7 +123,7 @@ pub(crate) fn make_room(inner: &Inner) -> bool {
         inner.set_limits(limit, max);
     }
     if total + need <= inner.limit() {
-        crate::over_limit::back_under(inner);
+        inner.over_limit.back_under();
         return true;
     }
     // A program thread that serves its own fault reclaims in one of the handlers' places.
@@ -125,7 +134,7 @@ pub(crate) fn make_room(inner: &Inner) -> bool {
             return false;
         }
     }
-    crate::over_limit::back_under(inner);
+    inner.over_limit.back_under();
     true
 }
 
@@ -424,9 +433,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
             for (i, folio) in batch.iter().enumerate() {
                 put_back(inner, folio, &mut partial, i, PutBack::WhatMoved);
                 let p = folio.start();
-                if inner.pages.is_resident(p)
-                    && !uffd::page_in_mapping(inner.mapping.page_addr(p)).unwrap_or(true)
-                {
+                if inner.pages.is_resident(p) && !inner.mapping.in_mapping(p).unwrap_or(true) {
                     crate::events::zapped_late(inner, folio, p);
                 }
             }
@@ -437,7 +444,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     };
     // Charged until every page is stored or put back: bound before the slot, so that the
     // slot is freed (and counted dirty) before the guard drops.
-    let mut in_flight = InFlight::new(inner);
+    let mut in_flight = InFlight::new(&inner.in_flight);
     let mut staged = staged;
     let mut any = false;
     // Moved back only once no page of the slot is read any more: `bytes` may only be taken
@@ -447,13 +454,13 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
         let p = folio.start();
         in_flight.add_page();
         inner.pages.set_resident(p, false);
-        crate::events::left_for_the_engine(inner, p);
+        inner.pages.left_for_the_engine(p, &inner.discards);
         let bytes = &staged.bytes()[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
         match inner.group.swap_out(folio, bytes) {
             Ok(result) => {
                 if let SwapOutResult::Stored = result {
                     let length = inner.group.stored_length(folio);
-                    let poor = crate::incompressible::poor(length, 1);
+                    let poor = crate::incompressible::saved_too_little(length, 1);
                     inner.incompressible.set(p, poor);
                     if poor {
                         inner.incompressible.stored_as_is();
@@ -535,8 +542,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         // guess, so a race is harmless: a discard or `mremap` meanwhile makes the read fail
         // (the store decides) or read what is going away (a folio kept that had gone anyway,
         // whose mark the discard, waiting for our folio lock, clears).
-        if compresses_in_place(inner, inner.mapping.page_addr(folio.start()), bytes) == Some(false)
-        {
+        if compresses_in_place(inner, folio.start(), bytes) == Some(false) {
             if inner.incompressible.keep_found() {
                 inner.incompressible.set(folio.start(), true);
                 inner.incompressible.kept();
@@ -588,9 +594,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
                 // A page the kernel unmapped after its discard was processed is not there to
                 // move: it reads zero now (events.rs).
                 for p in folio.offsets() {
-                    if inner.pages.is_resident(p)
-                        && !uffd::page_in_mapping(inner.mapping.page_addr(p)).unwrap_or(true)
-                    {
+                    if inner.pages.is_resident(p) && !inner.mapping.in_mapping(p).unwrap_or(true) {
                         crate::events::zapped_late(inner, folio, p);
                     }
                 }
@@ -601,14 +605,14 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
     };
     // Charged until the folio is kept staged, freed or put back: bound before the slot, so
     // that the slot is freed (and counted dirty) before the guard drops.
-    let mut in_flight = InFlight::new(inner);
+    let mut in_flight = InFlight::new(&inner.in_flight);
     let mut staged = staged;
     // Read back from disk and not written since (clean.rs): the disk copy stands.
     let clean = keep_staged && crate::clean::is_clean(folio);
     for p in folio.offsets() {
         in_flight.add_page();
         inner.pages.set_resident(p, false);
-        crate::events::left_for_the_engine(inner, p);
+        inner.pages.left_for_the_engine(p, &inner.discards);
     }
     if clean {
         inner.stats.clean_evictions.fetch_add(1, Relaxed);
@@ -626,7 +630,7 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
         match stored {
             Ok(SwapOutResult::Stored) if keep_staged => {
                 let length = inner.group.stored_length(folio);
-                let poor = crate::incompressible::poor(length, folio.nr_pages());
+                let poor = crate::incompressible::saved_too_little(length, folio.nr_pages());
                 inner.incompressible.set(folio.start(), poor);
                 if poor {
                     inner.incompressible.stored_as_is();
@@ -661,22 +665,30 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
     Eviction::Freed
 }
 
-/// Whether the folio's `bytes` at `addr`, read where they are, would be stored compressed
-/// enough not to count as incompressible (`incompressible::poor`). None for a folio that
+/// Whether the folio's `bytes` from page `start`, read where they are, would be stored compressed
+/// enough not to count as incompressible (`incompressible::saved_too_little`). None for a folio that
 /// cannot be read: it is moved out and its store decides. Called with the folio locked: the
 /// read must not wait on a fault handler (who would wait for that lock), and `OwnMemory`
 /// fails on a missing page instead of waiting; nor on the disk (reclaim would stall), so a
 /// folio with a page in system swap is not tried.
-fn compresses_in_place(inner: &Inner, addr: usize, bytes: usize) -> Option<bool> {
+fn compresses_in_place(inner: &Inner, start: u32, bytes: usize) -> Option<bool> {
     let mem = inner.own_memory.as_ref()?;
-    if !uffd::pages_in_core(addr, bytes).unwrap_or(false) {
+    let nr_pages = bytes / PAGE_SIZE;
+    if !inner
+        .mapping
+        .in_core(start, nr_pages as u32)
+        .unwrap_or(false)
+    {
         return None;
     }
-    let nr_pages = bytes / PAGE_SIZE;
+    let addr = inner.mapping.page_addr(start);
     crate::folio_buf::with_folio_buf(nr_pages, |buf| match mem.read(addr, buf) {
         Ok(n) if n == bytes => {
             let length = inner.group.stored_length_estimate(buf);
-            Some(!crate::incompressible::poor(length, nr_pages as u32))
+            Some(!crate::incompressible::saved_too_little(
+                length,
+                nr_pages as u32,
+            ))
         }
         _ => None,
     })
@@ -737,11 +749,11 @@ fn put_back(
     // folio for clean in between; the folio is simply stored on its next eviction. (After a
     // failed store, `PutBack::All`, the store has left no entry already.)
     for p in folio.offsets() {
-        if crate::clean::held(folio.state(p).kind) {
+        if crate::clean::engine_has_copy(folio.state(p).kind) {
             inner.group.invalidate_page(folio, p);
         }
     }
-    crate::events::retry(inner, |gate| {
+    crate::events::under_gate(inner, |gate| {
         // Under the gate, each time: an `mremap` read meanwhile moved the region (events.rs).
         let addr = inner.mapping.page_addr(folio.start());
         let pending = inner.discards.pending_mask(folio.start(), folio.end());

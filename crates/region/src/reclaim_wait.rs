@@ -15,8 +15,8 @@ use crate::lock_order::{self, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub(crate) struct ReclaimWait {
     /// kswapd was woken since it last looked. Set without the mutex: a fault wakes kswapd
     /// each time it finds the region near its limit, and while a wake is pending it does no
-    /// more (the mutex, which woken kswapd threads take one after another, cost CPython's
-    /// faults 1.7 s of waiting in a 25 s run).
+    /// more: a mutex taken by every fault would make the faults wait for each other and for
+    /// the kswapd threads it wakes.
     kswapd_woken: AtomicBool,
     /// Held by a sleeping kswapd from its look at `kswapd_woken` until it waits, and by a
     /// waker around its notification, so that no wake falls between the two.

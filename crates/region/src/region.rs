@@ -10,14 +10,16 @@ use uffd::{RawRegion, RegisterMode, Staging, UffdBuilder};
 use zswap::swap::{BackingDevice, FileDevice};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
-use crate::charge::{
-    batching, discard_batch_slots, FixedCharge, ThreadScratch, BATCH_DISCARD_SLOTS,
-};
+use crate::charge::ThreadScratch;
 use crate::clean::CleanTracking;
-use crate::config::{ConfigError, RegionConfig, SwapFormat};
+use crate::config::{
+    batching, discard_batch_slots, ConfigError, FixedCharge, RegionConfig, SwapFormat,
+    BATCH_DISCARD_SLOTS,
+};
 use crate::deferred::DeferredEvents;
 use crate::incompressible::IncompressibleFolios;
 use crate::inner::{Inner, Usage};
+use crate::lazy_threads::{LazyKind, LazyThreads};
 use crate::lru::Lru;
 use crate::mapping::Mapping;
 use crate::page_flags::PageFlags;
@@ -247,7 +249,7 @@ impl Region {
         let batch_staging = match batching(&config) {
             true => Some(Staging::new(
                 (evicting as usize + BATCH_DISCARD_SLOTS) as u32,
-                crate::charge::BATCH_PAGES * PAGE_SIZE,
+                crate::config::BATCH_PAGES * PAGE_SIZE,
                 BATCH_DISCARD_SLOTS,
             )?),
             false => None,
@@ -260,9 +262,18 @@ impl Region {
         let kswapd_threads = config.kswapd_threads;
         let thread_start = config.thread_start;
         let inner = Arc::new_cyclic(|me| Inner {
-            lazy_threads: crate::lazy_threads::LazyThreads::new(
+            lazy_threads: LazyThreads::new(
                 me.clone(),
-                kswapd_threads,
+                LazyKind::new(
+                    "uzswap-kswapd",
+                    1..kswapd_threads,
+                    crate::reclaim::kswapd_loop,
+                ),
+                LazyKind::new(
+                    "uzswap-readahead",
+                    0..crate::config::READAHEAD_THREADS,
+                    crate::swapin::readahead_loop,
+                ),
                 thread_start,
             ),
             mapping: Mapping::new(uffd, mem.addr(), len),
@@ -293,7 +304,7 @@ impl Region {
             own_memory: uffd::process::OwnMemory::open().ok(),
             // The handlers serve no faults then: program threads reclaim in their places.
             in_thread: config.in_thread_faults.then(|| {
-                crate::in_thread::InThreadFaults::new(
+                crate::serving_threads::InThreadFaults::new(
                     config.fault_threads + crate::spare::SPARE_HANDLERS,
                     fs,
                     &config.codecs(),

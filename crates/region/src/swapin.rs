@@ -38,7 +38,7 @@ pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) 
     let start = folio.start();
     let mut staged = inner.staged.take(start);
     // Out of the staged count and not resident yet: charged until it is (or is freed).
-    let mut in_flight = InFlight::new(inner);
+    let mut in_flight = InFlight::new(&inner.in_flight);
     if let Some(s) = &staged {
         in_flight.add(s.len() as u64);
     }
@@ -57,7 +57,7 @@ pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) 
     // Pages this fault found unreadable once: its own retries do not count as a second
     // failure (from_engine).
     let mut unread_here = Vec::new();
-    let installed = crate::events::retry(inner, |gate| {
+    let installed = crate::events::under_gate(inner, |gate| {
         let pending = inner.discards.pending_mask(folio.start(), folio.end());
         let r = match staged.as_mut() {
             Some(s) if pending.is_none() => from_staged(inner, gate, folio, s),
@@ -129,7 +129,7 @@ pub(crate) fn from_staged(
             // would lose data. Stop (the process is stopped with us).
             panic!("page {done} bytes into a staged folio is already present");
         }
-        Err((done, Stop::Again)) => {
+        Err((done, Stop::EventsPending)) => {
             // The pages moved before the stop are in the region, writable: settle them as
             // an install does. Left uncounted, with the engine's copies kept, they would stay
             // outside the limit, and a later install would count copies they have outgrown.
@@ -139,7 +139,7 @@ pub(crate) fn from_staged(
                 inner.pages.set_resident(p, true);
                 inner.group.invalidate_page(folio, p);
             }
-            return Err(Stop::Again);
+            return Err(Stop::EventsPending);
         }
         Err((_, Stop::Gone)) => return Err(Stop::Gone),
     }
@@ -169,8 +169,7 @@ pub(crate) fn from_engine(
         .filter(|&p| !inner.pages.is_resident(p))
         .collect();
     if missing.is_empty() {
-        if is_pending(page) || uffd::page_in_mapping(inner.mapping.page_addr(page)).unwrap_or(true)
-        {
+        if is_pending(page) || inner.mapping.in_mapping(page).unwrap_or(true) {
             // Installed meanwhile by someone who held the folio before us (or discarded, and
             // the discard is about to be processed), and maybe swapped out by the kernel
             // since: an access swaps it back in without a userfault.
@@ -349,7 +348,7 @@ fn discard_read_meanwhile(
     mut to_install: impl Iterator<Item = u32>,
 ) -> Result<(), Stop> {
     match inner.discards.pending_mask(folio.start(), folio.end()) {
-        Some(m) if to_install.any(|p| m[(p - folio.start()) as usize]) => Err(Stop::Again),
+        Some(m) if to_install.any(|p| m[(p - folio.start()) as usize]) => Err(Stop::EventsPending),
         _ => Ok(()),
     }
 }
@@ -368,7 +367,7 @@ fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
     let pages: Vec<String> = folio
         .offsets()
         .map(|p| {
-            let mapped = uffd::page_mapped(inner.mapping.page_addr(p)).unwrap_or(true);
+            let mapped = inner.mapping.is_mapped(p).unwrap_or(true);
             let (r, m) = (inner.pages.is_resident(p) as u8, mapped as u8);
             format!(
                 "{p}:{:?}/r{r}/m{m}/{}",
@@ -377,24 +376,11 @@ fn lost_track(inner: &Inner, folio: &FolioLock, page: u32) {
             )
         })
         .collect();
-    // The kernel's view of the page (present, swap or migration entry, or nothing).
-    let pagemap = |addr: usize| -> String {
-        use std::io::{Read, Seek, SeekFrom};
-        let mut e = [0u8; 8];
-        let r = std::fs::File::open("/proc/self/pagemap").and_then(|mut f| {
-            f.seek(SeekFrom::Start((addr / PAGE_SIZE * 8) as u64))?;
-            f.read_exact(&mut e)
-        });
-        match r {
-            Ok(()) => format!("{:#018x}", u64::from_le_bytes(e)),
-            Err(err) => err.to_string(),
-        }
-    };
     crate::threads::report(format_args!(
         "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it; \
          pagemap entry {}; folio {}; {:?}",
         if held { "holds" } else { "does not hold" },
-        pagemap(inner.mapping.page_addr(page)),
+        inner.mapping.pagemap_entry(page),
         pages.join(" "),
         inner.stats.snapshot(),
     ));
