@@ -127,6 +127,12 @@ impl Discards {
         }
     }
 
+    /// Whether any discard is read and not processed yet.
+    #[cfg(feature = "test-hooks")]
+    pub fn any_pending(&self) -> bool {
+        !self.pending.lock().is_empty()
+    }
+
     /// Whether a discard processed less than `LATE_ZAP_WINDOW` ago covered page `p`.
     pub fn recently_covered(&self, p: u32) -> bool {
         self.recent.lock().covers(p, Instant::now())

@@ -19,6 +19,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "test-hooks")]
+mod audit;
 mod charge;
 mod clean;
 mod config;

@@ -549,6 +549,13 @@ impl Region {
         self.mem.relocate()
     }
 
+    /// Check where every page is against the region's counts and the engine's entries, with
+    /// reclaim held off (`audit.rs`); the first disagreement. Call it with the region quiet.
+    #[cfg(feature = "test-hooks")]
+    pub fn audit(&self) -> Result<(), String> {
+        crate::audit::audit(&self.inner)
+    }
+
     /// Serve a read fault on the page at `offset` as a handler serves one it has just read:
     /// for a page already there, as a stale event is (one whose fault another handler has
     /// served since). For tests of that path: a test cannot time a real stale event.

@@ -5,7 +5,10 @@
 //! zswap_max; write failures (EIO, ENOSPC, torn writes) and read failures of the backing
 //! device) applied to a `Region` and to a plain model of what every page must hold, in the
 //! manner of redb's `fuzz_redb.rs`. After every step every byte of every page is checked
-//! against the model, and the region's usage against its limit (`Run::check_limit`).
+//! against the model, and the region's usage against its limit (`Run::check_limit`); at the
+//! end of each sequence, once the region is back under its limit, `Region::audit` (reclaim
+//! held off) checks where each page is against the region's counts, and the engine's audit
+//! its entries against its gauges.
 //!
 //! Each sequence gets a fresh region of a few folios (folios of 4 KiB, 16 KiB, 64 KiB and
 //! 2 MiB, one test each) with a randomly drawn configuration and limit, from the least
@@ -1168,6 +1171,9 @@ fn run_sequence(setup: &Setup, tally: &mut Tally, dropper: &mut Dropper) {
         run.tally.steps += 1;
     }
     run.settle();
+    if let Err(e) = run.region.audit() {
+        run.fail(&format!("audit: {e}"));
+    }
     let s = run.region.stats();
     let z = run.region.zswap().stats();
     let d = run.dev.stats();
