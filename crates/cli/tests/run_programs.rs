@@ -13,8 +13,8 @@ use std::process::{Command, Output, Stdio};
 use common::{ensure_preload, stderr, stdout};
 
 /// What lies outside the region, at most: the program's text and libraries, uzswap's threads
-/// and staging, the glibc heap of uzswap's own bookkeeping (measured: sqlite3 8 MiB, Redis
-/// 14 MiB).
+/// and staging, the glibc heap of uzswap's own bookkeeping (7 MiB for sqlite3 and 13 MiB for
+/// Redis in BENCHMARKS.md, "real programs under a limit").
 const OUTSIDE: u64 = 24 << 20;
 
 /// `uzswap run --stats ARGS -- PROGRAM...`, its stdin from `input`.
@@ -271,7 +271,7 @@ fn redis_server_loaded_past_the_limit_keeps_every_key_through_a_bgsave() {
 /// `mprotect`) builds a Map of 200,000 objects (147 MB peak without a limit) under 48M: the
 /// same output as without uzswap, pages evicted, and peak RSS within the limit plus the outside
 /// part, which for node is larger: its 100 MB binary's text, V8's code range (executable, so
-/// left to the kernel) and ICU data (measured: 45 MiB).
+/// left to the kernel) and ICU data (44 MiB in BENCHMARKS.md, "real programs under a limit").
 #[test]
 fn node_builds_a_large_heap_under_the_limit() {
     if !have("node") {

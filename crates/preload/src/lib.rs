@@ -21,6 +21,8 @@
 // The exported symbols are left out of the unit tests (their process would allocate through
 // them), and with them every use of the heap.
 #![cfg_attr(test, allow(dead_code))]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod config;
 mod heap;

@@ -26,8 +26,8 @@ impl Doorbell {
                 source: io::Error::last_os_error(),
             });
         }
-        // SAFETY: the kernel just returned this descriptor to us, and nothing else owns it.
         Ok(Doorbell {
+            // SAFETY: the kernel just returned this descriptor to us, and nothing else owns it.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
         })
     }

@@ -1,6 +1,6 @@
-//! The one crate of uzswap that holds `unsafe` code: anonymous mappings (`mmap`, `madvise`)
-//! and userfaultfd. Every `unsafe` block carries a `// SAFETY:` argument. Everything above this
-//! crate is safe Rust.
+//! The kernel edge of uzswap: anonymous mappings (`mmap`, `madvise`) and userfaultfd, behind
+//! safe types. One of its three crates with `unsafe` code, with the preload library and the
+//! C API; every `unsafe` block carries a `// SAFETY:` argument.
 //!
 //! - [`sys`]: the raw kernel ABI (structs, ioctl numbers), including `UFFDIO_MOVE`/`POISON`
 //!   which the system headers lack.
@@ -11,6 +11,8 @@
 //! - [`UffdError`]: errno turned into domain errors; `EEXIST` is the [`Filled::PageExists`]
 //!   outcome, not an error.
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod builder;
 pub mod doorbell;

@@ -2,7 +2,8 @@
 //! fault on its range: the kernel raises SIGBUS (`BUS_ADRERR`, `si_addr` the faulting address)
 //! in the faulting thread instead, which then serves its own fault and retries the access.
 //! That spares the two wake-ups of a fault served by another thread (the handler's, and the
-//! faulting thread's once served): 6-7 us a fault instead of 17-59 us on the development VM.
+//! faulting thread's once served), most of a fault's cost where idle CPUs halt (DESIGN.md
+//! section 6).
 //! A fault the kernel takes on the program's behalf (a system call's buffer) is not served:
 //! the system call fails with EFAULT.
 //!

@@ -236,7 +236,7 @@ impl Staging {
         // keeps an `EAGAIN` from one batch in `err` while the next batch moves pages, then
         // meets those very pages in the slot and reports `EEXIST` with a short count. The
         // "stray" pages are the program's, just moved; the caller moves back whatever the
-        // slot holds (discarding it here lost them whenever page migration raced a move).
+        // slot holds (discarding it here would lose them whenever page migration races a move).
         let moved = unsafe { self.uffd.move_pages(dst, src, len, MoveMode::default()) };
         match moved {
             Ok(Filled::All) => Ok(folio),

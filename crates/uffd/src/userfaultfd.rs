@@ -147,12 +147,16 @@ impl Uffd {
             .then_some(crate::features::USER_MODE_ONLY_WARNING)
     }
 
-    fn ioctl<T>(&self, req: u64, arg: &mut T) -> (libc::c_int, i32) {
-        // SAFETY (for every caller): `arg` is a live, exclusive, properly sized and aligned
-        // `#[repr(C)]` argument struct matching `req` (the sizes are encoded in `req` and
-        // asserted in sys.rs); the kernel reads and writes it during the call only. The
-        // addresses *inside* it are validated by the kernel; what the operation does to memory
-        // is argued at each public method.
+    /// Issue `req` on this userfaultfd with `arg`; returns the result and errno (0 on success).
+    ///
+    /// # Safety
+    /// `T` is the `#[repr(C)]` struct of sys.rs that `req` takes (its size is encoded in `req`
+    /// and asserted in sys.rs), and what the operation does to memory at the addresses inside
+    /// `arg` is sound (each caller argues it).
+    unsafe fn ioctl<T>(&self, req: u64, arg: &mut T) -> (libc::c_int, i32) {
+        // SAFETY: `arg` is a live, exclusive `&mut T`, and `T` is the struct `req` takes (our
+        // contract), so the kernel reads and writes only its bytes, during the call; it
+        // validates the addresses inside it itself, and what it does there is our caller's part.
         let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), req as _, arg as *mut T) };
         let errno = if rc < 0 {
             io::Error::last_os_error().raw_os_error().unwrap_or(0)
@@ -208,8 +212,9 @@ impl Uffd {
             mode: mode.bits(),
             ioctls: 0,
         };
-        // Registration itself changes no memory; what it enables is the caller's contract.
-        let (rc, errno) = self.ioctl(sys::UFFDIO_REGISTER, &mut arg);
+        // SAFETY: `arg` is the `uffdio_register` UFFDIO_REGISTER takes. Registration changes
+        // no memory; the fills it enables are covered by our caller's contract.
+        let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_REGISTER, &mut arg) };
         self.simple("UFFDIO_REGISTER", rc, errno)?;
         Ok(Ioctls::from_bits(arg.ioctls))
     }
@@ -218,7 +223,9 @@ impl Uffd {
     /// (missing pages then read as zero). Safe: it changes no memory.
     pub fn unregister(&self, start: usize, len: usize) -> Result<(), UffdError> {
         let mut arg = range(start, len);
-        let (rc, errno) = self.ioctl(sys::UFFDIO_UNREGISTER, &mut arg);
+        // SAFETY: `arg` is the `uffdio_range` UFFDIO_UNREGISTER takes; unregistering changes no
+        // memory.
+        let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_UNREGISTER, &mut arg) };
         self.simple("UFFDIO_UNREGISTER", rc, errno)
     }
 
@@ -226,7 +233,8 @@ impl Uffd {
     /// [`Filled::PageExists`]). Safe: a woken thread retries its access; no memory changes.
     pub fn wake(&self, start: usize, len: usize) -> Result<(), UffdError> {
         let mut arg = range(start, len);
-        let (rc, errno) = self.ioctl(sys::UFFDIO_WAKE, &mut arg);
+        // SAFETY: `arg` is the `uffdio_range` UFFDIO_WAKE takes; waking changes no memory.
+        let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_WAKE, &mut arg) };
         self.simple("UFFDIO_WAKE", rc, errno)
     }
 
@@ -290,7 +298,10 @@ impl Uffd {
                 mode: m,
                 copy: 0,
             };
-            let (rc, errno) = self.ioctl(sys::UFFDIO_COPY, &mut arg);
+            // SAFETY: `arg` is the `uffdio_copy` UFFDIO_COPY takes. The kernel only reads the
+            // source, which lies in the borrowed `src`, and writes only missing pages of ranges
+            // registered with this userfaultfd, which no reference covers (module Soundness).
+            let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_COPY, &mut arg) };
             Fill {
                 rc,
                 errno,
@@ -313,7 +324,9 @@ impl Uffd {
                 mode: m,
                 zeropage: 0,
             };
-            let (rc, errno) = self.ioctl(sys::UFFDIO_ZEROPAGE, &mut arg);
+            // SAFETY: `arg` is the `uffdio_zeropage` UFFDIO_ZEROPAGE takes; it maps zero pages
+            // only at missing pages of registered ranges, which read as zero already.
+            let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_ZEROPAGE, &mut arg) };
             Fill {
                 rc,
                 errno,
@@ -373,7 +386,10 @@ impl Uffd {
                 mode: m,
                 move_: 0,
             };
-            let (rc, errno) = self.ioctl(sys::UFFDIO_MOVE, &mut arg);
+            // SAFETY: `arg` is the `uffdio_move` UFFDIO_MOVE takes. No reference points into
+            // the source range (our caller's contract), and the destination is only missing
+            // pages of registered ranges (module Soundness).
+            let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_MOVE, &mut arg) };
             Fill {
                 rc,
                 errno,
@@ -398,7 +414,9 @@ impl Uffd {
                 mode: m,
                 updated: 0,
             };
-            let (rc, errno) = self.ioctl(sys::UFFDIO_POISON, &mut arg);
+            // SAFETY: `arg` is the `uffdio_poison` UFFDIO_POISON takes; it marks only missing
+            // pages of registered ranges, which no reference covers.
+            let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_POISON, &mut arg) };
             Fill {
                 rc,
                 errno,
@@ -427,7 +445,10 @@ impl Uffd {
                 mode: m,
                 mapped: 0,
             };
-            let (rc, errno) = self.ioctl(sys::UFFDIO_CONTINUE, &mut arg);
+            // SAFETY: `arg` is the `uffdio_continue` UFFDIO_CONTINUE takes; it maps the
+            // contents already behind registered pages, so no value a reference could see
+            // changes.
+            let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_CONTINUE, &mut arg) };
             Fill {
                 rc,
                 errno,
@@ -443,7 +464,9 @@ impl Uffd {
             range: range(start, len),
             mode: sys::UFFDIO_WRITEPROTECT_MODE_WP,
         };
-        let (rc, errno) = self.ioctl(sys::UFFDIO_WRITEPROTECT, &mut arg);
+        // SAFETY: `arg` is the `uffdio_writeprotect` UFFDIO_WRITEPROTECT takes; changing the
+        // protection leaves the contents as they are.
+        let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_WRITEPROTECT, &mut arg) };
         self.simple("UFFDIO_WRITEPROTECT", rc, errno)
     }
 
@@ -463,7 +486,9 @@ impl Uffd {
                 0
             },
         };
-        let (rc, errno) = self.ioctl(sys::UFFDIO_WRITEPROTECT, &mut arg);
+        // SAFETY: `arg` is the `uffdio_writeprotect` UFFDIO_WRITEPROTECT takes; changing the
+        // protection leaves the contents as they are.
+        let (rc, errno) = unsafe { self.ioctl(sys::UFFDIO_WRITEPROTECT, &mut arg) };
         self.simple("UFFDIO_WRITEPROTECT", rc, errno)
     }
 

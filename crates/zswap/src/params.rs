@@ -98,10 +98,9 @@ const DEFAULT_COMPRESS_THREADS: u32 = 1;
 /// makes it smaller; a raw page stays raw. Loads never read it: each object names its codec.
 ///
 /// A trade of CPU for bytes, so not the default: zstd:-1 makes lz4's objects 1.2-3.6x
-/// smaller (the corpus; usemem's pages), and on a 2-CPU machine took a third of the
-/// throughput of workloads bound by the tier (the Java heap model 0.66x, usemem's write
-/// 0.64-0.68x), on the swap file and on a Redis Cluster on loopback alike. For a cold set
-/// that must fit a cluster's memory, or a slow link, the bytes are what counts.
+/// smaller, and on a 2-CPU machine costs about a third of the throughput of workloads bound
+/// by the tier (DESIGN.md section 7). For a cold set that must fit a cluster's memory, or a
+/// slow link, the bytes are what counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WritebackCompressor {
     /// `same` (the default): as the pool holds them.

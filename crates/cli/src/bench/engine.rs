@@ -92,9 +92,9 @@ pub struct EngineArgs {
     /// Threads that may compress one folio at once (zswap's `compress_threads`, 1 to 8).
     #[arg(long, default_value_t = 1, value_parser = |s: &str| count_in(s, 1, 8))]
     pub compress_threads: usize,
-    /// Timed rounds; the median is reported (1 to 1000). (On a shared 2-core machine, 5
-    /// rounds of 0.3 s moved engine/codec ratios by ±0.1 from run to run; 11 rounds of 1 s
-    /// hold them.)
+    /// Timed rounds; the median is reported (1 to 1000). The default holds engine/codec
+    /// ratios steady from run to run on a shared machine, where fewer, shorter rounds move
+    /// them.
     #[arg(long, default_value_t = 11, value_parser = |s: &str| count_in(s, 1, 1000))]
     pub rounds: usize,
     /// Minimum time of a round, in seconds (0 or more): a round repeats store and load of

@@ -52,8 +52,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_pool_percent: u32,
     /// The unit of reclaim and swap-in: a power of two from 4K to 2M. 16K by default: a
-    /// program's heap is read in an order of its own (CPython's objects in a sorted
-    /// iteration ran 2.6x faster than with 64K, which brings in 16 pages for one).
+    /// program's heap is read in an order of its own, and a larger folio brings in pages it
+    /// does not touch (64K brings in 16 pages for one; CPython runs 2.6x slower with it).
     #[arg(long, value_parser = parse_size, default_value = "16K")]
     pub folio_size: u64,
     /// Where the (unnamed) swap file goes. Default: the system temp directory. The same as

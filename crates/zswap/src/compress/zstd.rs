@@ -2,10 +2,9 @@
 //! library's whole range, negative ("fast") levels included.
 //!
 //! Contexts are shared by the process's threads rather than kept by each: a context is
-//! 72-96 KiB (measured on pages: 72 KiB compressing at levels -1 to 1, 88 KiB at 3, 94 KiB
-//! decompressing), and zstd is what writeback re-encodes with and every fault on a
-//! written-back page decodes, so a region's dozen threads each keeping one of each would hold
-//! 2 MiB where two CPUs use two at a time. A thread takes a context for one unit and puts it
+//! 72-94 KiB (DESIGN.md section 6), and zstd is what writeback re-encodes with and every
+//! fault on a written-back page decodes, so a region's dozen threads each keeping one of each
+//! would hold 2 MiB where two CPUs use two at a time. A thread takes a context for one unit and puts it
 //! back; finding none free, it makes one (never waits: a thread may hold one when a fault
 //! it serves itself needs another), and at most `KEPT` of each kind are kept, none larger
 //! than `KEPT_BYTES_MAX`. What the contexts alive take is `context_bytes`, charged by the

@@ -10,21 +10,17 @@
 //! - it is sized to the capacity up front and sparse: a slot never written reads as zeros and
 //!   costs no disk; a discarded slot gets its blocks punched out, so old bytes neither stay on
 //!   disk nor reach the next reader of that slot;
-//! - it is striped over up to [`NR_FILES`] such files, a stripe at a time: buffered writes
-//!   to one file serialize on its inode lock, and with several threads writing back
-//!   (measured: `bench usemem`, 13% of all CPU spinning on that lock) one file was the
-//!   bottleneck. Writers take neighbouring slots of one cluster, so stripes of a whole
-//!   cluster still met on one lock (6%). A stripe is the owner's write unit, at least 64 KiB
-//!   (16 slots, [`FileDevice::create`]; a region's is its folio size), so a folio stays one
-//!   write: a direct write into a hole takes the file's inode lock exclusively and converts
-//!   an unwritten extent when it completes, and with 64 KiB stripes a 2 MiB folio was 32 of
-//!   them (`bench usemem` with 2 MiB folios: write 1.17-1.22 GB/s, against 1.64 GB/s with
-//!   2 MiB stripes; 64 KiB folios in 2 MiB stripes met on one file's lock instead, 0.63
-//!   against 0.91-1.0 GB/s);
+//! - it is striped over up to [`NR_FILES`] such files, a stripe at a time: writes to one
+//!   file serialize on its inode lock, so with several threads writing back one file would
+//!   be the bottleneck. A stripe is the owner's write unit, at least 64 KiB (16 slots,
+//!   [`FileDevice::create`]; a region's is its folio size): writers take neighbouring slots
+//!   of one cluster, which a stripe larger than their folios would put on one file's lock,
+//!   and a folio stays one write, where a direct write into a hole takes the inode lock
+//!   exclusively and converts an unwritten extent for each stripe it covers (figures:
+//!   DESIGN.md section 6);
 //! - it is opened with `O_DIRECT` where the filesystem allows: swapped-out pages must leave
-//!   memory, as the kernel's swap writes do, not linger in the page cache outside every limit
-//!   (measured before: `bench usemem` 2x512M under 512M grew the page cache by 842 MiB, the
-//!   whole swap file). Buffers that are not page aligned go through an aligned bounce buffer,
+//!   memory, as the kernel's swap writes do, not linger in the page cache outside every
+//!   limit. Buffers that are not page aligned go through an aligned bounce buffer,
 //!   [`BOUNCE_BYTES`] at a time.
 
 use std::fs::File;

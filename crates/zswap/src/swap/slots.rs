@@ -19,8 +19,8 @@
 //! swap clusters: a cluster written since its last discard is queued once all its slots are
 //! free, and `take_dirty_free_clusters` hands such clusters out (reserved, so nothing is
 //! allocated in them meanwhile) for the caller to discard and give back with
-//! `free_discarded`. Punching a hole for every freed slot cost a file system call on every
-//! swap-in (measured: re-reads of `bench usemem` ran at 0.6-0.7 of the speed without it).
+//! `free_discarded`. Punching a hole for every freed slot would put a file system call on
+//! every swap-in (DESIGN.md section 6).
 //!
 //! Costs: single-slot alloc and free are O(1) (a bounded scan of one cluster's 8 words plus
 //! O(1) set updates). A large alloc is O(1) while free clusters last; beyond that it scans,

@@ -17,8 +17,8 @@
 //! under the ceiling: with the keeper spans it needs made, or else by re-appending what it
 //! holds; a drain left half done would free nothing and hold the headroom. An object with no
 //! room under the ceiling or the page cap stays where it is. (Moving class by class instead
-//! once left every packed span alive until the last class was done: the pool grew by what was
-//! moved, 20 MiB on a 240 MiB pool, and took its region that far over its limit.)
+//! would leave every packed span alive until the last class was done: the pool would grow by
+//! what was moved, and take its region that far over its limit.)
 //!
 //! Compaction runs in steps of a bounded number of moves (`STEP_BUDGET`); the pool's lock is
 //! given up between steps, and each step starts from the pool as it is then.
@@ -35,8 +35,9 @@ use super::pool::PoolState;
 use super::span::SpanKind;
 use crate::PAGE_SIZE;
 
-/// Objects one compaction step moves at most. The pool is locked for a step (1-4 ms at this
-/// size): moving a whole 200 MB pool at once held every load and store off for 125 ms.
+/// Objects one compaction step moves at most. The pool is locked for a step and every load
+/// and store waits behind it, so a step moves a bounded part of the pool, never all of it
+/// (figures: DESIGN.md section 6).
 pub(crate) const STEP_BUDGET: u64 = 1024;
 
 /// Pages a compaction step may hold above the pool's charge when it began, at most: what
@@ -47,8 +48,8 @@ pub(crate) const HEADROOM_PAGES: u64 = 2 * MAX_SPAN_PAGES as u64;
 
 /// The handles of the span-held objects, grouped by span (a counting sort by span index).
 /// Kept in the pool between steps and charged as metadata: built afresh by every step, a
-/// map of a large pool (half a megabyte at 130,000 objects) left that much freed memory in
-/// the allocator of every thread that compacts, resident and charged to nobody.
+/// map of a large pool (half a megabyte at 130,000 objects) would leave that much freed
+/// memory in the allocator of every thread that compacts, resident and charged to nobody.
 #[derive(Debug, Default)]
 pub(crate) struct BySpan {
     start: Vec<u32>,

@@ -16,9 +16,8 @@
 //! compaction, which takes it for one bounded step at a time. It is std's lock, whose waiter
 //! spins briefly and then sleeps until the release wakes it. (parking_lot's waiter calls
 //! `sched_yield` several times before it sleeps: with more runnable threads than CPUs, each
-//! yield gave a faulting thread's CPU to a compressing thread for a time slice; CPython
-//! under `uzswap run` at a third of its peak yielded 180,000 times in its loads, and ran 3%
-//! slower.) `read` copies the object out under it, so no caller ever holds a reference into
+//! yield gives a faulting thread's CPU to a compressing thread for a time slice; BENCHMARKS.md,
+//! `bench run`.) `read` copies the object out under it, so no caller ever holds a reference into
 //! pool memory that compaction could move.
 //! The sizes an owner polls (`total_size`, `charged_bytes`, `metadata_bytes`) are published
 //! to atomics by every change before it gives the lock up, and read without it.
@@ -92,9 +91,8 @@ pub struct ZsPool {
     /// that changes the pool (malloc, free, compaction, which moves objects) takes it alone.
     state: RwLock<PoolState>,
     /// The sizes as the last change left them. A region reads them for its limit on every
-    /// fault and reclaim step, and the limits on every store: read under the lock, they
-    /// waited behind every store and compaction step (a fault's handler spent 2-3 us a fault
-    /// in its limit check in `bench mix`, most of it waiting).
+    /// fault and reclaim step, and the limits on every store: read under the lock, they would
+    /// wait behind every store and compaction step, on every fault (DESIGN.md section 6).
     sizes: Sizes,
 }
 
@@ -245,7 +243,8 @@ impl ZsPool {
     /// Compact if the pool's pages hold much more than its objects: more than an eighth
     /// over, and more (in proportion) than the slack the last finished compaction could not
     /// remove, by 1 MiB or the served memory's share (`set_served_memory`; without such a
-    /// floor, a pool whose slack compaction cannot take was scanned again after every free).
+    /// floor, a pool whose slack compaction cannot take would be scanned again after every
+    /// free).
     /// Returns what the compaction did, if it ran.
     pub fn compact_if_fragmented(&self) -> Option<CompactStats> {
         let fragmented = {

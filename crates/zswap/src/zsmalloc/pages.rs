@@ -4,10 +4,9 @@
 //! page in use is unmapped, so the process's RSS follows `total_size()`.
 //!
 //! The one exception is a reserve of freed pages (at most `RESERVE_PAGES`, 4 MiB, or less as
-//! the pool's owner sets: `set_reserve_max`) kept resident for the next allocation: measured on
-//! a malloc/free churn, giving every page back at once made the page fault and the madvise/TLB
-//! flush 80% of the cost (1.5 us a pair), and in `bench engine` the madvise alone was an eighth
-//! of an exclusive load and the refaults a tenth of the next store. The reserve is not in
+//! the pool's owner sets: `set_reserve_max`) kept resident for the next allocation: giving
+//! every page back at once makes a malloc/free churn pay a madvise with its TLB flush and a
+//! page fault for each page, most of what it costs (DESIGN.md section 6). The reserve is not in
 //! `total_size()` (the kernel's pool_total_size counts zspage pages only) but is reported by
 //! `reserved_bytes()`, which a region charges to its limit; `trim` (called by compaction)
 //! empties it.

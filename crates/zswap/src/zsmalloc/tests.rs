@@ -253,15 +253,15 @@ fn compaction_steps_are_bounded_and_end_no_worse_than_one_pass() {
 /// Compaction moves objects into spans mostly paid for by the ones it empties, each emptied
 /// whole before the next: between two steps the pool holds at most one partly filled span per
 /// size class, and the part of one packed span already moved, more than before it began.
-/// (Moving class by class left every packed span alive until the last class: the pool grew by
-/// all that had moved, and a region charged for its pool went over its limit by that much.)
+/// (Moving class by class would leave every packed span alive until the last class: the pool
+/// would grow by all that had moved, and a region charged for its pool go over its limit.)
 /// At no moment (every page allocation is watched) does a compaction step take the pool's
 /// charge more than its headroom above where the step began, which the pool charges to its
 /// region: so compaction cannot take a region over its limit.
 #[test]
 fn compaction_never_takes_the_pool_over_its_charge_and_headroom() {
-    // Sizes of a few classes, as a workload's pages compress to (class by class, the pool
-    // once grew by a third), and a spread of sizes with packed spans to drain.
+    // Sizes of a few classes, as a workload's pages compress to (moved class by class, the
+    // pool would grow by a third), and a spread of sizes with packed spans to drain.
     for (seed, sizes) in [(14, 1500..=1700), (16, 100..=3000)] {
         let (pool, live) = fragmented_pool_of(seed, sizes);
         let before = pool.shared().arena.nr_used();
@@ -693,9 +693,9 @@ fn slack_compaction_cannot_remove_does_not_trigger_it_again() {
 }
 
 /// Compaction's reverse map is memory of the pool like any other: kept from step to step and
-/// charged as metadata, not allocated afresh by every step. (Freed after each step, half a
-/// megabyte at 130,000 objects stayed resident in the allocator of each thread that compacts,
-/// uncharged: `uzswap bench mix` ran its process's RSS up to 0.7 MiB past the region's limit.)
+/// charged as metadata, not allocated afresh by every step. (Freed after each step, it would
+/// stay resident in the allocator of each thread that compacts, uncharged, and take the
+/// process's RSS past its region's limit.)
 #[test]
 fn compaction_keeps_and_charges_its_reverse_map() {
     let (pool, live) = fragmented_pool(17);

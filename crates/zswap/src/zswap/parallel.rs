@@ -12,8 +12,8 @@
 
 use std::sync::OnceLock;
 
-/// The least pages a part has: handing a part to a helper costs a wake-up (tens of us on a
-/// VM whose idle CPUs halt), against 7-10 us a page of lz4 on this machine.
+/// The least pages a part has: handing a part to a helper costs a wake-up across CPUs, as
+/// much as compressing a few pages with lz4 (DESIGN.md section 6).
 pub(crate) const MIN_PART_PAGES: u32 = 8;
 
 /// Helper threads at most, whatever the CPUs.

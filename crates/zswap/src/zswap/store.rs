@@ -31,8 +31,8 @@ use crate::PAGE_SIZE;
 use super::{parallel, ZswapGroup};
 
 /// Pages a store compresses before it allocates their objects, all under one taking of the
-/// pool's lock. Per page, usemem's four kswapd threads and two workers (2 MiB folios, two
-/// CPUs) waited for the lock 3,500 times a second, each a sleep and a wake-up.
+/// pool's lock: taken per page, the lock is contended by every thread that stores (kswapd
+/// threads and the program's), each wait a sleep and a wake-up (DESIGN.md section 6).
 pub const STORE_BATCH: usize = 8;
 
 /// Bytes of scratch a thread that stores folios of a batch or more keeps (its batch's

@@ -18,7 +18,7 @@
 //!   `memory.limit_in_bytes`, sampled by the same monitor.
 //!
 //! Memory policy (see shared/notes/kernel-peer.md): random-access workloads under
-//! `memory.limit_in_bytes` with zswap on were OOM-killed, and cgroup v1 has no memory.high. So
+//! `memory.limit_in_bytes` with zswap on are OOM-killed, and cgroup v1 has no memory.high. So
 //! by default (`Reclaim::Controller`, used for every workload so both kernel systems and all
 //! workloads see one policy) a controller thread pages out random 1 MiB chunks of the worker's
 //! area with `process_madvise(MADV_PAGEOUT)` whenever the cgroup's usage passes the target,
@@ -33,11 +33,11 @@
 //! The cgroup's OOM killer is off under both (`memory.oom_control`). A charge that the
 //! worker's own reclaim cannot make room for at the hard stop waits instead, and the monitor
 //! wakes it to try again (see `OomWatch`); the waits are counted. Such charges fail now and
-//! then without anything being wrong: under the controller, the worker's reclaim found nothing
-//! to reclaim while the controller held the pages isolated for its own page-out (1 mix run in
-//! 5 was OOM-killed so); under the limit alone, a random workload with zswap on was
-//! OOM-killed in most runs (`mix --size 300M --memory-high 250M`: 6 runs of 6), and with the
-//! killer off it waits once or twice a run, for milliseconds.
+//! then without anything being wrong: under the controller, the worker's reclaim finds nothing
+//! to reclaim while the controller holds the pages isolated for its own page-out; under the
+//! limit alone, a random workload with zswap on meets such charges in most runs. With the
+//! killer on, those runs are OOM-killed (DESIGN.md section 6); with it off, a run waits once
+//! or twice, for milliseconds.
 
 use std::io;
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! Sealing: every object that leaves memory is encrypted and authenticated with AES-256-GCM
-//! (ring's: AES-NI, VAES and CLMUL where the CPU has them, ~10 GB/s a core here) under a key
-//! made for this run in memory and never written anywhere.
+//! (ring's: AES-NI, VAES and CLMUL where the CPU has them, 10.4 GB/s a core in BENCHMARKS.md)
+//! under a key made for this run in memory and never written anywhere.
 //!
 //! - The nonce is the segment's id (a per-run counter, never reused) and the object's index
 //!   in it: no two objects are ever sealed under the same nonce, compaction included, since a
