@@ -20,7 +20,9 @@
 //! computation.
 //!
 //! Sequences are seeded: a failure prints the seed, the folio size, the region's setup and
-//! the operations so far, and `UZSWAP_MODEL_SEED=<seed>` runs that one sequence again.
+//! the operations so far, and `UZSWAP_MODEL_SEED=<seed>` runs that one sequence again. It
+//! then shrinks the sequence (`shrink`: chunks of operations dropped while what is left still
+//! fails) and prints the shortest it found.
 //! `UZSWAP_MODEL_BASE_SEED=<n>|random` picks other sequences than the default ones;
 //! `UZSWAP_MODEL_THREADS` sets how many run at once in each test (2);
 //! `UZSWAP_MODEL_TRACE=1` prints each operation to stderr as it runs (for a sequence that
@@ -1088,8 +1090,16 @@ impl Run<'_> {
     }
 }
 
-/// Run one sequence; the region goes to `dropper`.
-fn run_sequence(setup: &Setup, tally: &mut Tally, dropper: &mut Dropper) {
+/// Run one sequence: its operations drawn, or those of `script` (a shrink's); the region
+/// goes to `dropper`. Each operation applied is pushed on `applied` as it starts, so that a
+/// failure leaves the sequence that led to it.
+fn run_sequence(
+    setup: &Setup,
+    script: Option<&[Op]>,
+    applied: &mut Vec<Op>,
+    tally: &mut Tally,
+    dropper: &mut Dropper,
+) {
     let trace = std::env::var_os("UZSWAP_MODEL_TRACE").is_some();
     let inner: Arc<dyn BackingDevice> = if setup.file_device {
         Arc::new(
@@ -1125,8 +1135,12 @@ fn run_sequence(setup: &Setup, tally: &mut Tally, dropper: &mut Dropper) {
         trace,
         tally,
     };
-    for _ in 0..setup.steps {
-        let mut op = run.draw();
+    let steps = script.map_or(setup.steps, <[Op]>::len);
+    for step in 0..steps {
+        let mut op = match script {
+            Some(ops) => ops[step].clone(),
+            None => run.draw(),
+        };
         // Without kernel-mode faults, a poisoned page could only be met by the program
         // itself, which dies of it: no read failures then.
         if !read_faults && matches!(op, Op::FailNextReads(_)) {
@@ -1150,6 +1164,7 @@ fn run_sequence(setup: &Setup, tally: &mut Tally, dropper: &mut Dropper) {
             }
         }
         run.note(format!("{op:?}"));
+        applied.push(op.clone());
         let t = Instant::now();
         run.apply(&op);
         run.tally.time(op_name(&op), t.elapsed());
@@ -1324,7 +1339,17 @@ fn run_seeds(folio: usize, seeds: &[u64]) -> Tally {
                         }
                         let setup = Setup::draw(seed, folio);
                         *running[w].lock().unwrap() = Some((seed, Instant::now()));
-                        run_sequence(&setup, &mut tally, &mut dropper);
+                        let mut applied = Vec::new();
+                        let outcome =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                run_sequence(&setup, None, &mut applied, &mut tally, &mut dropper)
+                            }));
+                        if let Err(e) = outcome {
+                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            *running[w].lock().unwrap() = Some((seed, Instant::now()));
+                            shrink(&setup, applied);
+                            std::panic::resume_unwind(e);
+                        }
                         *running[w].lock().unwrap() = None;
                     }
                     tally
@@ -1352,6 +1377,76 @@ fn run_seeds(folio: usize, seeds: &[u64]) -> Tally {
         t.elapsed()
     );
     tally
+}
+
+/// Look for a shorter sequence of operations than `failing` that fails too, as proptest
+/// shrinks: drop chunks of it, halving their length down to one operation, keeping each
+/// drop after which a run of what is left still fails (any failure). Bounded by
+/// `UZSWAP_MODEL_SHRINK_SECONDS` (40, within the watchdog's minute; 0 turns it off). Prints what it found; the failure
+/// itself is reported by the caller.
+fn shrink(setup: &Setup, failing: Vec<Op>) {
+    let budget = std::env::var("UZSWAP_MODEL_SHRINK_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    if budget == 0 || failing.len() <= 1 {
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(budget);
+    let fails = |ops: &[Op]| {
+        let mut applied = Vec::new();
+        let (mut tally, mut dropper) = (Tally::default(), Dropper::default());
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_sequence(setup, Some(ops), &mut applied, &mut tally, &mut dropper)
+        }))
+        .is_err()
+    };
+    // The trials' panics are expected: only the first failure's report is printed.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    if !fails(&failing) {
+        std::panic::set_hook(hook);
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "model test: seed {:#x}'s {} operations did not fail again when replayed: the \
+             failure depends on timing",
+            setup.seed,
+            failing.len()
+        );
+        return;
+    }
+    let (mut ops, mut tries) = (failing.clone(), 1);
+    let mut chunk = ops.len() / 2;
+    while chunk >= 1 && Instant::now() < deadline {
+        let mut at = 0;
+        while at < ops.len() && Instant::now() < deadline {
+            let mut fewer = ops.clone();
+            fewer.drain(at..(at + chunk).min(ops.len()));
+            tries += 1;
+            if !fewer.is_empty() && fails(&fewer) {
+                ops = fewer;
+            } else {
+                at += chunk;
+            }
+        }
+        chunk /= 2;
+    }
+    std::panic::set_hook(hook);
+    let listed: Vec<String> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| format!("  {i:3}: {op:?}"))
+        .collect();
+    let _ =
+        writeln!(
+        std::io::stderr().lock(),
+        "model test: seed {:#x} fails with {} of its {} operations ({tries} runs to shrink{}):\n{}",
+        setup.seed,
+        ops.len(),
+        failing.len(),
+        if Instant::now() >= deadline { ", stopped at the time limit" } else { "" },
+        listed.join("\n")
+    );
 }
 
 /// The longest a sequence may take. Most take milliseconds; those with writes failing or
