@@ -1,8 +1,9 @@
 //! Managed memory regions: memory that behaves like ordinary memory while the zswap engine
-//! holds its cold pages. A region joins a userfaultfd (the `uffd` crate, where all unsafe
-//! code lives) to a zswap group (the `zswap` crate).
+//! holds its cold pages. A region joins a userfaultfd (the `uffd` crate, whose unsafe code
+//! wraps the system calls) to a zswap group (the `zswap` crate).
 //!
-//! The parts, each owning its state (inner.rs holds them and their lock order):
+//! The parts, each owning its state (inner.rs holds them; lock_order.rs gives the order of
+//! their locks):
 //! - the range and every userfaultfd call on it (mapping.rs);
 //! - actions: the handler threads (handler.rs), or the faulting threads themselves
 //!   (in_thread.rs), hand faults to fault.rs, which swaps folios in
@@ -11,11 +12,13 @@
 //! - state: page flags (page_flags.rs), the LRU (lru.rs), staged folios (staged.rs),
 //!   discards (discards.rs), deferred events (deferred.rs), read failures
 //!   (read_failures.rs), reclaim's waits (reclaim_wait.rs), the spare handler (spare.rs),
-//!   the threads started once needed (lazy_threads.rs);
+//!   the threads started once needed (lazy_threads.rs), the in-thread servers' reclaim slots
+//!   and scratch (serving_threads.rs), what the region charges as it goes (charge.rs);
 //! - policies, which decide and never touch the mapping: clean folios (clean.rs),
 //!   incompressible folios (incompressible.rs), readahead and drop-behind (readahead.rs), the
 //!   working set's refault detection (workingset.rs);
-//! - the limit past reclaim: throttling, the hard limit and its events (over_limit.rs).
+//! - the limit past reclaim: the policy, the hard limit and its events (over_limit.rs), and
+//!   a fault's throttling or kill (throttle.rs).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
