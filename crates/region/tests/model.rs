@@ -5,7 +5,9 @@
 //! zswap_max; write failures (EIO, ENOSPC, torn writes) and read failures of the backing
 //! device) applied to a `Region` and to a plain model of what every page must hold, in the
 //! manner of redb's `fuzz_redb.rs`. After every step every byte of every page is checked
-//! against the model, and the region's usage against its limit (`Run::check_limit`); at the
+//! against the model, the region's usage against its limit (`Run::check_limit`), and its
+//! counters (`Run::check_counters`: none goes back, none of those that count what must not
+//! happen moves); at the
 //! end of each sequence, once the region is back under its limit, `Region::audit` (reclaim
 //! held off) checks where each page is against the region's counts, and the engine's audit
 //! its entries against its gauges.

@@ -216,6 +216,19 @@ enum Op {
 
 /// Compressors a sequence switches between: fewer than `MAX_COMPRESSORS` (16), so a switch
 /// never runs out of codec slots.
+/// The engine's counters of events (its gauges aside), as `Zswap::stats` names them.
+const ENGINE_COUNTERS: &[&str] = &[
+    "zswpout",
+    "zswpin",
+    "pswpout",
+    "pswpin",
+    "written_back_pages",
+    "swap_write_fail",
+    "swap_read_fail",
+    "pool_limit_hit",
+    "reject_compress_poor",
+];
+
 const COMPRESSORS: &[&str] = &["lz4", "zstd", "zstd:1", "zstd:-5", "deflate", "deflate:1"];
 
 const FAULT_KINDS: &[FaultKind] = &[FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite];
@@ -977,6 +990,43 @@ impl Run<'_> {
     /// the tolerance at every look. Until then it may be anywhere (it went past while writes
     /// failed or writeback was off, and reclaim brings it back in its own time: kswapd
     /// every 20 ms, or the next fault); `settle` at the end of a sequence waits for it.
+    /// The region's counters (all of them count up: its latency quantiles aside) and the
+    /// engine's event counts, by name.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let z = self.region.zswap().stats();
+        let mut c: Vec<(&'static str, u64)> = self
+            .region
+            .stats()
+            .lines()
+            .into_iter()
+            .filter(|(name, _)| !name.starts_with("fault_latency"))
+            .collect();
+        c.extend(ENGINE_COUNTERS.iter().map(|&n| (n, z.get(n))));
+        c
+    }
+
+    /// After a step: no counter went back (`before`, the counters before it), and those that
+    /// count what must not happen have not moved: pages poisoned or device reads failed with
+    /// no read failure armed, a page the region lost track of, the process killed.
+    fn check_counters(&mut self, before: &[(&'static str, u64)]) {
+        let after = self.counters();
+        for (&(name, was), &(_, now)) in before.iter().zip(&after) {
+            if now < was {
+                self.fail(&format!("{name} went back from {was} to {now}"));
+            }
+        }
+        let get = |name: &str| after.iter().find(|(n, _)| *n == name).map_or(0, |c| c.1);
+        let mut never = vec!["lost_track", "oom", "oom_kill"];
+        if !self.kernel_only {
+            never.extend(["poisoned", "swap_read_fail"]);
+        }
+        for name in never {
+            if get(name) != 0 {
+                self.fail(&format!("{name} is {}", get(name)));
+            }
+        }
+    }
+
     fn check_limit(&mut self) {
         if !self.limit_kept() {
             self.settled = false;
@@ -1188,6 +1238,7 @@ fn run_sequence(
         }
         run.note(format!("{op:?}"));
         applied.push(op.clone());
+        let counters = run.counters();
         let t = Instant::now();
         run.apply(&op);
         run.tally.time(op_name(&op), t.elapsed());
@@ -1206,6 +1257,7 @@ fn run_sequence(
         run.check_all();
         run.tally.time("check_all", t.elapsed());
         run.check_limit();
+        run.check_counters(&counters);
         run.tally.steps += 1;
     }
     run.settle();
