@@ -3,9 +3,8 @@
 //! may use it.
 //!
 //! Two per-thread facts decide where a call goes:
-//! - `Role`: the region's own threads (those that exist right after the region is made) never
-//!   allocate from the region heap and their mappings are never redirected: a thread that
-//!   serves faults must not fault on the memory it serves.
+//! - who the thread is (thread_role.rs): uzswap's own threads, and program threads serving
+//!   a fault or creating a thread, never allocate from the region heap;
 //! - `enter`: inside mimalloc, its own anonymous mappings (its page map, its threads'
 //!   state) pass straight to the kernel instead of coming back here.
 
@@ -21,15 +20,7 @@ static HEAP: AtomicPtr<mi::mi_heap_t> = AtomicPtr::new(std::ptr::null_mut());
 static START: AtomicUsize = AtomicUsize::new(0);
 static END: AtomicUsize = AtomicUsize::new(0);
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Unknown,
-    Program,
-    Uzswap,
-}
-
 thread_local! {
-    static ROLE: Cell<Role> = const { Cell::new(Role::Unknown) };
     /// Calls into mimalloc this thread is inside.
     static DEPTH: Cell<u32> = const { Cell::new(0) };
 }
@@ -54,66 +45,11 @@ pub fn inside() -> bool {
     DEPTH.with(Cell::get) > 0
 }
 
-/// The region's own threads (and the engine's, and the statistics server's), by thread id:
-/// the threads that exist right after the region is made, the loading thread aside (init.rs,
-/// `set_uzswap_threads`).
-static UZSWAP_THREADS: std::sync::OnceLock<Vec<i32>> = std::sync::OnceLock::new();
-
-/// Record the region's threads: every thread of the process but `main_thread`, called
-/// right after the region is made, before the program's `main` (nothing else runs yet).
-pub fn set_uzswap_threads(main_thread: i32) {
-    let tids = std::fs::read_dir("/proc/self/task")
-        .map(|dir| {
-            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .filter(|&tid| tid != main_thread)
-                .collect()
-        })
-        .unwrap_or_default();
-    let _ = UZSWAP_THREADS.set(tids);
-}
-
-/// Mark this thread as one of the region's own: the region runs it first on every thread it
-/// starts (`RegionConfig::thread_start`), those it starts after `set_uzswap_threads` too.
-pub fn mark_uzswap_thread() {
-    ROLE.with(|role| role.set(Role::Uzswap));
-}
-
-/// Whether this thread is one of the region's own.
-pub fn is_uzswap_thread() -> bool {
-    ROLE.with(|role| {
-        if role.get() == Role::Unknown {
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
-            let ours = UZSWAP_THREADS.get().is_some_and(|t| t.contains(&tid));
-            // Until the region exists no thread of it runs: stay undecided until then.
-            if !HEAP.load(Acquire).is_null() {
-                role.set(if ours { Role::Uzswap } else { Role::Program });
-            }
-            return ours;
-        }
-        role.get() == Role::Uzswap
-    })
-}
-
 /// The region heap, for a program thread once the region exists and while it is not serving
 /// a fault; None otherwise (the call goes to glibc's malloc, outside the region).
 pub fn region_heap() -> Option<*mut mi::mi_heap_t> {
     let heap = HEAP.load(Acquire);
-    // A thread serving its own fault (in_thread.rs) allocates outside the memory it serves,
-    // and so does glibc for a thread being created (its TLS vector, in_thread.rs).
-    if heap.is_null() || is_uzswap_thread() || uffd::sigbus::serving() || creating_thread() {
-        return None;
-    }
-    Some(heap)
-}
-
-/// Whether this thread is inside `pthread_create` with in-thread faults on (in_thread.rs,
-/// which the unit tests leave out).
-fn creating_thread() -> bool {
-    #[cfg(not(test))]
-    return crate::in_thread::creating_thread();
-    #[cfg(test)]
-    false
+    (!heap.is_null() && crate::thread_role::allocates_in_region()).then_some(heap)
 }
 
 /// Whether `p` lies in the region.

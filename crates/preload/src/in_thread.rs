@@ -145,19 +145,6 @@ pub unsafe extern "C" fn pthread_sigmask(
 
 // ---- A new thread's TLS vector stays outside the region ----------------------------------
 
-thread_local! {
-    /// This thread is inside `pthread_create` (`creating_thread`).
-    static CREATING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether this thread is inside `pthread_create`, whose allocations (glibc's: the new
-/// thread's TLS vector) must stay outside the region: every access to a thread-local reads
-/// that vector, the SIGBUS handler's included, and a fault there, with SIGBUS blocked while
-/// a fault is served, would kill the process.
-pub fn creating_thread() -> bool {
-    on() && CREATING.with(std::cell::Cell::get)
-}
-
 /// # Safety
 /// As C's `pthread_create`.
 #[no_mangle]
@@ -168,10 +155,11 @@ pub unsafe extern "C" fn pthread_create(
     arg: *mut c_void,
 ) -> c_int {
     let real = next!("pthread_create": unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int);
-    CREATING.with(|c| c.set(true));
+    // glibc allocates the new thread's TLS vector here: outside the region (thread_role.rs).
+    crate::thread_role::set_creating(on());
     // SAFETY: the caller's arguments.
     let r = unsafe { real(thread, attr, start, arg) };
-    CREATING.with(|c| c.set(false));
+    crate::thread_role::set_creating(false);
     r
 }
 

@@ -32,12 +32,12 @@ extern "C" fn init() {
     uffd::process::return_large_blocks_when_freed();
     let size = config.max_heap as usize;
     let mut region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
-    region_config.thread_start = Some(crate::heap::mark_uzswap_thread);
+    region_config.thread_start = Some(crate::thread_role::mark_uzswap_thread);
     if let Some((url, run)) = &config.swap_to {
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() };
         let options = redis_tier::TierOptions {
-            thread_start: Some(crate::heap::mark_uzswap_thread),
+            thread_start: Some(crate::thread_role::mark_uzswap_thread),
             ..Default::default()
         };
         // Each process of the tree has keys of its own under the run's id.
@@ -83,7 +83,7 @@ extern "C" fn init() {
         );
     }
     // SAFETY: getpid has no preconditions.
-    crate::heap::set_uzswap_threads(unsafe { libc::getpid() });
+    crate::thread_role::set_uzswap_threads(unsafe { libc::getpid() });
     if let Err(e) = crate::heap::start(region.as_ptr(), region.len()) {
         refuse(&e);
     }

@@ -7,7 +7,7 @@
 //!   the jemalloc built into Redis) come from the same heap, and their munmap, mremap and
 //!   madvise are applied there (mmap.rs).
 //! - uzswap's own memory stays outside the region: its Rust allocations go to glibc's malloc
-//!   (below), its threads' calls pass straight to the kernel (heap.rs, `Role`), so a thread
+//!   (below), its threads' calls pass straight to the kernel (thread_role.rs), so a thread
 //!   that serves faults never faults on the memory it serves, nor waits on an event of it.
 //!
 //! - While the program runs, one thread of uzswap's own answers `uzswap stat PID` on a Unix
@@ -33,6 +33,7 @@ mod mmap;
 mod run;
 mod server;
 mod stats;
+mod thread_role;
 mod tree;
 
 use std::alloc::{GlobalAlloc, Layout};

@@ -20,7 +20,8 @@ use std::sync::Mutex;
 
 use libmimalloc_sys as mi;
 
-use crate::heap::{enter, in_region, inside, is_uzswap_thread, overlaps_region, region_heap};
+use crate::heap::{enter, in_region, inside, overlaps_region, region_heap};
+use crate::thread_role::is_uzswap_thread;
 
 const PAGE: usize = 4096;
 
