@@ -1074,7 +1074,7 @@ impl Run<'_> {
 
     /// The usage and the region's limit. Looks that find the pool and the region's own
     /// metadata alone past the limit are counted: reclaim then writes the pool back
-    /// (`the_pool_alone_over_the_limit_is_written_back`).
+    /// (`the_pool_alone_over_the_limit_is_written_back`, tests/region.rs).
     fn usage_and_limit(&mut self) -> (u64, u64) {
         let u = self.region.usage();
         let limit = self.region.limit();
