@@ -21,6 +21,9 @@ fn refuse(why: &str) -> ! {
 }
 
 extern "C" fn init() {
+    // The program's threads keep their thread-locals in blocks its malloc gives, so in the
+    // region: the lock-order checks of debug builds would read them under the region's locks.
+    zswap::lock_order::disable();
     let Ok(text) = std::env::var(crate::config::ENV) else {
         // Loaded without `uzswap run` (a child that kept LD_PRELOAD): an allocator only.
         return;

@@ -40,6 +40,25 @@ impl Class {
 /// (`SwapCache::lock_folio`).
 pub static FOLIO: Class = Class::new("folio lock", 10);
 
+/// Whether this process checks the order (debug builds: until `disable`).
+#[cfg(debug_assertions)]
+static ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Check nothing in this process from now on; call it before any lock is taken. For a
+/// process whose threads' thread-locals may live in memory a region holds (a program under
+/// the preload, whose malloc gives glibc the blocks of lazily allocated thread-locals): a
+/// check reads them, and a fault on one under the event gate would wait for a handler that
+/// waits for the gate.
+pub fn disable() {
+    #[cfg(debug_assertions)]
+    ENABLED.store(false, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[cfg(debug_assertions)]
+fn enabled() -> bool {
+    ENABLED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 #[cfg(debug_assertions)]
 mod held {
     use std::cell::Cell;
@@ -105,7 +124,9 @@ mod held {
 #[inline]
 pub fn will_wait(class: &Class) {
     #[cfg(debug_assertions)]
-    held::will_wait(class);
+    if enabled() {
+        held::will_wait(class);
+    }
     #[cfg(not(debug_assertions))]
     let _ = class;
 }
@@ -114,7 +135,9 @@ pub fn will_wait(class: &Class) {
 #[inline]
 pub fn taken(class: &Class) {
     #[cfg(debug_assertions)]
-    held::taken(class);
+    if enabled() {
+        held::taken(class);
+    }
     #[cfg(not(debug_assertions))]
     let _ = class;
 }
@@ -123,7 +146,9 @@ pub fn taken(class: &Class) {
 #[inline]
 pub fn released(class: &Class) {
     #[cfg(debug_assertions)]
-    held::released(class);
+    if enabled() {
+        held::released(class);
+    }
     #[cfg(not(debug_assertions))]
     let _ = class;
 }
@@ -134,7 +159,7 @@ pub fn released(class: &Class) {
 #[inline]
 pub fn assert_none_held(what: &str) {
     #[cfg(debug_assertions)]
-    if let Some(name) = held::holds_any() {
+    if let Some(name) = enabled().then(held::holds_any).flatten() {
         panic!("lock order: {what} while holding the {name}");
     }
     #[cfg(not(debug_assertions))]
