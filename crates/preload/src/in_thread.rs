@@ -156,11 +156,9 @@ pub unsafe extern "C" fn pthread_create(
 ) -> c_int {
     let real = next!("pthread_create": unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int);
     // glibc allocates the new thread's TLS vector here: outside the region (thread_role.rs).
-    crate::thread_role::set_creating(on());
+    let _outside = on().then(crate::thread_role::allocate_outside);
     // SAFETY: the caller's arguments.
-    let r = unsafe { real(thread, attr, start, arg) };
-    crate::thread_role::set_creating(false);
-    r
+    unsafe { real(thread, attr, start, arg) }
 }
 
 // ---- System calls retried once their buffers are in ------------------------------------

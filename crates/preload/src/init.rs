@@ -12,6 +12,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use region::{ForkGuard, Region};
 
+use crate::thread_role::AllocatingOutside;
+
 /// Stop the process before `main`, saying why.
 fn refuse(why: &str) -> ! {
     use std::io::Write;
@@ -113,8 +115,9 @@ extern "C" fn init() {
 
 thread_local! {
     /// The region made safe to fork, from the prepare handler to the parent's or the
-    /// child's, which run on the forking thread (fork.rs in the region crate).
-    static FORKING: std::cell::RefCell<Option<ForkGuard<'static>>> =
+    /// child's, which run on the forking thread (fork.rs in the region crate), and the
+    /// forking thread's allocations sent outside the region meanwhile.
+    static FORKING: std::cell::RefCell<Option<(ForkGuard<'static>, AllocatingOutside)>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -127,9 +130,11 @@ unsafe extern "C" fn fork_prepare() {
         return;
     }
     let Some(run) = crate::run::get() else { return };
+    // The region's code runs on this thread until the parent's or the child's handler.
+    let outside = crate::thread_role::allocate_outside();
     let before = run.region.usage().resident;
     match run.region.prepare_fork() {
-        Ok(guard) => FORKING.with(|f| *f.borrow_mut() = Some(guard)),
+        Ok(guard) => FORKING.with(|f| *f.borrow_mut() = Some((guard, outside))),
         Err(e) => refuse(&format!("cannot prepare the heap for fork: {e}")),
     }
     let brought_back = run.region.usage().resident.saturating_sub(before);
@@ -143,6 +148,9 @@ static BROUGHT_BACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 /// the first time: the child's copy of it is outside the limit, and the region is no longer
 /// throttled or killed over its limit (over_limit.rs).
 unsafe extern "C" fn fork_parent() {
+    if CHILD.load(Relaxed) {
+        return;
+    }
     drop(FORKING.with(|f| f.borrow_mut().take()));
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let brought_back = BROUGHT_BACK.load(Relaxed);
@@ -162,7 +170,10 @@ unsafe extern "C" fn fork_parent() {
 unsafe extern "C" fn fork_child() {
     CHILD.store(true, Relaxed);
     crate::server::close_in_child();
-    std::mem::forget(FORKING.with(|f| f.borrow_mut().take()));
+    if let Some((guard, outside)) = FORKING.with(|f| f.borrow_mut().take()) {
+        std::mem::forget(guard);
+        drop(outside);
+    }
 }
 
 /// At exit: write the statistics (stats.rs), if `uzswap run --stats` asked for them.
@@ -171,6 +182,7 @@ extern "C" fn fini() {
         return;
     }
     let Some(run) = crate::run::get() else { return };
+    let _outside = crate::thread_role::allocate_outside();
     if let Some(tree) = crate::run::tree() {
         tree.exit(run.region);
     }

@@ -297,7 +297,10 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     // stays until the rest is unmapped. A part the region holds nothing for (a runtime
     // trimming a reservation it never touched) is left as it is: its discard would only wait
     // for a fault handler. The block is zeroed again when it is handed out anew.
-    let held = crate::run::region().is_none_or(|r| !r.holds_nothing(a - r.as_ptr() as usize, len));
+    let held = crate::run::region().is_none_or(|r| {
+        let _outside = crate::thread_role::allocate_outside();
+        !r.holds_nothing(a - r.as_ptr() as usize, len)
+    });
     if held {
         raw_madvise(addr, len, libc::MADV_DONTNEED);
     }

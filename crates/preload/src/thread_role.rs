@@ -7,9 +7,13 @@
 //!   those the region starts later (`mark_uzswap_thread`, its `thread_start`).
 //! - a program thread **serving its own fault** (in-thread faults: uffd's `sigbus::serving`)
 //!   allocates outside the memory it serves;
-//! - a program thread **creating a thread** with in-thread faults on (`set_creating`, around
-//!   `pthread_create`): glibc's allocations there are the new thread's TLS vector, which every
-//!   thread-local access reads, the SIGBUS handler's included, so it must not be evicted;
+//! - a program thread **inside uzswap's code** (`allocate_outside`: the fork handlers, a
+//!   `munmap` asking the region, the exit handler), whose allocations (a thread-local's
+//!   destructor registered by glibc on first use, under the region's locks) must never fault
+//!   on the memory the region's handlers serve while it holds what they wait for; and one
+//!   **creating a thread** with in-thread faults on (around `pthread_create`): glibc's
+//!   allocations there are the new thread's TLS vector, which every thread-local access
+//!   reads, the SIGBUS handler's included, so it must not be evicted;
 //! - every other thread is the **program's**, and allocates in the region.
 
 use std::cell::Cell;
@@ -25,8 +29,8 @@ enum Role {
 
 thread_local! {
     static ROLE: Cell<Role> = const { Cell::new(Role::Unknown) };
-    /// Inside `pthread_create` with in-thread faults on.
-    static CREATING: Cell<bool> = const { Cell::new(false) };
+    /// `allocate_outside` guards this thread holds.
+    static OUTSIDE: Cell<u32> = const { Cell::new(0) };
 }
 
 /// uzswap's own threads alive when the region was made, by thread id.
@@ -70,13 +74,25 @@ pub fn is_uzswap_thread() -> bool {
     })
 }
 
-/// This thread enters (`true`) or leaves `pthread_create` with in-thread faults on.
-pub fn set_creating(creating: bool) {
-    CREATING.with(|c| c.set(creating));
+/// While held, this thread's allocations go to glibc's malloc, outside the region.
+pub struct AllocatingOutside(());
+
+impl Drop for AllocatingOutside {
+    fn drop(&mut self) {
+        OUTSIDE.with(|n| n.set(n.get() - 1));
+    }
+}
+
+/// Send this thread's allocations outside the region until the guard drops: taken around
+/// every call of a program thread into the region, and around `pthread_create` with
+/// in-thread faults on.
+pub fn allocate_outside() -> AllocatingOutside {
+    OUTSIDE.with(|n| n.set(n.get() + 1));
+    AllocatingOutside(())
 }
 
 /// Whether this thread's allocations go to the region heap (once it exists): a program
-/// thread, neither serving its own fault nor creating a thread.
+/// thread, neither serving its own fault nor inside uzswap's code.
 pub fn allocates_in_region() -> bool {
-    !is_uzswap_thread() && !uffd::sigbus::serving() && !CREATING.with(Cell::get)
+    !is_uzswap_thread() && !uffd::sigbus::serving() && OUTSIDE.with(Cell::get) == 0
 }

@@ -16,6 +16,8 @@ use std::ops::{Deref, DerefMut};
 #[derive(Debug)]
 pub struct Class {
     name: &'static str,
+    // Read by the checks, which release builds leave out.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
     rank: u8,
 }
 

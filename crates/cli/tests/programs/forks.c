@@ -1,0 +1,84 @@
+// Forks under pressure: `nested MIB` forks a child that forks a grandchild, each checking the
+// heap byte for byte; `threads MIB` forks while four threads allocate and free.
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BLOCK (64 << 10)
+static unsigned char **blocks;
+static size_t nblocks;
+static volatile int stop;
+
+static unsigned char byte_at(size_t b, size_t i) { return (unsigned char)(b * 31 + i / 4096 * 7 + 1); }
+
+static void fill(void) {
+    for (size_t b = 0; b < nblocks; b++) {
+        blocks[b] = malloc(BLOCK);
+        for (size_t i = 0; i < BLOCK; i += 512) memset(blocks[b] + i, byte_at(b, i), 512);
+    }
+}
+
+static int check(void) {
+    for (size_t b = 0; b < nblocks; b++)
+        for (size_t i = 0; i < BLOCK; i += 512)
+            for (size_t j = 0; j < 512; j++)
+                if (blocks[b][i + j] != byte_at(b, i)) return 0;
+    return 1;
+}
+
+static int wait_child(pid_t pid) {
+    int status;
+    if (waitpid(pid, &status, 0) != pid) return 99;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+static void *churn(void *arg) {
+    (void)arg;
+    void *held[64] = {0};
+    unsigned n = 0;
+    while (!stop) {
+        unsigned k = n++ % 64;
+        free(held[k]);
+        held[k] = malloc(1024 + (n * 4099) % (256 << 10));
+        memset(held[k], 1, 1024);
+    }
+    for (int k = 0; k < 64; k++) free(held[k]);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    nblocks = (size_t)atoi(argv[2]) * (1 << 20) / BLOCK;
+    blocks = calloc(nblocks, sizeof *blocks);
+    fill();
+    if (!strcmp(argv[1], "nested")) {
+        pid_t child = fork();
+        if (child == 0) {
+            if (!check()) _exit(1);
+            pid_t grandchild = fork();
+            if (grandchild == 0) _exit(check() ? 0 : 1);
+            int g = wait_child(grandchild);
+            memset(blocks[0], 0, BLOCK);
+            _exit(g ? 10 + g : 0);
+        }
+        int c = wait_child(child);
+        printf("child %d parent %d\n", c, check());
+    } else {
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, churn, NULL);
+        int bad = 0;
+        for (int f = 0; f < 5; f++) {
+            pid_t child = fork();
+            if (child == 0) _exit(check() ? 0 : 1);
+            bad += wait_child(child) != 0;
+        }
+        stop = 1;
+        for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+        printf("bad children %d parent %d\n", bad, check());
+    }
+    return 0;
+}
