@@ -159,6 +159,55 @@ fn forks_under_pressure_never_hang_and_each_child_sees_the_whole_heap() {
     );
 }
 
+/// What shells and daemons do with descriptors never reaches uzswap's: a C program whose
+/// heap is past its limit `dup2`s a log onto each number from 3 to 63, closes every number
+/// to 1023, calls `close_range(3, ~0U, 0)` and `closefrom(3)`, then checks its heap and builds
+/// another; a bash script keeps a log on fd 5 (`exec 5>log`) while it builds an array past
+/// its limit. Each prints what it prints plainly. Without uzswap's descriptors out of reach,
+/// the heap came back corrupt and the log took a page of the swap file, and bash died of
+/// SIGBUS.
+#[test]
+fn descriptors_a_program_closes_or_replaces_are_never_uzswaps() {
+    let program = compile("descriptors");
+    let log = program.with_extension("log");
+    let c = run(
+        &["--memory-high", "24M", "--stats=full"],
+        &[program.to_str().unwrap(), log.to_str().unwrap(), "64"],
+    );
+    std::fs::remove_file(&program).unwrap();
+    assert_eq!(c.status.code(), Some(0), "{}", stderr(&c));
+    assert_eq!(stdout(&c), "heap ok log 654 bytes\n");
+    assert!(
+        stat(&c, "pswpout") > 0,
+        "nothing went to the swap file: {}",
+        stderr(&c)
+    );
+    let script = r#"
+exec 5>"$1"
+declare -a a
+for ((i = 0; i < 300000; i++)); do a[i]="element $i of the array, padded to take some room"; done
+echo "built ${#a[@]}" >&5
+for ((i = 0; i < 300000; i += 7919)); do echo "${a[i]}" >&5; done
+exec 5>&-
+echo "$(wc -c < "$1") ${a[123456]}"
+"#;
+    let bash = run(
+        &["--memory-high", "16M", "--stats=full"],
+        &["bash", "-c", script, "bash", log.to_str().unwrap()],
+    );
+    std::fs::remove_file(&log).unwrap();
+    assert_eq!(bash.status.code(), Some(0), "{}", stderr(&bash));
+    assert_eq!(
+        stdout(&bash),
+        "2047 element 123456 of the array, padded to take some room\n"
+    );
+    assert!(
+        stat(&bash, "zswpout") > 0,
+        "nothing evicted: {}",
+        stderr(&bash)
+    );
+}
+
 /// A C program that write(2)s 64 MiB out of a heap buffer evicted meanwhile and read(2)s it
 /// back into a buffer it never touched, under a 32 MiB limit: the kernel's own accesses to
 /// the heap are served (kernel-mode faults), and every byte comes back.

@@ -10,6 +10,9 @@
 //!   (below), its threads' calls pass straight to the kernel (thread_role.rs), so a thread
 //!   that serves faults never faults on the memory it serves, nor waits on an event of it.
 //!
+//! - uzswap's descriptors sit at the top of the program's table, where its `close`,
+//!   `close_range`, `closefrom`, `dup2` and `dup3` do not reach (descriptors.rs).
+//!
 //! - While the program runs, one thread of uzswap's own answers `uzswap stat PID` on a Unix
 //!   socket (server.rs) with the statistics (stats.rs), which `uzswap run --stats` also
 //!   gets at exit.
@@ -25,6 +28,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod config;
+mod descriptors;
 mod heap;
 mod in_thread;
 mod init;

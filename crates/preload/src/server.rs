@@ -59,6 +59,7 @@ static LISTENER: AtomicI32 = AtomicI32::new(-1);
 pub fn start(region: &'static Region) -> std::io::Result<()> {
     let name = format!("uzswap-stat-{}", std::process::id());
     let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(name)?)?;
+    let listener = uffd::descriptors::out_of_reach(listener);
     listener.set_nonblocking(true)?;
     LISTENER.store(listener.as_raw_fd(), Relaxed);
     std::thread::Builder::new()
@@ -167,6 +168,7 @@ impl Watch {
 /// user and root, `OTHERS`) is full, that kind's oldest is dropped.
 fn accept_all(listener: &UnixListener, clients: &mut Vec<Client>, own: rustix::process::Uid) {
     while let Ok((stream, _)) = listener.accept() {
+        let stream = uffd::descriptors::out_of_reach(stream);
         let allowed = rustix::net::sockopt::socket_peercred(&stream)
             .is_ok_and(|peer| peer.uid == own || peer.uid.is_root());
         if stream.set_nonblocking(true).is_err() {
@@ -251,6 +253,7 @@ pub fn close_in_child() {
     if fd >= 0 {
         // SAFETY: `fd` is the child's copy of the listening socket; nothing in the child owns
         // or uses it (its owner lives on the parent's server thread, which the child lacks).
-        unsafe { libc::close(fd) };
+        // The system call itself: the preload's `close` keeps the program off this number.
+        unsafe { libc::syscall(libc::SYS_close, fd) };
     }
 }

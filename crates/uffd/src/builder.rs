@@ -134,6 +134,7 @@ impl UffdBuilder {
             wanted |= Features::WP_UNPOPULATED;
         }
         let (_, api_ioctls) = api(&fd, wanted)?;
+        let fd = crate::descriptors::out_of_reach(fd);
         Ok(Uffd::new(fd, wanted, supported, api_ioctls, user_mode_only))
     }
 

@@ -26,9 +26,10 @@ impl Doorbell {
                 source: io::Error::last_os_error(),
             });
         }
+        // SAFETY: the kernel just returned this descriptor to us, and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Doorbell {
-            // SAFETY: the kernel just returned this descriptor to us, and nothing else owns it.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd: crate::descriptors::out_of_reach(fd),
         })
     }
 

@@ -7,6 +7,7 @@
 //! - [`UffdBuilder`] / [`Uffd`]: creation, handshake, operations, events.
 //! - [`Event`]: what `read(2)` on a userfaultfd says.
 //! - [`sigbus`]: faults served in the faulting thread, from its SIGBUS handler.
+//! - [`descriptors`]: uzswap's descriptors moved out of a program's reach.
 //! - [`RawRegion`]: a mapping to register, which never hands out references into itself.
 //! - [`UffdError`]: errno turned into domain errors; `EEXIST` is the [`Filled::PageExists`]
 //!   outcome, not an error.
@@ -15,6 +16,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod builder;
+pub mod descriptors;
 pub mod doorbell;
 pub mod error;
 pub mod event;

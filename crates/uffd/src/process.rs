@@ -30,7 +30,9 @@ pub struct OwnMemory(std::fs::File);
 impl OwnMemory {
     /// Open `/proc/self/mem` for reading.
     pub fn open() -> io::Result<OwnMemory> {
-        std::fs::File::open("/proc/self/mem").map(OwnMemory)
+        std::fs::File::open("/proc/self/mem")
+            .map(crate::descriptors::out_of_reach)
+            .map(OwnMemory)
     }
 
     /// Copy the bytes at `addr` into `buf`; returns how many were copied, fewer than asked

@@ -413,5 +413,6 @@ fn open_self_pidfd() -> Option<OwnedFd> {
         return None;
     }
     // SAFETY: the kernel just returned this fd to us, and nothing else owns it.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    Some(crate::descriptors::out_of_reach(fd))
 }

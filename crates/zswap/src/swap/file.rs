@@ -142,7 +142,7 @@ impl FileDevice {
                 .map(|s| (capacity_pages - s * stripe_slots).min(stripe_slots))
                 .sum();
             rustix::fs::ftruncate(&fd, u64::from(pages) * PAGE_SIZE as u64).map_err(create_err)?;
-            files.push(File::from(fd));
+            files.push(File::from(uffd::descriptors::out_of_reach(fd)));
         }
         Ok(FileDevice {
             files,
