@@ -208,6 +208,31 @@ echo "$(wc -c < "$1") ${a[123456]}"
     );
 }
 
+/// Every alignment allocates, as it does without uzswap: mimalloc aligns at most to 64 KiB
+/// in the region's arena, and larger alignments (ENOMEM before) are carved out of larger
+/// blocks.
+#[test]
+fn every_alignment_allocates() {
+    let program = compile("alignments");
+    let o = run(&["--memory-high", "64M"], &[program.to_str().unwrap()]);
+    std::fs::remove_file(&program).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "ok\n");
+    assert_eq!(stderr(&o), "");
+}
+
+/// A mapping shrunk by mremap and unmapped at its new length is freed whole, 64 times 64 MiB
+/// in a heap of 1 GiB: the part past the new end left with the heap before (ENOMEM at the
+/// eleventh).
+#[test]
+fn a_mapping_shrunk_by_mremap_then_unmapped_is_freed_whole() {
+    let program = compile("mremap_shrink");
+    let o = run(&["--memory-high", "64M"], &[program.to_str().unwrap()]);
+    std::fs::remove_file(&program).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "ok\n");
+}
+
 /// A C program that write(2)s 64 MiB out of a heap buffer evicted meanwhile and read(2)s it
 /// back into a buffer it never touched, under a 32 MiB limit: the kernel's own accesses to
 /// the heap are served (kernel-mode faults), and every byte comes back.

@@ -34,6 +34,7 @@ mod in_thread;
 mod init;
 mod malloc;
 mod mmap;
+mod over_aligned;
 mod run;
 mod server;
 mod stats;

@@ -12,6 +12,7 @@ use std::ffi::{c_int, c_void};
 use libmimalloc_sys as mi;
 
 use crate::heap::{enter, in_region, region_heap, shared_heap};
+use crate::over_aligned::{self, MIMALLOC_ALIGN_MAX};
 
 extern "C" {
     fn __libc_malloc(size: usize) -> *mut c_void;
@@ -40,6 +41,7 @@ fn alloc_aligned(size: usize, align: usize) -> *mut c_void {
     // heap.
     unsafe {
         match region_heap() {
+            Some(h) if align > MIMALLOC_ALIGN_MAX => over_aligned::alloc(h, size, align),
             Some(h) => mi::mi_heap_malloc_aligned(h, size, align),
             None => __libc_memalign(align, size),
         }
@@ -84,8 +86,9 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     let saved = errno();
     if in_region(p) {
         let _inside = enter();
-        // SAFETY: the region heap handed `p` out, and it is live (the caller's part).
-        unsafe { mi::mi_free(p) };
+        let block = over_aligned::block_of(p, true).map_or(p, |(block, _)| block);
+        // SAFETY: the region heap handed `block` out, and it is live (the caller's part).
+        unsafe { mi::mi_free(block) };
     } else {
         // SAFETY: not ours: libc's own malloc handed it out.
         unsafe { __libc_free(p) };
@@ -110,6 +113,22 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         // SAFETY: `p` is live and ours.
         unsafe { free(p) };
         return std::ptr::null_mut();
+    }
+    if let Some((block, offset)) = over_aligned::block_of(p, false) {
+        // A carved block moves to a plain one: realloc promises no more than malloc's
+        // alignment.
+        let _inside = enter();
+        // SAFETY: `block` is the region heap's and live.
+        let old = unsafe { mi::mi_usable_size(block) } - offset;
+        // SAFETY: as `malloc`.
+        let new = unsafe { malloc(size) };
+        if !new.is_null() {
+            // SAFETY: both live, distinct blocks at least this long.
+            unsafe { std::ptr::copy_nonoverlapping(p.cast::<u8>(), new.cast(), old.min(size)) };
+            // SAFETY: `p` is live and ours.
+            unsafe { free(p) };
+        }
+        return new;
     }
     let _inside = enter();
     // SAFETY: `p` is the region heap's and live; it is resized there.
@@ -194,8 +213,9 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     }
     if in_region(p) {
         let _inside = enter();
+        let (block, offset) = over_aligned::block_of(p, false).unwrap_or((p, 0));
         // SAFETY: the region heap's live block.
-        return unsafe { mi::mi_usable_size(p) };
+        return unsafe { mi::mi_usable_size(block) } - offset;
     }
     // libc's own block: what libc says (looked up once; dlsym may allocate, through us).
     static LIBC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

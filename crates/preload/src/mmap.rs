@@ -59,6 +59,20 @@ impl Block {
         }
         self.nr_unmapped == pages
     }
+
+    /// `mremap` within the block from `old_len` to `new_len` bytes: the pages past the new
+    /// end are unmapped, those between the old end and a larger new one mapped again.
+    fn resize(&mut self, old_len: usize, new_len: usize) {
+        let pages = self.len / PAGE;
+        if self.unmapped.is_empty() {
+            self.unmapped = vec![false; pages];
+        }
+        let end = new_len.div_ceil(PAGE);
+        for p in old_len.min(new_len).div_ceil(PAGE)..pages {
+            self.unmapped[p] = p >= end;
+        }
+        self.nr_unmapped = self.unmapped.iter().filter(|&&u| u).count();
+    }
 }
 
 /// The blocks `mmap` handed out, by start address.
@@ -334,13 +348,18 @@ pub unsafe extern "C" fn mremap(
         };
     }
     let o = old as usize;
-    let blocks = BLOCKS.lock().unwrap();
-    let Some(start) = blocks.get(&o).map(|_| o) else {
+    let new_len = new_len.next_multiple_of(PAGE);
+    let mut blocks = BLOCKS.lock().unwrap();
+    let Some(block) = blocks.get_mut(&o) else {
         return fail(libc::EINVAL);
     };
-    let capacity = blocks[&start].len;
+    let capacity = block.len;
+    if new_len <= capacity {
+        // The pages past the new end are the program's no more: unmapping the new length
+        // frees the block.
+        block.resize(old_len, new_len);
+    }
     drop(blocks);
-    let new_len = new_len.next_multiple_of(PAGE);
     if new_len <= capacity {
         // Shrunk (or grown within the block): what lies past the new end reads as zero.
         if new_len < old_len {
