@@ -2,9 +2,9 @@
 //! limit: the `sqlite3` shell building and querying a database larger than the limit, and
 //! `redis-server` loaded past the limit, checked key by key, and saved through a fork
 //! (BGSAVE), and Node.js with a large heap (V8 reserves its heap `PROT_NONE` and commits it
-//! with `mprotect`). Each compares what the program gives with what it gives without uzswap, and
+//! with `mprotect`), and a JVM stopping a busy thread at its safepoints. Each compares what the program gives with what it gives without uzswap, and
 //! holds the process's peak resident memory to the limit plus what lies outside the region.
-//! `.ci/run` installs the three programs.
+//! `.ci/run` installs the programs.
 
 mod common;
 
@@ -71,6 +71,7 @@ fn have(program: &str) -> bool {
         "redis-server" => "redis-server",
         "redis-cli" => "redis-tools",
         "node" => "nodejs",
+        "javac" | "java" => "openjdk-17-jdk-headless",
         other => other,
     };
     assert!(
@@ -302,4 +303,52 @@ console.log(m.size, h);
         limit >> 20,
         outside >> 20
     );
+}
+
+/// A JVM whose `System.gc()` must stop a thread busy in a loop: the thread stops at its next
+/// safepoint poll, a read of a page the JVM protects `PROT_NONE` to make it trap. The same
+/// output as without uzswap, within two minutes. Hung every time while that page, a small
+/// `PROT_NONE` reservation, was a heap block whose protection was granted and not kept.
+#[test]
+fn a_jvm_stops_a_busy_thread_at_its_safepoints() {
+    if !have("javac") || !have("java") {
+        return;
+    }
+    let source = r#"
+public class Safepoint {
+    static volatile long sink;
+    public static void main(String[] args) throws Exception {
+        Thread busy = new Thread(() -> { long x = 0; while (true) { x++; if ((x & 0xffffff) == 0) sink = x; } });
+        busy.setDaemon(true);
+        busy.start();
+        byte[][] keep = new byte[64][];
+        for (int i = 0; i < keep.length; i++) keep[i] = new byte[1 << 20];
+        for (int i = 0; i < 3; i++) System.gc();
+        System.out.println("gc done " + keep.length);
+    }
+}
+"#;
+    let dir = std::env::temp_dir().join(format!("uzswap-test-jvm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("Safepoint.java"), source).unwrap();
+    let javac = Command::new("javac")
+        .arg("Safepoint.java")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(javac.status.success(), "{}", stderr(&javac));
+    let class_path = dir.to_str().unwrap();
+    let java = ["java", "-Xmx256m", "-cp", class_path, "Safepoint"];
+    let plain = Command::new(java[0]).args(&java[1..]).output().unwrap();
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    ensure_preload();
+    let o = Command::new("timeout")
+        .args(["-s", "KILL", "120", env!("CARGO_BIN_EXE_uzswap"), "run"])
+        .args(["--memory-high", "128M", "--"])
+        .args(java)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), stdout(&plain));
 }

@@ -109,9 +109,15 @@ fn raw_madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
 /// faults are their bounds checks.
 const RESERVATION_MAX: usize = 64 << 20;
 
+/// The smallest `PROT_NONE` reservation the heap takes. Smaller ones are a guard or a trap,
+/// whose fault is the point, and stay with the kernel: a JVM's safepoint polling page (two
+/// pages, one protected `PROT_NONE` to stop every thread that polls it) never trapped in a
+/// block, and the JVM hung at its first safepoint.
+const RESERVATION_MIN: usize = 64 << 10;
+
 /// Whether a mapping with these arguments is heap memory: anonymous, private, placed by the
-/// kernel (`addr` a hint at most), readable and writable, or a `PROT_NONE` reservation of at
-/// most `RESERVATION_MAX`.
+/// kernel (`addr` a hint at most), readable and writable, or a `PROT_NONE` reservation from
+/// `RESERVATION_MIN` to `RESERVATION_MAX`.
 fn is_heap(len: usize, prot: c_int, flags: c_int, fd: c_int) -> bool {
     let refused = libc::MAP_FIXED
         | libc::MAP_FIXED_NOREPLACE
@@ -120,7 +126,7 @@ fn is_heap(len: usize, prot: c_int, flags: c_int, fd: c_int) -> bool {
         | libc::MAP_STACK
         | libc::MAP_HUGETLB;
     let rw = prot == libc::PROT_READ | libc::PROT_WRITE;
-    let reservation = prot == libc::PROT_NONE && len <= RESERVATION_MAX;
+    let reservation = prot == libc::PROT_NONE && (RESERVATION_MIN..=RESERVATION_MAX).contains(&len);
     fd == -1
         && (rw || reservation)
         && flags & (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS)
