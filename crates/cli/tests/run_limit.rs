@@ -209,7 +209,7 @@ fn with_on_limit_exceed_the_program_runs_on_past_memory_max_and_loses_nothing() 
 
 /// Each silent loss of the limit is a line: an allocation past the heap's address space
 /// (`--max-heap`), and memory outside the limit past a quarter of it (a shared mapping, which
-/// the limit does not hold).
+/// the limit does not hold), split by kind.
 #[test]
 fn the_heaps_address_space_running_out_and_memory_outside_the_limit_are_said() {
     common::ensure_preload();
@@ -249,6 +249,13 @@ fn the_heaps_address_space_running_out_and_memory_outside_the_limit_are_said() {
         err.contains("of this process's memory is outside the limit, more than a quarter of --memory-high 64 MiB"),
         "{err}"
     );
+    // The line says what kind of memory that is: the shared mapping, 96 MiB.
+    let shared: u64 = err
+        .split(" MiB shared,")
+        .next()
+        .and_then(|head| head.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no shared part in {err}"));
+    assert!((90..=97).contains(&shared), "{err}");
 }
 
 /// `kill -9` of `uzswap run` leaves nothing in the temp directory: its statistics and the

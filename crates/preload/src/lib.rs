@@ -34,6 +34,7 @@ mod in_thread;
 mod init;
 mod malloc;
 mod mmap;
+mod not_held;
 mod over_aligned;
 mod run;
 mod server;

@@ -151,13 +151,21 @@ impl Watch {
         let outside = rss.saturating_sub(inside);
         if outside > limit / 4 && outside > 32 << 20 {
             self.said_outside = true;
+            let heap = region.as_ptr() as usize..region.as_ptr() as usize + region.len();
+            let n = crate::not_held::measure(heap, outside);
             crate::say(&format!(
                 "{} MiB of this process's memory is outside the limit, more than a quarter of \
                  --memory-high {} MiB: the limit holds the heap (malloc and anonymous \
-                 mappings) only, not the program's code, file and shared pages, stacks, or \
-                 memory it maps past uzswap",
+                 mappings) only; outside it are {} MiB of code and files, {} MiB shared, {} \
+                 MiB of stacks, {} MiB of uzswap's own, {} MiB of anonymous memory the \
+                 program mapped past uzswap",
                 outside >> 20,
-                limit >> 20
+                limit >> 20,
+                n.files >> 20,
+                n.shared >> 20,
+                n.stacks >> 20,
+                n.uzswap >> 20,
+                n.anonymous >> 20,
             ));
         }
         period

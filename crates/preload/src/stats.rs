@@ -8,8 +8,8 @@
 //! `hugepages-16kB/stats/zswpout`, ...), the region's (faults, fault latency in ns, ...), then
 //! where the memory is, in bytes: the region's usage by kind and its charged total, the memory
 //! limit, the swap file's slots in use, the process's peak and current resident memory, and
-//! what of that lies outside the region's resident, staged and pool pages (the program's
-//! text, libraries and stacks, uzswap's threads and metadata).
+//! what of that lies outside the region's resident, staged and pool pages, split by kind
+//! (not_held.rs).
 
 #![cfg(not(test))]
 
@@ -50,10 +50,18 @@ pub fn render(region: &Region) -> String {
     };
     if let (Some(peak), Some(rss)) = (kib("VmHWM:"), kib("VmRSS:")) {
         let inside = usage.resident + usage.staged + usage.pool;
+        let outside = rss.saturating_sub(inside);
+        let heap = region.as_ptr() as usize..region.as_ptr() as usize + region.len();
+        let not_held = crate::not_held::measure(heap, outside);
         lines.extend([
             ("peak_rss_bytes", peak),
             ("rss_bytes", rss),
-            ("outside_bytes", rss.saturating_sub(inside)),
+            ("outside_bytes", outside),
+            ("outside_files_bytes", not_held.files),
+            ("outside_shared_bytes", not_held.shared),
+            ("outside_stacks_bytes", not_held.stacks),
+            ("outside_uzswap_bytes", not_held.uzswap),
+            ("outside_anonymous_bytes", not_held.anonymous),
         ]);
     }
     for (name, value) in lines {

@@ -388,7 +388,12 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("swap_file_bytes", Gauge, Unit::Bytes, "Bytes of the swap file in use."),
     ("peak_rss_bytes", Gauge, Unit::Bytes, "The process's peak resident memory (VmHWM)."),
     ("rss_bytes", Gauge, Unit::Bytes, "The process's resident memory (VmRSS)."),
-    ("outside_bytes", Gauge, Unit::Bytes, "Resident memory outside the heap's pages, staging and pool: the program's code, libraries and stacks, uzswap's threads and metadata."),
+    ("outside_bytes", Gauge, Unit::Bytes, "Resident memory outside the heap's pages, staging and pool: the five outside_* below together."),
+    ("outside_files_bytes", Gauge, Unit::Bytes, "Of outside_bytes: file-backed private mappings, the program's code and libraries and the files it maps."),
+    ("outside_shared_bytes", Gauge, Unit::Bytes, "Of outside_bytes: shared mappings, anonymous (shared memory) or of files."),
+    ("outside_stacks_bytes", Gauge, Unit::Bytes, "Of outside_bytes: the threads' stacks, uzswap's threads' included."),
+    ("outside_uzswap_bytes", Gauge, Unit::Bytes, "Of outside_bytes: uzswap's own allocations (glibc's malloc in use)."),
+    ("outside_anonymous_bytes", Gauge, Unit::Bytes, "Of outside_bytes: anonymous memory the program mapped past uzswap (a runtime's heap at addresses it chose, reservations too large for the heap, executable mappings)."),
     // The process tree (crates/preload/src/tree.rs), then `tree/PID/NAME` lines.
     ("tree_processes", Gauge, Unit::None, "Processes of the tree that have had a region, ended ones included."),
     ("tree_charged_bytes", Gauge, Unit::Bytes, "What the tree's running processes hold against --memory-high together."),

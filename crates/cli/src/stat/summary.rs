@@ -25,10 +25,15 @@ pub fn summary(s: &Snapshot) -> String {
         mib(n("peak_charged_bytes"))
     ));
     lines.push(format!(
-        "peak RSS {}; outside the limit at exit {} (the program's code, libraries, stacks, \
-         file and shared pages, uzswap's threads)",
+        "peak RSS {}; outside the limit at exit {}: code and files {}, shared {}, stacks {}, \
+         uzswap's own {}, anonymous memory mapped past uzswap {}",
         mib(n("peak_rss_bytes")),
-        mib(n("outside_bytes"))
+        mib(n("outside_bytes")),
+        mib(n("outside_files_bytes")),
+        mib(n("outside_shared_bytes")),
+        mib(n("outside_stacks_bytes")),
+        mib(n("outside_uzswap_bytes")),
+        mib(n("outside_anonymous_bytes")),
     ));
     let (stored, pool) = (n("stored_pages"), n("pool_total_size"));
     // Below 1 the pool is mostly free pages it keeps for reuse (a stored page takes at most a
