@@ -7,9 +7,10 @@
 //! - madvise passes through, except `MADV_HUGEPAGE`, which the region's base pages refuse,
 //!   and `MADV_FREE`, which frees at once (`MADV_DONTNEED`): the limit must see every page.
 //!
-//! A fixed mapping or an mprotect over the region never reaches the kernel: a fresh
-//! read-write part of a block is a discard, read-write protection is granted, and anything
-//! else is refused (`fixed_in_region`, `mprotect`). Everything else (file mappings, shared
+//! An mprotect over the region is the region's (`Region::protect`): the kernel keeps the
+//! protection. A fixed mapping over it never reaches the kernel, which would replace the
+//! region's mapping: a fresh part of a block is a discard under the protection asked for, and
+//! anything else is refused (`fixed_in_region`). Everything else (file mappings, shared
 //! or fixed mappings elsewhere, stacks, the region's own threads, mimalloc's own mappings)
 //! goes straight to the kernel.
 #![cfg(not(test))]
@@ -27,20 +28,21 @@ const PAGE: usize = 4096;
 
 /// A block handed out by `mmap`: its length, and which of its pages were unmapped since (a
 /// page unmapped twice counts once, so the block is freed only when no page of it is left).
+/// Its protections are the kernel's, on the region's mapping (`protect`).
 struct Block {
     len: usize,
-    /// Mapped `PROT_NONE`: address space a runtime reserves and commits later with
-    /// `mprotect` (`RESERVATION_MAX`).
-    reserved: bool,
+    /// Given another protection than read-write at some time: made read-write again when
+    /// freed, for mimalloc to hand out.
+    protected: bool,
     unmapped: Vec<bool>,
     nr_unmapped: usize,
 }
 
 impl Block {
-    fn new(len: usize, reserved: bool) -> Self {
+    fn new(len: usize, protected: bool) -> Self {
         Block {
             len,
-            reserved,
+            protected,
             unmapped: Vec::new(),
             nr_unmapped: 0,
         }
@@ -159,27 +161,78 @@ pub unsafe extern "C" fn mmap(
     let Some(len) = len.checked_next_multiple_of(PAGE) else {
         return fail(libc::ENOMEM);
     };
+    let reservation = prot == libc::PROT_NONE;
     let p = {
         let _inside = enter();
-        // SAFETY: the live region heap; any size, page alignment.
-        unsafe { mi::mi_heap_zalloc_aligned(heap, len, PAGE) }
+        match reservation {
+            // SAFETY: the live region heap; any size, page alignment.
+            true => unsafe { mi::mi_heap_malloc_aligned(heap, len, PAGE) },
+            // SAFETY: as above.
+            false => unsafe { mi::mi_heap_zalloc_aligned(heap, len, PAGE) },
+        }
     };
     if p.is_null() {
         return fail(libc::ENOMEM);
     }
-    let reserved = prot == libc::PROT_NONE;
+    // A reservation holds no page, and traps as it does without uzswap until the program
+    // commits it: discarded (the zeroes a reused block would be written with would stay
+    // resident, unevictable under `PROT_NONE`), then protected.
+    if reservation
+        && (raw_madvise(p, len, libc::MADV_DONTNEED) != 0 || protect(p as usize, len, prot) != 0)
+    {
+        let _inside = enter();
+        // SAFETY: the block just allocated, handed to nobody.
+        unsafe { mi::mi_free(p) };
+        return fail(libc::ENOMEM);
+    }
     BLOCKS
         .lock()
         .unwrap()
-        .insert(p as usize, Block::new(len, reserved));
+        .insert(p as usize, Block::new(len, reservation));
     p
+}
+
+/// Whether `[addr, addr + len)` lies in one block; if so and `prot` is not read-write, the
+/// block is marked protected.
+fn mark_protected(addr: usize, len: usize, prot: c_int) -> bool {
+    let mut blocks = BLOCKS.lock().unwrap();
+    let Some(start) = block_of(&blocks, addr, len) else {
+        return false;
+    };
+    if prot != libc::PROT_READ | libc::PROT_WRITE {
+        blocks.get_mut(&start).expect("found").protected = true;
+    }
+    true
+}
+
+/// Give `len` bytes at `addr` (page aligned, in the region) the protection `prot`
+/// (`Region::protect`): 0, or -1 with errno set.
+fn protect(addr: usize, len: usize, prot: c_int) -> c_int {
+    let Some(region) = crate::run::region() else {
+        // SAFETY: the kernel's mprotect; no region yet, so none of its memory.
+        return unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) as c_int };
+    };
+    let _outside = crate::thread_role::allocate_outside();
+    match region.protect(addr - region.as_ptr() as usize, len, prot) {
+        Ok(()) => 0,
+        Err(e) => {
+            let errno = match &e {
+                uffd::RawRegionError::Mprotect { source, .. } => source.raw_os_error(),
+                _ => None,
+            };
+            // SAFETY: this thread's errno.
+            unsafe { *libc::__errno_location() = errno.unwrap_or(libc::EINVAL) };
+            -1
+        }
+    }
 }
 
 /// A fixed mapping over the region, which the kernel must never get: it would replace part
 /// of the region's mapping, and with it whatever uzswap holds there. A fresh anonymous
-/// private read-write mapping over part of one heap block is what it asks for, zeroed memory
-/// there: a discard. Anything else is refused (`EEXIST` for `MAP_FIXED_NOREPLACE`, as the
-/// range is mapped; `EINVAL` otherwise).
+/// private mapping over part of one heap block is what it asks for, zeroed memory there
+/// under its protection (a runtime's commit, or its decommit to `PROT_NONE`): a discard, then
+/// `protect`. Anything else is refused (`EEXIST` for `MAP_FIXED_NOREPLACE`, as the range is
+/// mapped; `EINVAL` otherwise).
 fn fixed_in_region(
     addr: *mut c_void,
     len: usize,
@@ -195,18 +248,15 @@ fn fixed_in_region(
         && flags & (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_SHARED)
             == libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     let len = len.next_multiple_of(PAGE);
-    let blocks = BLOCKS.lock().unwrap();
-    let block = block_of(&blocks, a, len).map(|start| &blocks[&start]);
-    // Read-write, or inaccessible in a reservation (a runtime's decommit).
-    let prot_ok = prot == libc::PROT_READ | libc::PROT_WRITE
-        || (prot == libc::PROT_NONE && block.is_some_and(|b| b.reserved));
-    let in_block = block.is_some();
-    drop(blocks);
-    if anonymous && prot_ok && a.is_multiple_of(PAGE) && in_block {
+    let in_block = a.is_multiple_of(PAGE) && mark_protected(a, len, prot);
+    if anonymous && in_block {
         raw_madvise(addr, len, libc::MADV_DONTNEED);
+        if protect(a, len, prot) != 0 {
+            return libc::MAP_FAILED;
+        }
         return addr;
     }
-    refused_once("a fixed mapping over heap memory other than a fresh read-write part of a block");
+    refused_once("a fixed mapping over heap memory other than a fresh part of a block");
     fail(libc::EINVAL)
 }
 
@@ -215,8 +265,8 @@ fn refused_once(what: &str) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
         let line = format!(
-            "uzswap: warning: the program asked for {what}: refused (the heap's pages stay \
-             read-write, in the region); this is said once\n"
+            "uzswap: warning: the program asked for {what}: refused (the heap's memory stays \
+             as it is, in the region); this is said once\n"
         );
         // SAFETY: a write of the line's bytes to stderr.
         unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
@@ -224,35 +274,22 @@ fn refused_once(what: &str) {
 }
 
 /// # Safety
-/// As C's `mprotect`. On the heap only read-write holds: the region's pages must stay in
-/// one mapping of one protection, to be moved in and out of it (`UFFDIO_MOVE` refuses to
-/// move between mappings of different protections). Read-write is granted at once, and so
-/// is any protection but executable in a block reserved `PROT_NONE` (`RESERVATION_MAX`: a
-/// runtime committing and decommitting its heap, which never counts on the fault); any other
-/// is refused with `EACCES` (a page made inaccessible or read-only that stayed writable
-/// would break a program that counts on the fault, such as a collector's write barrier).
+/// As C's `mprotect`. On the heap it is the region's (`Region::protect`): the kernel keeps
+/// the protection, and reclaim, which cannot move pages between mappings of different
+/// protections, leaves pages under another protection than read-write in memory.
 #[no_mangle]
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: usize, prot: c_int) -> c_int {
-    if inside() || is_uzswap_thread() || !overlaps_region(addr, len) {
+    let a = addr as usize;
+    let whole = len.next_multiple_of(PAGE);
+    let in_region = in_region(addr) && in_region((a + whole.max(1) - 1) as *const c_void);
+    if inside() || is_uzswap_thread() || !in_region || !a.is_multiple_of(PAGE) {
         // SAFETY: the kernel's mprotect, with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) as c_int };
     }
-    if prot == libc::PROT_READ | libc::PROT_WRITE {
-        return 0;
-    }
-    let a = addr as usize;
-    let reserved = {
-        let blocks = BLOCKS.lock().unwrap();
-        block_of(&blocks, a, len).is_some_and(|start| blocks[&start].reserved)
-    };
-    if reserved && prot & libc::PROT_EXEC == 0 {
-        // A reservation's commit or decommit: granted, the pages stay read-write.
-        return 0;
-    }
-    refused_once("heap memory with another protection than read-write (mprotect)");
-    // SAFETY: this thread's errno.
-    unsafe { *libc::__errno_location() = libc::EACCES };
-    -1
+    // Memory of a block, or malloc's (which the program makes read-write again before it
+    // frees it, as it must without uzswap).
+    mark_protected(a, whole, prot);
+    protect(a, whole, prot)
 }
 
 /// # Safety
@@ -270,8 +307,11 @@ pub unsafe extern "C" fn mmap64(
     unsafe { mmap(addr, len, prot, flags, fd, off) }
 }
 
-/// Free the block at `start`.
-fn free_block(start: usize) {
+/// Free `block`, at `start`: read-write again, if it was not, for mimalloc to reuse.
+fn free_block(start: usize, block: &Block) {
+    if block.protected {
+        protect(start, block.len, libc::PROT_READ | libc::PROT_WRITE);
+    }
     let _inside = enter();
     // SAFETY: `start` is a live block of the region heap, removed from `BLOCKS`.
     unsafe { mi::mi_free(start as *mut c_void) };
@@ -303,15 +343,14 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     };
     let block = blocks.get_mut(&start).expect("found");
     if a == start && len >= block.len {
-        blocks.remove(&start);
+        let block = blocks.remove(&start).expect("found");
         drop(blocks);
-        free_block(start);
+        free_block(start, &block);
         return 0;
     }
-    let gone = block.unmap(a - start, len);
-    if gone {
-        blocks.remove(&start);
-    }
+    let gone = block
+        .unmap(a - start, len)
+        .then(|| blocks.remove(&start).expect("found"));
     drop(blocks);
     // The part's memory goes now (the region frees what it held); what is left of the block
     // stays until the rest is unmapped. A part the region holds nothing for (a runtime
@@ -324,8 +363,8 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     if held {
         raw_madvise(addr, len, libc::MADV_DONTNEED);
     }
-    if gone {
-        free_block(start);
+    if let Some(block) = gone {
+        free_block(start, &block);
     }
     0
 }
@@ -360,6 +399,7 @@ pub unsafe extern "C" fn mremap(
         return fail(libc::EINVAL);
     };
     let capacity = block.len;
+    let protected = block.protected;
     if new_len <= capacity {
         // The pages past the new end are the program's no more: unmapping the new length
         // frees the block.
@@ -386,6 +426,10 @@ pub unsafe extern "C" fn mremap(
     let new = unsafe { mmap(std::ptr::null_mut(), new_len, prot, flags, -1, 0) };
     if new == libc::MAP_FAILED {
         return new;
+    }
+    // Read whole (the moved pages are read-write in the new block, protections not kept).
+    if protected {
+        protect(o, capacity, libc::PROT_READ | libc::PROT_WRITE);
     }
     // SAFETY: both blocks are live, `old_len` bytes of the old one are the program's, and the
     // new one is larger; they do not overlap.

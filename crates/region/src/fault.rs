@@ -95,7 +95,9 @@ const FAULT_AROUND_BYTES: usize = 256 << 10;
 /// THP). After a write they get zero-filled pages, writable at once (the zero page would cost
 /// a copy-on-write fault, and a TLB flush, for every page written); after a read, the zero
 /// page, which costs no memory until written. They count as resident from now on, so the limit
-/// holds however the program uses them. Stops at the first folio that is not untouched.
+/// holds however the program uses them. Stops at the first folio that is not untouched, or
+/// that has a page under another protection than read-write (a reservation not committed:
+/// zeroes there would stay resident, and unevictable).
 fn fault_around(inner: &Inner, from: u32, write: bool) {
     let folio_bytes = inner.folio_bytes();
     let window = (FAULT_AROUND_BYTES / folio_bytes) as u32;
@@ -108,6 +110,9 @@ fn fault_around(inner: &Inner, from: u32, write: bool) {
     for k in 0..window {
         let start = from + k * inner.folio_pages;
         if start + inner.folio_pages > nr_pages
+            || inner
+                .unevictable
+                .any_protected(start, start + inner.folio_pages)
             || inner.group.cache().is_locked(start)
             || !(start..start + inner.folio_pages).all(untouched)
         {

@@ -34,6 +34,7 @@ use crate::serving_threads::InThreadFaults;
 use crate::spare::SpareHandlers;
 use crate::staged::StagedFolios;
 use crate::stats::RegionStats;
+use crate::unevictable::Unevictable;
 
 /// Bytes the region holds in memory, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -100,6 +101,8 @@ pub(crate) struct Inner {
     pub discards: Discards,
     /// Events read but not served yet.
     pub deferred: DeferredEvents,
+    /// Pages under another protection than read-write, which reclaim cannot take.
+    pub unevictable: Unevictable,
     /// Pages the device failed to read once (swapin.rs).
     pub read_failures: ReadFailures,
     /// Policies: incompressible folios left resident, clean folios, readahead and
@@ -185,6 +188,7 @@ impl Inner {
                 + self.group.cache().metadata_bytes()
                 + self.pages.bytes()
                 + self.incompressible.bytes()
+                + self.unevictable.bytes()
                 + self.zswap.pool().metadata_bytes()
                 + self.zswap.swap_metadata_bytes()
                 + zswap::compress::shared_context_bytes()

@@ -56,6 +56,7 @@ mod stats;
 mod swapin;
 mod threads;
 mod throttle;
+mod unevictable;
 mod workingset;
 
 pub use config::{ConfigError, Policies, RegionConfig, SwapFormat};

@@ -176,7 +176,9 @@ impl Mapping {
 
     /// Install `src` at page `first`: one `UFFDIO_COPY` (or zero pages, for zeros a read
     /// fault asked for), skipping pages that turn out present (added to `present`, and their
-    /// faulting threads woken to look again); write-protected with `protect`. Installed
+    /// faulting threads woken to look again); write-protected with `protect`. A range the
+    /// kernel refuses whole (it spans mappings of different protections, `mprotect` having
+    /// cut the region's: `ENOENT`) goes in a page at a time. Installed
     /// without waking: the caller wakes the faulting threads once the pages' bookkeeping is
     /// done and the folio unlocked, so what they do next (another fault, a reclaim) never sees
     /// a present page counted as missing. On a stop, says how many bytes went in before it.
@@ -195,23 +197,32 @@ impl Mapping {
             write_protect: protect,
         };
         let mut done = 0usize;
+        let mut page_at_a_time = false;
         while done < len {
             let dst = self.page_addr(first) + done;
+            let end = match page_at_a_time {
+                true => done + PAGE_SIZE,
+                false => len,
+            };
             let r = match src {
-                Source::Zeros { write: false, .. } => self.uffd.zeropage(dst, len - done, true),
+                Source::Zeros { write: false, .. } => self.uffd.zeropage(dst, end - done, true),
                 Source::Zeros { write: true, .. } => {
-                    self.uffd.copy(dst, &ZEROS[..len - done], mode)
+                    self.uffd.copy(dst, &ZEROS[..end - done], mode)
                 }
-                Source::Data(data) => self.uffd.copy(dst, &data[done..], mode),
+                Source::Data(data) => self.uffd.copy(dst, &data[done..end], mode),
             };
             match r {
-                Ok(Filled::All) => return Ok(()),
+                Ok(Filled::All) if end == len => return Ok(()),
+                Ok(Filled::All) => done = end,
                 Ok(Filled::PageExists { done: d }) => {
                     // Present already: it keeps what it has (it may be a page whose discard
                     // has not landed yet); the faulting thread is woken to look again.
                     self.wake(dst + d, PAGE_SIZE);
                     done += d + PAGE_SIZE;
                     present.push(first + (done / PAGE_SIZE) as u32 - 1);
+                }
+                Err(UffdError::RangeGone { .. }) if !page_at_a_time && end - done > PAGE_SIZE => {
+                    page_at_a_time = true;
                 }
                 Err(UffdError::MappingChanging { done: d, .. }) => {
                     return Err((done + d, Stop::EventsPending))
@@ -226,16 +237,28 @@ impl Mapping {
     }
 
     /// Map `len` bytes of untouched memory at page `page`, waking whoever faulted there: for
-    /// a write, zero-filled pages, writable at once; for a read, the zero page. Err with the
+    /// a write, zero-filled pages, writable at once; for a read, the zero page (a page at a
+    /// time where the range spans mappings of different protections). Err with the
     /// bytes that went in when it stopped short: a page present already, the mapping changing
     /// (the caller leaves the rest to faults), or any other error (nothing went in).
     pub fn map_zeros(&self, gate: &Gate, page: u32, len: usize, write: bool) -> Result<(), usize> {
         self.check_gate(gate);
         let addr = self.page_addr(page);
-        let r = match write {
+        let fill = |addr: usize, len: usize| match write {
             true => self.uffd.copy(addr, &ZEROS[..len], CopyMode::default()),
             false => self.uffd.zeropage(addr, len, false),
         };
+        let mut r = fill(addr, len);
+        if matches!(r, Err(UffdError::RangeGone { .. })) && len > PAGE_SIZE {
+            // Refused whole: the range spans mappings of different protections (`install`).
+            r = Ok(Filled::All);
+            for done in (0..len).step_by(PAGE_SIZE) {
+                match fill(addr + done, PAGE_SIZE) {
+                    Ok(Filled::All) => {}
+                    Ok(Filled::PageExists { .. }) | Err(_) => return Err(done),
+                }
+            }
+        }
         match r {
             Ok(Filled::All) => Ok(()),
             Ok(Filled::PageExists { done }) | Err(UffdError::MappingChanging { done, .. }) => {

@@ -280,6 +280,14 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
         if present == 0 {
             continue;
         }
+        if inner.unevictable.cull(folio.start()) {
+            // Off the queue until its pages are read-write again (unevictable.rs).
+            inner
+                .stats
+                .unevictable_pgs_culled
+                .fetch_add(u64::from(present), Relaxed);
+            continue;
+        }
         // (A folio a scan has passed was touched: the scan went on past it.)
         if !behind && who.too_young(inner, start) {
             drop(folio);
@@ -371,6 +379,7 @@ fn with_neighbours<'a>(
         if next >= nr_pages
             || !inner.pages.is_resident(next)
             || !inner.incompressible.is_compressible(next)
+            || inner.unevictable.any_protected(next, next + 1)
             || inner.lru.age(next) < half_age
             || who.too_young(inner, next)
         {

@@ -28,6 +28,7 @@ use crate::spare::SpareHandlers;
 use crate::staged::StagedFolios;
 use crate::stats::{RegionStats, RegionStatsSnapshot};
 use crate::threads::spawn_critical;
+use crate::unevictable::Unevictable;
 
 /// Why a region could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -296,6 +297,7 @@ impl Region {
             deferred,
             read_failures: Default::default(),
             incompressible: IncompressibleFolios::new(nr_pages, folio_pages),
+            unevictable: Unevictable::new(nr_pages, folio_pages),
             keep_incompressible: config.policies.keep_incompressible,
             clean: CleanTracking::new(wp && config.policies.keep_clean),
             readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),
@@ -463,6 +465,41 @@ impl Region {
         // It returns once a handler has read its event: see lock_order.rs.
         crate::lock_order::assert_none_held("a discard of the range");
         self.mem.discard(offset, len)
+    }
+
+    /// Change the protection of `len` bytes at `offset` (page aligned) to `prot` (`PROT_*`
+    /// bits), as `mprotect`: an access it forbids gets SIGSEGV. Resident pages under another
+    /// protection than read-write stay in memory, off reclaim's queue until they are
+    /// read-write again (unevictable.rs); pages evicted before come back through faults as
+    /// ever.
+    pub fn protect(
+        &self,
+        offset: usize,
+        len: usize,
+        prot: i32,
+    ) -> Result<(), uffd::RawRegionError> {
+        let inner = &self.inner;
+        let first = (offset / PAGE_SIZE) as u32;
+        let end = (offset + len).div_ceil(PAGE_SIZE) as u32;
+        let read_write = prot == libc::PROT_READ | libc::PROT_WRITE;
+        if !read_write {
+            // Before the change: reclaim, seeing the mark, no longer tries to move them.
+            let end = end.min(inner.nr_pages());
+            inner.unevictable.set_protected(first.min(end), end, true);
+            return self.mem.protect(offset, len, prot);
+        }
+        self.mem.protect(offset, len, prot)?;
+        for f in inner.unevictable.rescue(first, end.min(inner.nr_pages())) {
+            let resident = (f..f + inner.folio_pages)
+                .filter(|&p| inner.pages.is_resident(p))
+                .count();
+            inner.lru.queue(f);
+            inner
+                .stats
+                .unevictable_pgs_rescued
+                .fetch_add(resident as u64, Relaxed);
+        }
+        Ok(())
     }
 
     /// Whether the region holds nothing for the `len` bytes at `offset` (page aligned): no

@@ -122,6 +122,13 @@ counters! {
     batch_evictions,
     /// Evictions given up: the folio stayed resident and was queued again.
     evict_failed,
+    /// Resident pages of folios reclaim took off its queue because the program gave a page
+    /// of them another protection than read-write (unevictable.rs), as mm's
+    /// `unevictable_pgs_culled`.
+    unevictable_pgs_culled,
+    /// Resident pages of folios queued again when their pages were all made read-write
+    /// (`Region::protect`), as mm's `unevictable_pgs_rescued`.
+    unevictable_pgs_rescued,
     /// Faults that found the region over its limit with nothing left to reclaim
     /// (over_limit.rs), as memory.events `high`.
     high,

@@ -1015,3 +1015,49 @@ fn writes_wait_for_a_discard_rather_than_fail_for_want_of_a_slot() {
         z.get("swpout_zero")
     );
 }
+
+/// A page given another protection (`Region::protect`, a program's `mprotect`) inside an
+/// evicted folio: a read brings the folio back a page at a time (the kernel installs no range
+/// across mappings of different protections), every byte as written. Reclaim, which cannot
+/// move the protected page, takes its folio off its queue (culled) and still ends, the folio
+/// resident; read-write again, with no access, the folio is queued again (rescued) and
+/// leaves. Without the page-at-a-time install the read faulted forever; without the rescue
+/// the folio stayed resident for good.
+#[test]
+fn a_protected_page_keeps_its_folio_resident_until_it_is_read_write_again() {
+    let fs = 16 << 10;
+    let mut r = Region::new(8 << 20, RegionConfig::new(16 << 20).folio_size(fs)).unwrap();
+    fill(r.as_mut_slice(), 3);
+    r.reclaim_to(0);
+    assert_eq!(r.usage().resident, 0, "{:?}", r.usage());
+    let page = 64 * 4096 + 2 * 4096;
+    r.protect(page, 4096, libc::PROT_READ).unwrap();
+    check(r.as_mut_slice(), 3);
+    r.reclaim_to(0);
+    assert_eq!(r.usage().resident, fs as u64, "{:?}", r.usage());
+    assert_eq!(r.stats().unevictable_pgs_culled, 4);
+    r.protect(page, 4096, libc::PROT_READ | libc::PROT_WRITE)
+        .unwrap();
+    r.reclaim_to(0);
+    assert_eq!(r.usage().resident, 0, "{:?}", r.usage());
+    assert_eq!(r.stats().unevictable_pgs_rescued, 4);
+    check(r.as_mut_slice(), 3);
+    r.audit().unwrap();
+}
+
+/// A first touch maps the untouched folios after it (fault-around), but none with a page
+/// under another protection than read-write: a reservation not yet committed keeps no page,
+/// where zeroes would stay resident and unevictable.
+#[test]
+fn fault_around_stops_at_a_protected_range() {
+    let fs = 16 << 10;
+    let mut r = Region::new(8 << 20, RegionConfig::new(16 << 20).folio_size(fs)).unwrap();
+    r.protect(64 * 4096, 64 * 4096, libc::PROT_NONE).unwrap();
+    r.as_mut_slice()[60 * 4096] = 1;
+    assert_eq!(r.usage().resident, fs as u64, "{:?}", r.usage());
+    r.protect(64 * 4096, 64 * 4096, libc::PROT_READ | libc::PROT_WRITE)
+        .unwrap();
+    r.as_mut_slice()[64 * 4096] = 1;
+    assert!(r.usage().resident > 2 * fs as u64, "fault-around again");
+    r.audit().unwrap();
+}

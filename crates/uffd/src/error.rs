@@ -172,6 +172,14 @@ pub enum RawRegionError {
         /// The OS error.
         source: io::Error,
     },
+    /// `mprotect` failed.
+    #[error("mprotect to {prot:#x} failed: {source}")]
+    Mprotect {
+        /// The protection asked for (`PROT_*` bits).
+        prot: i32,
+        /// The OS error.
+        source: io::Error,
+    },
     /// A range outside the region, or not page aligned.
     #[error("range {offset:#x}+{len:#x} is not page aligned or not inside the {region_len:#x}-byte region")]
     OutOfRange {

@@ -156,6 +156,25 @@ impl RawRegion {
         unsafe { madvise(addr, len, Advice::Free) }
     }
 
+    /// `mprotect` of `len` bytes at `offset` to `prot` (`PROT_*` bits): an access the
+    /// protection forbids gets SIGSEGV, as on any mapping; the range stays registered. The
+    /// kernel moves pages (`UFFDIO_MOVE`) only between mappings of one protection, so a page
+    /// under another than the rest's stays where it is.
+    pub fn protect(&self, offset: usize, len: usize, prot: i32) -> Result<(), RawRegionError> {
+        let addr = self.page_range(offset, len)?;
+        // SAFETY: the range is inside this region, whose memory no Rust reference ever points
+        // into; a protection changes only which of the program's accesses fault. The system
+        // call itself: a preloaded `mprotect` may stand in front of libc's.
+        let r = unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) };
+        if r != 0 {
+            return Err(RawRegionError::Mprotect {
+                prot,
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(())
+    }
+
     /// `MADV_DONTFORK` on the whole region: a child process does not inherit it (it gets SIGSEGV
     /// instead of silently reading zeros where evicted pages were), and `UFFDIO_MOVE` sources
     /// stay exclusive across a fork (else MOVE fails with `EBUSY`).

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::UffdError;
 use crate::features::{Features, RegisterMode};
 use crate::raw_region::{page_size, Advice, RawRegion};
-use crate::userfaultfd::{Filled, MoveMode, Uffd};
+use crate::userfaultfd::{CopyMode, Filled, MoveMode, Uffd};
 use crate::UffdBuilder;
 
 /// Fixed-size slots of private memory to stage folios in.
@@ -66,6 +66,8 @@ pub struct StagedFolio {
     moved_back: usize,
     /// The slot may hold pages (false only once every page moved back out).
     needs_discard: bool,
+    /// A page was copied back rather than moved (`copy_back_page`): its copy stays in the slot.
+    copied_back: bool,
 }
 
 /// Why a folio could not be staged.
@@ -223,6 +225,7 @@ impl Staging {
             len,
             moved_back: 0,
             needs_discard: true,
+            copied_back: false,
         };
         let dst = self.slot_addr(slot);
         // SAFETY: `src..src+len` is managed memory registered with a userfaultfd; its owner
@@ -345,13 +348,19 @@ impl StagedFolio {
                         done: self.moved_back,
                     });
                 }
+                // The destination is not one mapping of the slot's protection any more (the
+                // program gave part of it another since the move out): a page at a time.
+                Err(UffdError::InvalidArgument { .. }) => {
+                    break self.page_at_a_time(dst_uffd, dst)?;
+                }
                 Err(e) => return Err(e),
             }
         };
         if r == Filled::All {
-            if self.len == self.staging.slot_bytes {
+            if self.len == self.staging.slot_bytes && !self.copied_back {
                 // Every page of the slot moved out: nothing is left to discard. (A shorter
-                // folio may have met a stray page past its end: that one is discarded.)
+                // folio may have met a stray page past its end: that one is discarded; pages
+                // copied back are left in the slot.)
                 self.needs_discard = false;
             }
             self.len = 0;
@@ -380,7 +389,62 @@ impl StagedFolio {
             dont_wake: true,
         };
         // SAFETY: as for `move_back`: `&mut self` rules out live slices, the slot is ours.
-        unsafe { dst_uffd.move_pages(dst, src, ps, mode) }
+        match unsafe { dst_uffd.move_pages(dst, src, ps, mode) } {
+            Err(UffdError::InvalidArgument { .. }) => self.copy_back_page(dst_uffd, dst, index),
+            r => r,
+        }
+    }
+
+    /// `move_back` from `moved_back` on, a page at a time, for a destination that spans
+    /// mappings of different protections.
+    fn page_at_a_time(&mut self, dst_uffd: &Uffd, dst: usize) -> Result<Filled, UffdError> {
+        let ps = page_size();
+        while self.moved_back < self.len {
+            let at = self.moved_back;
+            match self.move_back_page(dst_uffd, dst + at, at / ps) {
+                Ok(Filled::PageExists { .. }) if self.page_present(at / ps) => {
+                    return Ok(Filled::PageExists { done: at });
+                }
+                Ok(_) => self.moved_back = at + ps,
+                Err(UffdError::MappingChanging { op, .. }) => {
+                    return Err(UffdError::MappingChanging { op, done: at })
+                }
+                Err(UffdError::Busy { op, .. }) => return Err(UffdError::Busy { op, done: at }),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Filled::All)
+    }
+
+    /// Copy the page at `index` back to `dst` (`UFFDIO_COPY`), where a move cannot go: the
+    /// kernel moves pages only between mappings of one protection, and the program gave the
+    /// destination another since the move out (a copy goes into any). A hole (a page that
+    /// never moved in) is skipped, as a move skips it. The slot's copy is discarded with it.
+    fn copy_back_page(
+        &mut self,
+        dst_uffd: &Uffd,
+        dst: usize,
+        index: usize,
+    ) -> Result<Filled, UffdError> {
+        if !self.page_present(index) {
+            return Ok(Filled::All);
+        }
+        self.copied_back = true;
+        let ps = page_size();
+        let src = self.staging.slot_addr(self.slot) + index * ps;
+        // SAFETY: the page lies in this StagedFolio's slot, which it owns and nobody writes
+        // (`&mut self`, and the slot is never handed out); it is present (checked just above, and
+        // nothing takes a page out of an owned slot), so the read cannot fault on the staging
+        // area's own userfaultfd.
+        let page = unsafe { std::slice::from_raw_parts(src as *const u8, ps) };
+        dst_uffd.copy(
+            dst,
+            page,
+            CopyMode {
+                dont_wake: true,
+                write_protect: false,
+            },
+        )
     }
 }
 

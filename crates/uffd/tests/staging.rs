@@ -58,3 +58,36 @@ fn freed_slots_are_discarded_in_batches_and_reused() {
     assert_eq!(staging.dirty_bytes(), 0);
     assert_eq!(staging.free_slots(), 6);
 }
+
+/// A folio staged, then part of its range given another protection (a program's
+/// `mprotect`): the kernel moves pages only between mappings of one protection, so the
+/// move back copies the pages it cannot move, and every byte returns, under its new
+/// protection where it has one. The slot keeps the copies until it is discarded.
+#[test]
+fn a_folio_moves_back_into_a_range_whose_protection_changed() {
+    let region = RawRegion::new(4 * page()).unwrap();
+    for p in 0..4 {
+        region
+            .write(p * page(), &vec![p as u8 + 1; page()])
+            .unwrap();
+    }
+    let u = uffd();
+    u.register(&region, 0, region.len(), RegisterMode::MISSING)
+        .unwrap();
+    let staging = Staging::new(2, 4 * page(), 2).unwrap();
+    let mut s = staging.stage(region.addr(), 4 * page()).unwrap();
+    region.protect(page(), page(), libc::PROT_READ).unwrap();
+    assert_eq!(s.move_back(&u, region.addr()).unwrap(), uffd::Filled::All);
+    u.wake(region.addr(), 4 * page()).unwrap();
+    drop(s);
+    assert_eq!(staging.dirty_bytes(), 4 * page(), "copies stay in the slot");
+    let mut buf = vec![0u8; page()];
+    for p in 0..4 {
+        region.read(p * page(), &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == p as u8 + 1), "page {p}");
+    }
+    region
+        .protect(page(), page(), libc::PROT_READ | libc::PROT_WRITE)
+        .unwrap();
+    region.write(page(), &vec![9; page()]).unwrap();
+}

@@ -337,6 +337,8 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("folios_evicted", Counter, Unit::None, "Folios reclaim moved out of the heap."),
     ("batch_evictions", Counter, Unit::None, "Evictions of several neighbouring folios with one move."),
     ("evict_failed", Counter, Unit::None, "Evictions given up, the folio kept resident."),
+    ("unevictable_pgs_culled", Counter, Unit::None, "Resident pages of folios reclaim took off its queue: the program gave a page of them another protection than read-write."),
+    ("unevictable_pgs_rescued", Counter, Unit::None, "Resident pages of folios queued for reclaim again once all their pages were read-write."),
     ("direct_reclaim", Counter, Unit::None, "Reclaim passes a fault ran itself to stay under the limit."),
     // The region: the limit past reclaim (memory.events).
     ("high", Counter, Unit::None, "Faults that found the heap over --memory-high with nothing left to reclaim (memory.events high)."),

@@ -1,8 +1,8 @@
-/* Fixed mappings and mprotect over heap memory, after the heap has been evicted in part:
- * a fresh anonymous read-write mapping over part of a block reads zero there and leaves the
- * rest as written; read-write protection is granted; other protections, and fixed mappings
- * that are not a fresh read-write part of a block, fail cleanly instead of replacing the
- * region's memory. Prints "ok" and the number of refusals. */
+/* Fixed mappings over heap memory, after the heap has been evicted in part: a fresh
+ * anonymous read-write mapping over part of a block reads zero there and leaves the rest as
+ * written; fixed mappings that are not a fresh part of a block (MAP_FIXED_NOREPLACE, a page
+ * of malloc'd memory) fail cleanly instead of replacing the region's memory. Prints "ok" and
+ * the number of refusals. (Protections: protections.c.) */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,8 +28,6 @@ int main(void) {
     memset(q, 7, BLOCK / 4);
     if (mprotect(p, BLOCK, PROT_READ | PROT_WRITE) != 0) { perror("mprotect rw"); return 1; }
     int refused = 0;
-    if (mprotect(p, PAGE, PROT_READ) == -1 && errno == EACCES) refused++;
-    if (mmap(p, PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) refused++;
     if (mmap(p, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == MAP_FAILED && errno == EEXIST) refused++;
     /* Heap memory from malloc is no block: a fixed mapping over it is refused, its bytes stay. */
     unsigned char *m = malloc(1 << 20);
