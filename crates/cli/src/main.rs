@@ -63,6 +63,10 @@ enum Bench {
     /// Your own program under the kernel's zswap (in a memory cgroup, needs root) and under
     /// uzswap, side by side at equal memory: wall time, memory held, statistics.
     Run(uzswap_cli::bench::program::ProgramArgs),
+    /// Eight unmodified programs of different shapes, each at two pressures, under the
+    /// kernel's zswap and under uzswap at equal memory, uzswap's defaults beside a grid of
+    /// other settings (needs root).
+    Suite(uzswap_cli::bench::suite::SuiteArgs),
     /// One workload on plain memory for a kernel peer (started by the commands above).
     #[command(hide = true)]
     Worker(uzswap_cli::bench::workload_args::WorkerArgs),
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Mix(args)) => uzswap_cli::bench::workload_commands::mix(args),
         Command::Bench(Bench::Sweep(args)) => uzswap_cli::bench::workload_commands::sweep(args),
         Command::Bench(Bench::Run(args)) => uzswap_cli::bench::program::run(args),
+        Command::Bench(Bench::Suite(args)) => uzswap_cli::bench::suite::run(args),
         Command::Bench(Bench::Worker(args)) => uzswap_cli::bench::workload_commands::worker(args),
         Command::Bench(Bench::UzswapWorker(args)) => {
             uzswap_cli::bench::workload_commands::uzswap_worker(args)

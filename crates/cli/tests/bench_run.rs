@@ -206,3 +206,60 @@ fn beside_the_kernels_zswap_uzswap_gets_what_the_kernel_held() {
     assert_eq!(v["settings"]["page_cluster"], "0");
     assert_eq!(v["settings"]["reclaim"], "limit");
 }
+
+/// `bench suite` with one of its programs (sqlite3, about 180 MiB at its peak) at one
+/// pressure and its defaults alone: the kernel side under two thirds of the plain peak,
+/// uzswap under what the kernel held, both printing what the plain run printed (the suite
+/// fails otherwise), the machine restored. An unknown program is one line.
+#[test]
+fn the_suite_runs_a_program_beside_the_kernel_at_equal_memory() {
+    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let o = common::uzswap(&["bench", "suite", "--programs", "java"]);
+    common::assert_one_line_error(&o, "no suite program 'java'");
+    if !common::is_root()
+        || !Path::new(ZSWAP_PARAMS).exists()
+        || !Path::new(CGROUP_V1_MEMORY).exists()
+    {
+        eprintln!(
+            "\n*** NOT RUN: bench suite needs root, zswap and a cgroup v1 memory controller ***\n"
+        );
+        return;
+    }
+    common::ensure_preload();
+    let before = SavedSettings::read().unwrap();
+    let swaps_before = common::active_swaps();
+    let o = common::uzswap(&[
+        "bench",
+        "suite",
+        "--programs",
+        "sqlite3",
+        "--pressures",
+        "1.5",
+        "--grid",
+        "none",
+        "--json",
+    ]);
+    assert_eq!(
+        SavedSettings::read().unwrap(),
+        before,
+        "settings not restored"
+    );
+    common::assert_peer_left_nothing(&swaps_before);
+    let v = json(&o);
+    let row = &v["rows"][0];
+    assert_eq!(row["program"], "sqlite3", "{v}");
+    let limit = row["kernel_limit_bytes"].as_f64().unwrap();
+    let held = row["kernel"]["held_bytes"].as_f64().unwrap();
+    assert!(held > limit, "the kernel's pool is not charged: {row}");
+    let defaults = &row["uzswap"]["defaults"];
+    let uzswap_limit = defaults["limit_bytes"][0].as_f64().unwrap();
+    assert!((uzswap_limit - held).abs() <= 4096.0, "{row}");
+    assert!(
+        defaults["stats"][0]["zswpout"].as_f64().unwrap() > 0.0,
+        "{row}"
+    );
+    assert!(
+        row["kernel_over_uzswap_defaults"].as_f64().unwrap() > 0.0,
+        "{row}"
+    );
+}

@@ -12,6 +12,8 @@ pub mod progress;
 pub mod region_worker;
 pub mod runner;
 pub mod stats;
+pub mod suite;
+pub mod suite_programs;
 pub mod summary;
 pub mod systems;
 pub mod titles;

@@ -23,7 +23,7 @@ pub enum PlotError {
         why: String,
     },
     /// Nothing to draw.
-    #[error("the sweep has no figure to draw")]
+    #[error("nothing to draw: no figure")]
     Empty,
 }
 
@@ -36,8 +36,31 @@ pub struct Line {
     pub points: Vec<(f64, Option<f64>)>,
 }
 
+/// What the axes say: the sweep's (heap in percent of the limit, accesses/s in percent of
+/// the best cell) by default.
+pub struct Axes<'a> {
+    /// The x axis.
+    pub x: &'a str,
+    /// The y axis (a logarithmic percentage).
+    pub y: &'a str,
+}
+
+impl Default for Axes<'_> {
+    fn default() -> Self {
+        Axes {
+            x: "heap, % of the memory limit",
+            y: "accesses/s, % of the best cell (log)",
+        }
+    }
+}
+
 /// Draw `lines` into the PNG file `path`, titled `title`.
 pub fn sweep_chart(path: &Path, title: &str, lines: &[Line]) -> Result<(), PlotError> {
+    chart(path, title, &Axes::default(), lines)
+}
+
+/// Draw `lines` into the PNG file `path`, titled `title`, the axes saying `axes`.
+pub fn chart(path: &Path, title: &str, axes: &Axes, lines: &[Line]) -> Result<(), PlotError> {
     let err = |why: String| PlotError::Draw {
         path: path.display().to_string(),
         why,
@@ -79,8 +102,8 @@ pub fn sweep_chart(path: &Path, title: &str, lines: &[Line]) -> Result<(), PlotE
         .map_err(|e| err(e.to_string()))?;
     chart
         .configure_mesh()
-        .x_desc("heap, % of the memory limit")
-        .y_desc("accesses/s, % of the best cell (log)")
+        .x_desc(axes.x)
+        .y_desc(axes.y)
         .x_label_formatter(&|x| format!("{x:.1}"))
         .y_label_formatter(&|y| format!("{y}"))
         .label_style(("sans-serif", 14))

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The /proc/vmstat counters reported (zswap and swap traffic, zero-page shortcuts).
-pub const VMSTAT_COUNTERS: [&str; 7] = [
+/// The /proc/vmstat counters reported (zswap and swap traffic, zero-page shortcuts, major
+/// faults).
+pub const VMSTAT_COUNTERS: [&str; 8] = [
     "zswpout",
     "zswpin",
     "zswpwb",
@@ -14,6 +15,7 @@ pub const VMSTAT_COUNTERS: [&str; 7] = [
     "pswpin",
     "swpin_zero",
     "swpout_zero",
+    "pgmajfault",
 ];
 
 const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";

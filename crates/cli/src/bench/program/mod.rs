@@ -125,7 +125,7 @@ pub fn peer_arg(text: &str) -> Result<PeerArg, String> {
 }
 
 /// Whether a kernel side can run here; else one line saying why, and what to do.
-fn check_peer(system: &System, euid: u32, zswap: &Path, cgroup: &Path) -> Result<()> {
+pub(crate) fn check_peer(system: &System, euid: u32, zswap: &Path, cgroup: &Path) -> Result<()> {
     let none = "or give --peer none to run uzswap alone";
     if euid != 0 {
         bail!(
@@ -174,7 +174,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
 }
 
 /// uzswap's limit for what the kernel side held: the same, to a whole page.
-fn equal_memory(held: u64) -> u64 {
+pub(crate) fn equal_memory(held: u64) -> u64 {
     held.div_ceil(PAGE_SIZE as u64) * PAGE_SIZE as u64
 }
 
@@ -201,7 +201,7 @@ fn show_output(what: &str, e: &Exited) {
 }
 
 /// What to add to a kernel side's failure after `oom_waits` waits at its cgroup's limit.
-fn limit_hint(oom_waits: u64) -> String {
+pub(crate) fn limit_hint(oom_waits: u64) -> String {
     match oom_waits {
         0 => String::new(),
         n => format!(
@@ -214,7 +214,13 @@ fn limit_hint(oom_waits: u64) -> String {
 
 /// A run that must have exited with status 0: else its output is shown and the bench fails
 /// (`hint` added to the message).
-fn check_exit(what: &str, program: &str, e: &Exited, show: bool, hint: &str) -> Result<()> {
+pub(crate) fn check_exit(
+    what: &str,
+    program: &str,
+    e: &Exited,
+    show: bool,
+    hint: &str,
+) -> Result<()> {
     if peer::interrupted() {
         bail!("interrupted");
     }
