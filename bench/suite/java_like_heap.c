@@ -43,12 +43,10 @@ int main(int argc, char **argv) {
     for (size_t r = 0; r < n; r++) h += 1.0 / (r + 1);
     uint64_t sum = mark(old, n);
     for (long op = 0; op < ops; op++) {
-        double u = (double)(next() >> 11) / 9007199254740992.0 * h, acc = 0;
-        size_t r = 0;
-        /* Inverse of the harmonic sum, then a short walk. */
-        r = (size_t)(exp(u - 0.5772) - 1);
+        double u = (double)(next() >> 11) / 9007199254740992.0 * h;
+        /* The rank whose harmonic sum is u: H(r + 1) ~ ln(r + 1) + 0.5772 (Euler's gamma). */
+        size_t r = (size_t)(exp(u - 0.5772) - 1);
         if (r >= n) r = n - 1;
-        (void)acc;
         size_t i = (r * 2654435761u) % n;
         size_t at = (next() % (OBJ / 64)) * 64;
         for (int k = 0; k < 64; k++) old[i][at + k] += (unsigned char)(op + k);

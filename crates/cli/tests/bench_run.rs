@@ -216,15 +216,13 @@ fn the_suite_runs_a_program_beside_the_kernel_at_equal_memory() {
     let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
     let o = common::uzswap(&["bench", "suite", "--programs", "java"]);
     common::assert_one_line_error(&o, "no suite program 'java'");
-    if !common::is_root()
-        || !Path::new(ZSWAP_PARAMS).exists()
-        || !Path::new(CGROUP_V1_MEMORY).exists()
-    {
-        eprintln!(
-            "\n*** NOT RUN: bench suite needs root, zswap and a cgroup v1 memory controller ***\n"
-        );
-        return;
-    }
+    assert!(
+        common::is_root()
+            && Path::new(ZSWAP_PARAMS).exists()
+            && Path::new(CGROUP_V1_MEMORY).exists(),
+        "bench suite's test needs root, the kernel's zswap ({ZSWAP_PARAMS}) and a cgroup v1 \
+         memory controller ({CGROUP_V1_MEMORY}): run the tests as root on such a machine (README)"
+    );
     common::ensure_preload();
     let before = SavedSettings::read().unwrap();
     let swaps_before = common::active_swaps();
