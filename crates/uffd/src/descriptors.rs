@@ -172,8 +172,18 @@ mod tests {
 
     #[test]
     fn a_number_closed_and_given_to_another_file_is_no_longer_ours() {
-        let file = out_of_reach(std::fs::File::open("/proc/self/stat").unwrap());
-        let fd = file.as_raw_fd();
+        // Recorded at a number far above the first one, which `out_of_reach` in the tests
+        // running beside this one (lowest free number from the first) never reaches: the
+        // number freed below is this test's alone.
+        let file = std::fs::File::open("/proc/self/stat").unwrap();
+        // SAFETY: F_DUPFD_CLOEXEC on a live descriptor makes a new one or fails.
+        let fd =
+            unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, first_number() + 48) };
+        assert!(fd >= first_number() + 48, "{fd}");
+        // SAFETY: the kernel just made `fd`; nothing else owns it.
+        let file = unsafe { OwnedFd::from_raw_fd(fd) };
+        record(fd);
+        assert!(is_ours(fd));
         drop(file);
         assert!(!is_ours(fd), "closed");
         let other = std::fs::File::open("/proc/self/status").unwrap();
