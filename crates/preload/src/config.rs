@@ -73,6 +73,7 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
             "user_mode_only" => region.user_mode_only = on()?,
             "in_thread_faults" => region.in_thread_faults = on()?,
             "workingset" => region.policies.workingset = on()?,
+            "adaptive_swapin" => region.policies.adaptive_swapin = on()?,
             "memory_max" => memory_max = Some(bytes()?),
             "on_limit" => on_limit = value.parse().map_err(|e| format!("on_limit: {e}"))?,
             "swap_dir" => region.swap_dir = Some(value.into()),

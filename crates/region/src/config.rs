@@ -391,6 +391,12 @@ impl RegionConfig {
         self
     }
 
+    /// Set `policies.adaptive_swapin`.
+    pub fn adaptive_swapin(mut self, on: bool) -> Self {
+        self.policies.adaptive_swapin = on;
+        self
+    }
+
     /// Set `policies.workingset`.
     pub fn workingset(mut self, on: bool) -> Self {
         self.policies.workingset = on;
@@ -506,6 +512,11 @@ pub struct Policies {
     /// peak ran 1.23x faster with it, BENCHMARKS.md; `bench mix` and `bench usemem` neither
     /// gain nor lose).
     pub workingset: bool,
+    /// A fault on a folio the engine holds whole brings the faulted page alone unless it
+    /// continues a sequential scan or the region's faults show that the rest of a folio is
+    /// used once one page is (swapin_window.rs, sized from hits as the kernel's swap
+    /// readahead is). Off: every fault brings its whole folio. Default: on.
+    pub adaptive_swapin: bool,
 }
 
 impl Default for Policies {
@@ -516,6 +527,7 @@ impl Default for Policies {
             keep_incompressible: true,
             batch_eviction: true,
             workingset: true,
+            adaptive_swapin: true,
         }
     }
 }

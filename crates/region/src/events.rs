@@ -111,6 +111,7 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
         // Whatever the program puts here next is new data: judged on its own next store.
         inner.incompressible.forget(fstart);
         inner.lru.forget(fstart);
+        inner.swapin_window.forget(fstart);
         for p in folio.offsets().filter(|p| (first..last).contains(p)) {
             let mapped = inner.pages.is_resident(p) && {
                 let gone = zapped(inner, p, deadline);

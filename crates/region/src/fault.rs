@@ -63,7 +63,8 @@ pub(crate) fn serve_fault(inner: &Inner, addr: usize, write: bool) -> bool {
     } else {
         FaultSource::Other
     };
-    let (installed, first_touch) = swapin::swap_in(inner, &folio, page, write);
+    let (installed, first_touch) =
+        swapin::swap_in(inner, &folio, page, write, swapin::Bring::ForFault);
     drop(folio);
     // The faulting threads are woken only now, with the folio lock and the event gate given
     // up: the scheduler often runs a woken thread on the waker's CPU at once, and a handler

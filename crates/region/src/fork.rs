@@ -24,7 +24,7 @@ pub(crate) fn bring_all_back(inner: &Inner) {
             continue;
         }
         let folio = inner.group.lock_folio(start, inner.folio_order);
-        crate::swapin::swap_in(inner, &folio, start, false);
+        crate::swapin::swap_in(inner, &folio, start, false, crate::swapin::Bring::All);
         drop(folio);
         // Threads that faulted on the folio meanwhile find it there.
         inner

@@ -34,6 +34,7 @@ use crate::serving_threads::InThreadFaults;
 use crate::spare::SpareHandlers;
 use crate::staged::StagedFolios;
 use crate::stats::RegionStats;
+use crate::swapin_window::SwapinWindow;
 use crate::unevictable::Unevictable;
 
 /// Bytes the region holds in memory, by kind.
@@ -112,6 +113,8 @@ pub(crate) struct Inner {
     pub keep_incompressible: bool,
     pub clean: CleanTracking,
     pub readahead: Readahead,
+    /// How much of a folio a fault brings back (swapin_window.rs).
+    pub swapin_window: SwapinWindow,
     /// `Policies::workingset`: near refaults activate folios (workingset.rs).
     pub workingset: bool,
     /// The spare fault handler's state (spare.rs).
@@ -188,6 +191,7 @@ impl Inner {
                 + self.group.cache().metadata_bytes()
                 + self.pages.bytes()
                 + self.incompressible.bytes()
+                + self.swapin_window.bytes()
                 + self.unevictable.bytes()
                 + self.zswap.pool().metadata_bytes()
                 + self.zswap.swap_metadata_bytes()

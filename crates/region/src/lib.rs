@@ -16,7 +16,8 @@
 //!   and scratch (serving_threads.rs), what the region charges as it goes (charge.rs);
 //! - policies, which decide and never touch the mapping: clean folios (clean.rs),
 //!   incompressible folios (incompressible.rs), readahead and drop-behind (readahead.rs), the
-//!   working set's refault detection (workingset.rs);
+//!   working set's refault detection (workingset.rs), how much of a folio a fault brings
+//!   (swapin_window.rs);
 //! - the limit past reclaim: the policy, the hard limit and its events (over_limit.rs), and
 //!   a fault's throttling or kill (throttle.rs).
 #![forbid(unsafe_code)]
@@ -54,6 +55,7 @@ mod spare;
 mod staged;
 mod stats;
 mod swapin;
+mod swapin_window;
 mod threads;
 mod throttle;
 mod unevictable;

@@ -77,11 +77,16 @@ impl Readahead {
             .position(|&s| s != 0 && s - 1 < start && start - (s - 1) <= reach)
     }
 
+    /// Whether swapping in the folio at `start` would continue a sequential scan.
+    pub fn continues_scan(&self, start: u32) -> bool {
+        self.stream_before(&self.streams.lock(), start).is_some()
+    }
+
     /// Whether swapping in the folio at `start` would continue a sequential scan, which drops
     /// it behind soon after (with drop-behind on): such a folio keeps its pool copy
     /// (clean.rs).
     pub fn dropped_behind_soon(&self, start: u32) -> bool {
-        self.drop_behind && self.stream_before(&self.streams.lock(), start).is_some()
+        self.drop_behind && self.continues_scan(start)
     }
 
     /// A fault swapped in the whole folio at `start`. If that continues a scan, the folios

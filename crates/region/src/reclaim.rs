@@ -308,7 +308,8 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
     if behind {
         inner.stats.dropped_behind.fetch_add(1, Relaxed);
     }
-    let marked = inner.incompressible.is_marked(folio.start());
+    let start = folio.start();
+    let marked = inner.incompressible.is_marked(start);
     // A cold 4 KiB folio takes its cold neighbours along: one move, one TLB flush.
     let single = as_is || behind || marked;
     let folio = match with_neighbours(inner, folio, present, queued, single, who) {
@@ -333,6 +334,9 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
     };
     if result == Eviction::Freed {
         inner.incompressible.evicted(marked);
+        if inner.swapin_window.reclaimed(start) {
+            inner.stats.page_alone_misses.fetch_add(1, Relaxed);
+        }
     }
     result
 }

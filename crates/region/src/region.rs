@@ -302,6 +302,11 @@ impl Region {
             clean: CleanTracking::new(wp && config.policies.keep_clean),
             readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),
             workingset: config.policies.workingset,
+            swapin_window: crate::swapin_window::SwapinWindow::new(
+                config.policies.adaptive_swapin,
+                folio_pages,
+                nr_folios,
+            ),
             spares: SpareHandlers::new(config.fault_threads),
             own_memory: uffd::process::OwnMemory::open().ok(),
             // The handlers serve no faults then: program threads reclaim in their places.

@@ -201,6 +201,15 @@ counters! {
     /// Of those, folios that came back within fewer evictions than the region holds
     /// resident and were activated, as `workingset_activate_anon`.
     workingset_activate,
+    /// Faults on a folio the engine held whole that brought the faulted page alone
+    /// (swapin_window.rs).
+    faults_page_alone,
+    /// Faults on another page of a folio brought in a page alone, while that page was still
+    /// resident: the whole folio would have saved them (they bring the rest).
+    page_alone_hits,
+    /// Folios brought in a page alone that reclaim took with no fault on another of their
+    /// pages: the page alone was enough.
+    page_alone_misses,
 }
 
 /// Where a fault's pages came from, for its latency.

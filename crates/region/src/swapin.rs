@@ -31,10 +31,26 @@ use crate::folio_buf::with_folio_buf;
 use crate::inner::Inner;
 use crate::mapping::{Gate, Source, Stop};
 
+/// What a swap-in brings back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bring {
+    /// What the fault on the page needs: the whole folio, or from a folio the engine holds
+    /// whole maybe the page alone (swapin_window.rs).
+    ForFault,
+    /// Every missing page of the folio.
+    All,
+}
+
 /// Bring the locked `folio`'s missing pages back (`page` is the one faulted on, served
 /// first), as a fault does: from staging, else from the engine. Returns the pages installed,
 /// and whether the folio was untouched before.
-pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) -> (u64, bool) {
+pub(crate) fn swap_in(
+    inner: &Inner,
+    folio: &FolioLock,
+    page: u32,
+    write: bool,
+    bring: Bring,
+) -> (u64, bool) {
     let start = folio.start();
     let mut staged = inner.staged.take(start);
     // Out of the staged count and not resident yet: charged until it is (or is freed).
@@ -46,6 +62,22 @@ pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) 
         && folio
             .offsets()
             .all(|p| !inner.pages.is_resident(p) && folio.state(p).kind == Kind::Empty);
+    // A fault on another page of a folio brought in a page alone is a hit, and brings the
+    // rest; a fault on a folio the engine holds whole may bring its page alone.
+    let missing_page = bring == Bring::ForFault
+        && staged.is_none()
+        && !first_touch
+        && !inner.pages.is_resident(page);
+    let hit = missing_page && inner.swapin_window.fault_on(start);
+    if hit {
+        inner.stats.page_alone_hits.fetch_add(1, Relaxed);
+    }
+    let page_alone = missing_page
+        && !hit
+        && held_whole(inner, folio)
+        && inner
+            .swapin_window
+            .page_alone(inner.readahead.continues_scan(start));
     // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped): in the
     // active queue if it comes back within the working set, unless a sequential scan brings
@@ -68,7 +100,7 @@ pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) 
                 from_engine(
                     inner,
                     folio,
-                    page,
+                    (page, page_alone),
                     write,
                     (gate, pending.as_deref()),
                     &mut unread_here,
@@ -84,6 +116,13 @@ pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) 
     })
     .unwrap_or(0);
     drop(staged);
+    if page_alone && inner.pages.is_resident(page) {
+        inner.swapin_window.brought_page_alone(start);
+    }
+    if hit && folio.offsets().all(|p| inner.pages.is_resident(p)) {
+        // The whole folio is in now, as if brought at once: a sequential scan goes on from it.
+        swapped_in(inner, start);
+    }
     inner.stats.pages_in.fetch_add(installed, Relaxed);
     if installed > 0 && !first_touch && inner.incompressible.is_marked(start) {
         // Back from a store as-is (a kept folio never left): refault detection.
@@ -91,6 +130,13 @@ pub(crate) fn swap_in(inner: &Inner, folio: &FolioLock, page: u32, write: bool) 
         inner.stats.incompressible_refaults.fetch_add(1, Relaxed);
     }
     (installed, first_touch)
+}
+
+/// Every page of the folio is out of the mapping and held by the engine.
+fn held_whole(inner: &Inner, folio: &FolioLock) -> bool {
+    folio
+        .offsets()
+        .all(|p| !inner.pages.is_resident(p) && folio.state(p).kind != Kind::Empty)
 }
 
 /// The folio comes back from the engine (counted as a refault): whether it is activated
@@ -152,12 +198,13 @@ pub(crate) fn from_staged(
     Ok(u64::from(folio.nr_pages()))
 }
 
-/// Bring the folio's missing pages back from the engine. `pending`: pages with a discard
-/// pending, read under `gate`; if any of them is missing, nothing is installed yet.
+/// Bring the folio's missing pages back from the engine, or with `page_alone` only the
+/// faulted `page`. `pending`: pages with a discard pending, read under `gate`; if any of them
+/// is missing, nothing is installed yet.
 pub(crate) fn from_engine(
     inner: &Inner,
     folio: &FolioLock,
-    page: u32,
+    (page, page_alone): (u32, bool),
     write: bool,
     (gate, pending): (&mut Gate, Option<&[bool]>),
     unread_here: &mut Vec<u32>,
@@ -166,7 +213,7 @@ pub(crate) fn from_engine(
     let is_pending = |p: u32| pending.is_some_and(|m| m[(p - folio.start()) as usize]);
     let mut missing: Vec<u32> = folio
         .offsets()
-        .filter(|&p| !inner.pages.is_resident(p))
+        .filter(|&p| !inner.pages.is_resident(p) && (!page_alone || p == page))
         .collect();
     if missing.is_empty() {
         if is_pending(page) || inner.mapping.in_mapping(page).unwrap_or(true) {
@@ -284,6 +331,8 @@ pub(crate) fn from_engine(
         }
         let counter = if first_touch {
             &inner.stats.faults_first_touch
+        } else if page_alone {
+            &inner.stats.faults_page_alone
         } else {
             &inner.stats.faults_pages
         };

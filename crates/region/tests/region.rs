@@ -950,6 +950,72 @@ fn working_set_protected(folio_size: usize) {
     );
 }
 
+/// The swap-in window (swapin_window.rs): with nothing measured, a fault on a folio the
+/// engine holds whole, in no scan, brings its page alone; a fault on another page of that
+/// folio is a hit and brings the rest; reclaim taking such a folio untouched since is a
+/// miss; a sequential scan brings whole folios (or reads them ahead). Would fail if every fault brought its folio
+/// (the first read would make four pages resident), or if a hit brought only its page.
+#[test]
+fn a_random_fault_brings_its_page_alone_and_a_neighbour_fault_the_rest() {
+    let folio = 16 << 10;
+    let fp = folio / PAGE;
+    let brings = |adaptive: bool| {
+        let mut r = Region::new(
+            4 << 20,
+            RegionConfig::new(32 << 20)
+                .folio_size(folio)
+                .adaptive_swapin(adaptive),
+        )
+        .unwrap();
+        fill(r.as_mut_slice(), 9);
+        r.reclaim_to(0);
+        assert_eq!(r.usage().resident, 0, "{:?}", r.stats());
+        let resident_pages = |r: &Region| r.usage().resident / PAGE as u64;
+        // Page 1 of folio 40, then page 3 of it.
+        let mem = r.as_mut_slice();
+        check_from(
+            &mem[(40 * fp + 1) * PAGE..(40 * fp + 2) * PAGE],
+            40 * fp + 1,
+            9,
+        );
+        let first = resident_pages(&r);
+        let mem = r.as_mut_slice();
+        check_from(
+            &mem[(40 * fp + 3) * PAGE..(40 * fp + 4) * PAGE],
+            40 * fp + 3,
+            9,
+        );
+        let second = resident_pages(&r);
+        // One page of folio 90 alone, reclaimed untouched since.
+        let mem = r.as_mut_slice();
+        check_from(&mem[90 * fp * PAGE..(90 * fp + 1) * PAGE], 90 * fp, 9);
+        r.reclaim_to(0);
+        let s = r.stats();
+        // A scan from the start: whole folios once it is seen to go on.
+        check(r.as_mut_slice(), 9);
+        let scan_alone = r.stats().faults_page_alone - s.faults_page_alone;
+        (first, second, s, scan_alone)
+    };
+    let (first, second, s, scan_alone) = brings(true);
+    assert_eq!((first, second), (1, fp as u64), "{s:?}");
+    assert_eq!(
+        (s.faults_page_alone, s.page_alone_hits, s.page_alone_misses),
+        (2, 1, 1),
+        "{s:?}"
+    );
+    // The first folio of the scan comes in a page at a time, the rest whole.
+    assert!(
+        scan_alone <= 2,
+        "the scan brought {scan_alone} pages alone: {s:?}"
+    );
+    let (first, second, s, _) = brings(false);
+    assert_eq!((first, second), (fp as u64, fp as u64), "{s:?}");
+    assert_eq!(
+        s.faults_page_alone + s.page_alone_hits + s.page_alone_misses,
+        0
+    );
+}
+
 // Cases the model sequences (model.rs) reach only at their edges, tested on their own.
 
 /// The pool alone can hold a region past its limit: its cap, `max_pool_percent`, is a share

@@ -68,7 +68,7 @@ pub struct SuiteArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Grid {
     /// Folio sizes 4K, 16K and 64K, each with handler threads and in-thread faults, and the
-    /// defaults with a 40% pool.
+    /// defaults with a 40% pool and with whole-folio swap-in.
     Small,
     /// uzswap's defaults alone.
     None,
@@ -95,6 +95,8 @@ struct Cell {
     folio_size: Option<u64>,
     max_pool_percent: Option<u32>,
     in_thread_faults: bool,
+    /// `--no-adaptive-swapin`.
+    whole_folios: bool,
 }
 
 impl Cell {
@@ -104,6 +106,7 @@ impl Cell {
             folio_size: None,
             max_pool_percent: None,
             in_thread_faults: false,
+            whole_folios: false,
         }
     }
 
@@ -123,6 +126,7 @@ impl Cell {
         a.folio_size = self.folio_size.unwrap_or(a.folio_size);
         a.max_pool_percent = self.max_pool_percent.unwrap_or(a.max_pool_percent);
         a.in_thread_faults |= self.in_thread_faults;
+        a.no_adaptive_swapin |= self.whole_folios;
         a
     }
 }
@@ -144,6 +148,7 @@ fn cells(grid: Grid) -> Vec<Cell> {
                 folio_size: Some(folio),
                 max_pool_percent: None,
                 in_thread_faults: in_thread,
+                whole_folios: false,
             };
             let same_as_defaults = cell.run_args(1, &[]).folio_size
                 == Cell::defaults().run_args(1, &[]).folio_size
@@ -156,6 +161,11 @@ fn cells(grid: Grid) -> Vec<Cell> {
     cells.push(Cell {
         name: "pool 40%".into(),
         max_pool_percent: Some(40),
+        ..Cell::defaults()
+    });
+    cells.push(Cell {
+        name: "whole folios".into(),
+        whole_folios: true,
         ..Cell::defaults()
     });
     cells
@@ -591,8 +601,9 @@ mod tests {
         assert_eq!(none, vec![Cell::defaults()]);
         let small = cells(Grid::Small);
         assert_eq!(small[0], Cell::defaults());
-        // 3 folio sizes x 2 fault services, less the one that is the defaults, and the pool.
-        assert_eq!(small.len(), 1 + 5 + 1);
+        // 3 folio sizes x 2 fault services, less the one that is the defaults, the pool, and
+        // whole folios.
+        assert_eq!(small.len(), 1 + 5 + 1 + 1);
         let d = Cell::defaults().run_args(1 << 20, &["prog".into()]);
         assert!(!d.in_thread_faults);
         assert_eq!(d.memory_high, 1 << 20);
@@ -600,8 +611,17 @@ mod tests {
         for c in &small[1..] {
             let a = c.run_args(1 << 20, &[]);
             assert!(
-                (a.folio_size, a.max_pool_percent, a.in_thread_faults)
-                    != (d.folio_size, d.max_pool_percent, d.in_thread_faults),
+                (
+                    a.folio_size,
+                    a.max_pool_percent,
+                    a.in_thread_faults,
+                    a.no_adaptive_swapin
+                ) != (
+                    d.folio_size,
+                    d.max_pool_percent,
+                    d.in_thread_faults,
+                    d.no_adaptive_swapin
+                ),
                 "{} is the defaults",
                 c.name
             );

@@ -101,6 +101,13 @@ pub struct RunArgs {
     /// reclaim's reach for a while, so that memory used once goes first.
     #[arg(long)]
     pub no_workingset: bool,
+    /// Every fault brings its whole folio back. By default a fault on a folio held whole in
+    /// the pool or the swap file brings the faulted page alone, unless it continues a
+    /// sequential scan or the program's recent faults show that the rest of a folio is used
+    /// once one page of it is (the swap-in window, sized from hits as the kernel's swap
+    /// readahead is).
+    #[arg(long)]
+    pub no_adaptive_swapin: bool,
     /// Print statistics when the program exits (to stderr): a short summary (the limits,
     /// the most held, peak RSS and what was outside the limit, the compression ratio, what
     /// went to the swap file, the time spent waiting on faults and throttled), or with
@@ -354,6 +361,7 @@ fn environment(
         .max_pool_percent(args.max_pool_percent)
         .in_thread_faults(args.in_thread_faults)
         .workingset(!args.no_workingset)
+        .adaptive_swapin(!args.no_adaptive_swapin)
         .writethrough(args.writethrough)
         .swap_format(args.swap_format)
         .writeback_compressor(args.writeback_compressor)
@@ -373,6 +381,7 @@ fn environment(
         format!("user_mode_only={}", args.user_mode_only as u8),
         format!("in_thread_faults={}", args.in_thread_faults as u8),
         format!("workingset={}", !args.no_workingset as u8),
+        format!("adaptive_swapin={}", !args.no_adaptive_swapin as u8),
         format!("memory_max={memory_max}"),
         format!("on_limit={}", args.on_limit.as_str()),
         format!(

@@ -168,6 +168,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         user_mode_only: a.user_mode_only,
         in_thread_faults: a.in_thread_faults,
         no_workingset: a.uzswap_no_workingset,
+        no_adaptive_swapin: false,
         stats: Some(crate::run::StatsForm::Full),
         program: a.program.clone(),
     }
