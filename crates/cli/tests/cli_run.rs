@@ -295,6 +295,51 @@ fn system_calls_on_evicted_heap_buffers_are_retried_with_in_thread_faults() {
     assert_eq!(stat(&o, "faults"), stat(&o, "in_thread_faults"));
 }
 
+/// With `--in-thread-faults`, one read(2) or pread(2) of a regular file into a heap buffer
+/// partly evicted returns the whole file, as without uzswap: the kernel copies up to the
+/// first page that is out and returns a short count, which a program may take for the
+/// file's end (bash reading a script it sources does, and fails on the half it got). Would
+/// fail without the wrappers going on after a short transfer into the region.
+#[test]
+fn a_regular_file_read_into_an_evicted_buffer_is_whole_with_in_thread_faults() {
+    let program = compile("short_reads");
+    let data = program.with_extension("data");
+    let o = run(
+        &["--memory-high", "24M", "--in-thread-faults", "--stats=full"],
+        &[program.to_str().unwrap(), data.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(&program);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o), "whole 2\n", "{}", stderr(&o));
+    assert!(
+        stat(&o, "folios_evicted") > 0,
+        "nothing was evicted: {}",
+        stderr(&o)
+    );
+}
+
+/// With `--in-thread-faults`, threads started after the heap went past the limit run: glibc
+/// starts a thread with every signal blocked and reads the locale's tables (which
+/// `setlocale` malloc'ed, the coldest of the heap) before it unblocks them, and a SIGBUS
+/// then kills the process. Would die of SIGBUS with the tables in the region (CPython under
+/// `--in-thread-faults` did, at the start of a thread).
+#[test]
+fn threads_start_after_the_locale_left_memory_with_in_thread_faults() {
+    let program = compile("locale_threads");
+    let o = run(
+        &["--memory-high", "24M", "--in-thread-faults", "--stats=full"],
+        &[program.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(&program);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o), "threads 64\n");
+    assert!(
+        stat(&o, "folios_evicted") > 0,
+        "nothing was evicted: {}",
+        stderr(&o)
+    );
+}
+
 /// With `--in-thread-faults`, a program that blocks every signal and sets its own SIGBUS
 /// handler still has its heap served (SIGBUS is never blocked, and stays uzswap's), reads
 /// back its own handler and a mask without SIGBUS, and gets a SIGBUS that is not a heap fault

@@ -161,6 +161,27 @@ pub unsafe extern "C" fn pthread_create(
     unsafe { real(thread, attr, start, arg) }
 }
 
+// ---- The locale a new thread reads before it can take a signal stays outside the region -
+
+/// # Safety
+/// As C's `setlocale`.
+///
+/// glibc starts every thread with all signals blocked and reads the global locale's
+/// `LC_CTYPE` tables (`__ctype_init`) before it unblocks them; the tables `setlocale` loads
+/// are malloc'ed. In the region, evicted, the new thread's access would raise a SIGBUS it
+/// has blocked, which kills the process: they are allocated outside it (a few KiB).
+#[no_mangle]
+pub unsafe extern "C" fn setlocale(
+    category: c_int,
+    locale: *const libc::c_char,
+) -> *mut libc::c_char {
+    let real =
+        next!("setlocale": unsafe extern "C" fn(c_int, *const libc::c_char) -> *mut libc::c_char);
+    let _outside = crate::thread_role::allocate_outside();
+    // SAFETY: the caller's arguments.
+    unsafe { real(category, locale) }
+}
+
 // ---- System calls retried once their buffers are in ------------------------------------
 
 /// How many times a call that failed with EFAULT is retried: each time its buffers are
@@ -322,13 +343,62 @@ fn one(ptr: *const c_void, len: usize, into: bool) -> impl Fn(Visit) {
     move |f| f(Buf { ptr, len, into })
 }
 
+/// Whether `fd` is a regular file or a block device: a short transfer from one means its end,
+/// or a fault on the buffer; never "no more for now", as from a pipe or a socket.
+fn is_file(fd: c_int) -> bool {
+    // SAFETY: `stat` is plain data, valid all zeros.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes one `stat` into the live local; a bad descriptor is an error.
+    let r = unsafe { libc::fstat(fd, &mut st) };
+    r == 0 && matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFBLK)
+}
+
+/// A transfer between regular file `fd` and `buf` that `first` did, continued where a
+/// page of `buf` in the region cut it short: the kernel copies up to the first page that is
+/// out and returns what it did, and a program may take a short count from a regular file
+/// for its end (bash sourcing a script does). `more(done)` transfers the bytes after the
+/// first `done` (retried as any call). It stops at the end of the file (0), at an error
+/// (what was done is the answer, as the kernel's would be), or where the rest of `buf` is not
+/// the region's.
+fn whole(fd: c_int, buf: Buf, first: isize, mut more: impl FnMut(usize) -> isize) -> isize {
+    let cut_short = |done: usize| {
+        done < buf.len && crate::heap::in_region((buf.ptr as usize + done) as *const c_void)
+    };
+    if first <= 0 || !on() || !cut_short(first as usize) || !is_file(fd) {
+        return first;
+    }
+    let mut done = first as usize;
+    while cut_short(done) {
+        let r = more(done);
+        if r <= 0 {
+            break;
+        }
+        done += r as usize;
+    }
+    done as isize
+}
+
 /// # Safety
 /// As C's `read`.
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     let real = next!("read": unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize);
     // SAFETY: the caller's arguments.
-    retried(&one(buf, n, true), || unsafe { real(fd, buf, n) })
+    let first = retried(&one(buf, n, true), || unsafe { real(fd, buf, n) });
+    whole(
+        fd,
+        Buf {
+            ptr: buf,
+            len: n,
+            into: true,
+        },
+        first,
+        |done| {
+            let (at, left) = (buf.wrapping_byte_add(done), n - done);
+            // SAFETY: the rest of the caller's buffer, after what the call filled.
+            retried(&one(at, left, true), || unsafe { real(fd, at, left) })
+        },
+    )
 }
 
 /// # Safety
@@ -337,7 +407,21 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
     let real = next!("write": unsafe extern "C" fn(c_int, *const c_void, usize) -> isize);
     // SAFETY: the caller's arguments.
-    retried(&one(buf, n, false), || unsafe { real(fd, buf, n) })
+    let first = retried(&one(buf, n, false), || unsafe { real(fd, buf, n) });
+    whole(
+        fd,
+        Buf {
+            ptr: buf,
+            len: n,
+            into: false,
+        },
+        first,
+        |done| {
+            let (at, left) = (buf.wrapping_byte_add(done), n - done);
+            // SAFETY: the rest of the caller's buffer, after what the call wrote.
+            retried(&one(at, left, false), || unsafe { real(fd, at, left) })
+        },
+    )
 }
 
 /// # Safety
@@ -346,7 +430,23 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
 pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: usize, off: i64) -> isize {
     let real = next!("pread64": unsafe extern "C" fn(c_int, *mut c_void, usize, i64) -> isize);
     // SAFETY: the caller's arguments.
-    retried(&one(buf, n, true), || unsafe { real(fd, buf, n, off) })
+    let first = retried(&one(buf, n, true), || unsafe { real(fd, buf, n, off) });
+    whole(
+        fd,
+        Buf {
+            ptr: buf,
+            len: n,
+            into: true,
+        },
+        first,
+        |done| {
+            let (at, left) = (buf.wrapping_byte_add(done), n - done);
+            // SAFETY: the rest of the caller's buffer, and the file from as far on.
+            retried(&one(at, left, true), || unsafe {
+                real(fd, at, left, off + done as i64)
+            })
+        },
+    )
 }
 
 /// # Safety
@@ -363,7 +463,23 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: usize, off: i64) 
 pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: usize, off: i64) -> isize {
     let real = next!("pwrite64": unsafe extern "C" fn(c_int, *const c_void, usize, i64) -> isize);
     // SAFETY: the caller's arguments.
-    retried(&one(buf, n, false), || unsafe { real(fd, buf, n, off) })
+    let first = retried(&one(buf, n, false), || unsafe { real(fd, buf, n, off) });
+    whole(
+        fd,
+        Buf {
+            ptr: buf,
+            len: n,
+            into: false,
+        },
+        first,
+        |done| {
+            let (at, left) = (buf.wrapping_byte_add(done), n - done);
+            // SAFETY: the rest of the caller's buffer, and the file from as far on.
+            retried(&one(at, left, false), || unsafe {
+                real(fd, at, left, off + done as i64)
+            })
+        },
+    )
 }
 
 /// # Safety

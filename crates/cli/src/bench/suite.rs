@@ -44,7 +44,7 @@ pub struct SuiteArgs {
     #[arg(long, default_value_t = 1, value_parser = |s: &str| count_in(s, 1, 100))]
     pub runs: usize,
     /// uzswap's settings beside its defaults: small (folio size 4K/16K/64K by fault service,
-    /// and a 40% pool), or none (the defaults alone).
+    /// a 40% pool, whole-folio swap-in), or none (the defaults alone).
     #[arg(long, value_enum, default_value_t = Grid::Small)]
     pub grid: Grid,
     /// Where the kernel side's swap file goes.
