@@ -180,6 +180,9 @@ struct Row {
     kernel: Vec<KernelRun>,
     /// Per cell, its runs.
     uzswap: Vec<Vec<UzswapRun>>,
+    /// Per cell, why a run of it failed (its row goes on without it: only the defaults must
+    /// never fail).
+    failed: Vec<Option<String>>,
 }
 
 fn wall(e: &Exited) -> f64 {
@@ -191,8 +194,12 @@ impl Row {
         median(self.kernel.iter().map(|k| wall(&k.exited)).collect())
     }
 
+    /// The cell's median wall time; NaN for a cell that failed.
     fn cell_wall(&self, c: usize) -> f64 {
-        median(self.uzswap[c].iter().map(|u| wall(&u.exited)).collect())
+        match self.failed[c] {
+            Some(_) => f64::NAN,
+            None => median(self.uzswap[c].iter().map(|u| wall(&u.exited)).collect()),
+        }
     }
 
     fn kernel_held(&self) -> f64 {
@@ -227,7 +234,7 @@ impl Row {
         median(self.uzswap[0].iter().map(tree_swapins).collect())
     }
 
-    /// The fastest cell, and its wall time.
+    /// The fastest cell that did not fail, and its wall time.
     fn best_cell(&self) -> (usize, f64) {
         (0..self.uzswap.len())
             .map(|c| (c, self.cell_wall(c)))
@@ -308,6 +315,7 @@ pub fn run(a: &SuiteArgs) -> Result<()> {
                 limit,
                 kernel: Vec::new(),
                 uzswap: cells.iter().map(|_| Vec::new()).collect(),
+                failed: cells.iter().map(|_| None).collect(),
             };
             for i in 1..=a.runs {
                 let what = format!("{} at {pressure}x, {kernel} run {i}", p.name);
@@ -315,13 +323,28 @@ pub fn run(a: &SuiteArgs) -> Result<()> {
                 same_output(p, &plain.exited, &k.exited, &what)?;
                 let held = equal_memory(k.held);
                 for (c, cell) in cells.iter().enumerate() {
+                    if row.failed[c].is_some() {
+                        continue;
+                    }
                     let what = format!("{} at {pressure}x, uzswap {} run {i}", p.name, cell.name);
                     progress.start(&what);
-                    let u = uzswap::run(&cell.run_args(held, &command))?;
-                    check_exit(&what, p.name, &u.exited, a.show_output, "")?;
-                    same_output(p, &plain.exited, &u.exited, &what)?;
-                    progress.done(&format!("{what}: {:.2} s", wall(&u.exited)));
-                    row.uzswap[c].push(u);
+                    let run = uzswap::run(&cell.run_args(held, &command)).and_then(|u| {
+                        check_exit(&what, p.name, &u.exited, a.show_output, "")?;
+                        same_output(p, &plain.exited, &u.exited, &what)?;
+                        Ok(u)
+                    });
+                    match run {
+                        Ok(u) => {
+                            progress.done(&format!("{what}: {:.2} s", wall(&u.exited)));
+                            row.uzswap[c].push(u);
+                        }
+                        // The defaults are what the suite measures: their failure ends it.
+                        Err(e) if c == 0 => return Err(e),
+                        Err(e) => {
+                            progress.done(&format!("{what}: failed"));
+                            row.failed[c] = Some(format!("{e:#}"));
+                        }
+                    }
                 }
                 row.kernel.push(k);
             }
@@ -341,9 +364,14 @@ pub fn run(a: &SuiteArgs) -> Result<()> {
         report.plot(path)?;
     }
     match a.json {
-        true => report.print_json(),
-        false => report.print(),
+        true => report.print_json()?,
+        false => report.print()?,
     }
+    let failed = rows.iter().flat_map(|r| r.failed.iter().flatten()).count();
+    if failed > 0 {
+        bail!("{failed} cell(s) of the grid failed (above); their rows went on without them");
+    }
+    Ok(())
 }
 
 /// A run must print what the plain run printed.
@@ -467,6 +495,17 @@ impl Report<'_> {
                 .collect::<Vec<_>>()
                 .join(", ")
         )?;
+        for r in self.rows {
+            for (c, why) in r.failed.iter().enumerate() {
+                if let Some(why) = why {
+                    writeln!(
+                        out,
+                        "failed: {} at {}x, {}: {why}",
+                        r.program, r.pressure, self.cells[c].name
+                    )?;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -485,6 +524,7 @@ impl Report<'_> {
                             cell.name.as_str(),
                             json!({
                                 "wall_s": r.cell_wall(c),
+                                "failed": r.failed[c],
                                 "limit_bytes": runs.iter().map(|u| u.limit).collect::<Vec<_>>(),
                                 "swapins": runs.iter().map(tree_swapins).collect::<Vec<_>>(),
                                 "stats": runs.iter().map(|u| &u.stats).collect::<Vec<_>>(),
@@ -527,7 +567,8 @@ impl Report<'_> {
             .iter()
             .map(|r| r.best_cell().1.min(r.kernel_wall()))
             .collect();
-        let percent = |row: usize, wall: f64| Some(best[row] / wall * 100.0);
+        // A failed cell (NaN) has no point.
+        let percent = |row: usize, wall: f64| wall.is_finite().then(|| best[row] / wall * 100.0);
         let mut lines = vec![Line {
             name: "kernel zswap".into(),
             points: (0..self.rows.len())
@@ -586,6 +627,32 @@ mod tests {
             stats: stats.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         };
         assert_eq!(tree_swapins(&u), 11.0);
+    }
+
+    /// A cell that failed is no cell's best and has no time; the row keeps the others.
+    #[test]
+    fn a_failed_cell_is_left_out_of_its_row() {
+        let run = |secs: u64| UzswapRun {
+            exited: Exited {
+                wall: std::time::Duration::from_secs(secs),
+                status: std::os::unix::process::ExitStatusExt::from_raw(0),
+                cpu: None,
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+            },
+            limit: 0,
+            stats: Default::default(),
+        };
+        let row = Row {
+            program: "p",
+            pressure: 1.5,
+            limit: 0,
+            kernel: Vec::new(),
+            uzswap: vec![vec![run(10)], Vec::new(), vec![run(8)]],
+            failed: vec![None, Some("exited with status 1".into()), None],
+        };
+        assert!(row.cell_wall(1).is_nan());
+        assert_eq!(row.best_cell(), (2, 8.0));
     }
 
     #[test]
