@@ -7,6 +7,9 @@
 //! `UFFDIO_MOVE` needs its destination registered with the userfaultfd that issues it, so the
 //! staging area is registered with a userfaultfd of its own, created without events: freeing a
 //! slot with `MADV_DONTNEED` then raises no REMOVE event and never waits for an event reader.
+//! Nobody reads its faults either: an empty page of it fails at once (`SIGBUS` to an access,
+//! `EFAULT` to a system call) where it would otherwise wait forever, for a program that reads
+//! every anonymous mapping of its process (redis-server's memory test after a panic does).
 //!
 //! Freed slots are discarded in batches: each `MADV_DONTNEED` of a slot would flush the TLB of
 //! every CPU running the program (an IPI each), so a freed slot that may hold pages waits on a
@@ -104,6 +107,7 @@ impl Staging {
         let uffd = UffdBuilder::new()
             .without(Features::EVENT_REMOVE | Features::EVENT_UNMAP | Features::EVENT_REMAP)
             .require(Features::MOVE)
+            .request(Features::SIGBUS)
             .allow_user_mode_fallback(true)
             .create()?;
         uffd.register(&region, 0, region.len(), RegisterMode::MISSING)?;
@@ -197,6 +201,11 @@ impl Staging {
             // SAFETY: as above.
             let _ = unsafe { crate::raw_region::madvise(addr, len, Advice::DontNeed) };
         }
+    }
+
+    /// The staging mapping's addresses.
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.region.range()
     }
 
     fn slot_addr(&self, slot: u32) -> usize {

@@ -91,3 +91,34 @@ fn a_folio_moves_back_into_a_range_whose_protection_changed() {
         .unwrap();
     region.write(page(), &vec![9; page()]).unwrap();
 }
+
+/// A program that reads every anonymous mapping of its process (redis-server's memory test
+/// after a panic does) meets the staging area: an empty page of it fails at once (EFAULT to a
+/// system call, SIGBUS to an access) instead of waiting forever on a userfaultfd nobody
+/// reads. Would hang (here: time out) without SIGBUS on the staging userfaultfd.
+#[test]
+fn an_empty_staging_page_read_by_the_program_fails_at_once() {
+    let staging = Staging::new(2, page(), 2).unwrap();
+    let addr = staging.range().start;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16];
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: the kernel writes at most 16 bytes into `buf` and reads the remote range
+        // itself, failing where it cannot.
+        let r = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        let _ = tx.send((r, std::io::Error::last_os_error().raw_os_error()));
+    });
+    let (r, errno) = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("a read of an empty staging page waited on the staging userfaultfd");
+    assert_eq!((r, errno), (-1, Some(libc::EFAULT)));
+    drop(staging);
+}
