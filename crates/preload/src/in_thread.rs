@@ -353,23 +353,27 @@ fn is_file(fd: c_int) -> bool {
     r == 0 && matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFBLK)
 }
 
-/// A transfer between regular file `fd` and `buf` that `first` did, continued where a
-/// page of `buf` in the region cut it short: the kernel copies up to the first page that is
-/// out and returns what it did, and a program may take a short count from a regular file
-/// for its end (bash sourcing a script does). `more(done)` transfers the bytes after the
-/// first `done` (retried as any call). It stops at the end of the file (0), at an error
-/// (what was done is the answer, as the kernel's would be), or where the rest of `buf` is not
-/// the region's.
-fn whole(fd: c_int, buf: Buf, first: isize, mut more: impl FnMut(usize) -> isize) -> isize {
-    let cut_short = |done: usize| {
-        done < buf.len && crate::heap::in_region((buf.ptr as usize + done) as *const c_void)
+/// A transfer of `buf` to or from `fd`: `call(done)` moves the bytes after the first `done`
+/// (from `buf + done`, and a file as far on), retried while it fails with EFAULT on the
+/// region (`retried`). A transfer with a regular file goes on where a page of `buf` in the
+/// region cut it short: the kernel copies up to the first page that is out and returns what
+/// it did, and a program may take a short count from a regular file for its end (bash
+/// sourcing a script does). It stops at the end of the file (0), at an error (what was done
+/// is the answer, as the kernel's would be), or where the rest of `buf` is not the region's.
+fn transfer(fd: c_int, buf: Buf, call: impl Fn(usize) -> isize) -> isize {
+    let part = |done: usize| {
+        let rest = one(buf.ptr.wrapping_byte_add(done), buf.len - done, buf.into);
+        retried(&rest, || call(done))
     };
+    let cut_short =
+        |done: usize| done < buf.len && crate::heap::in_region(buf.ptr.wrapping_byte_add(done));
+    let first = part(0);
     if first <= 0 || !on() || !cut_short(first as usize) || !is_file(fd) {
         return first;
     }
     let mut done = first as usize;
     while cut_short(done) {
-        let r = more(done);
+        let r = part(done);
         if r <= 0 {
             break;
         }
@@ -383,22 +387,15 @@ fn whole(fd: c_int, buf: Buf, first: isize, mut more: impl FnMut(usize) -> isize
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     let real = next!("read": unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize);
-    // SAFETY: the caller's arguments.
-    let first = retried(&one(buf, n, true), || unsafe { real(fd, buf, n) });
-    whole(
-        fd,
-        Buf {
-            ptr: buf,
-            len: n,
-            into: true,
-        },
-        first,
-        |done| {
-            let (at, left) = (buf.wrapping_byte_add(done), n - done);
-            // SAFETY: the rest of the caller's buffer, after what the call filled.
-            retried(&one(at, left, true), || unsafe { real(fd, at, left) })
-        },
-    )
+    let whole = Buf {
+        ptr: buf,
+        len: n,
+        into: true,
+    };
+    // SAFETY: the caller's arguments, the buffer from `done` on.
+    transfer(fd, whole, |done| unsafe {
+        real(fd, buf.wrapping_byte_add(done), n - done)
+    })
 }
 
 /// # Safety
@@ -406,22 +403,15 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
     let real = next!("write": unsafe extern "C" fn(c_int, *const c_void, usize) -> isize);
-    // SAFETY: the caller's arguments.
-    let first = retried(&one(buf, n, false), || unsafe { real(fd, buf, n) });
-    whole(
-        fd,
-        Buf {
-            ptr: buf,
-            len: n,
-            into: false,
-        },
-        first,
-        |done| {
-            let (at, left) = (buf.wrapping_byte_add(done), n - done);
-            // SAFETY: the rest of the caller's buffer, after what the call wrote.
-            retried(&one(at, left, false), || unsafe { real(fd, at, left) })
-        },
-    )
+    let whole = Buf {
+        ptr: buf,
+        len: n,
+        into: false,
+    };
+    // SAFETY: the caller's arguments, the buffer from `done` on.
+    transfer(fd, whole, |done| unsafe {
+        real(fd, buf.wrapping_byte_add(done), n - done)
+    })
 }
 
 /// # Safety
@@ -429,24 +419,15 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
 #[no_mangle]
 pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: usize, off: i64) -> isize {
     let real = next!("pread64": unsafe extern "C" fn(c_int, *mut c_void, usize, i64) -> isize);
-    // SAFETY: the caller's arguments.
-    let first = retried(&one(buf, n, true), || unsafe { real(fd, buf, n, off) });
-    whole(
-        fd,
-        Buf {
-            ptr: buf,
-            len: n,
-            into: true,
-        },
-        first,
-        |done| {
-            let (at, left) = (buf.wrapping_byte_add(done), n - done);
-            // SAFETY: the rest of the caller's buffer, and the file from as far on.
-            retried(&one(at, left, true), || unsafe {
-                real(fd, at, left, off + done as i64)
-            })
-        },
-    )
+    let whole = Buf {
+        ptr: buf,
+        len: n,
+        into: true,
+    };
+    // SAFETY: the caller's arguments, the buffer and the file from `done` on.
+    transfer(fd, whole, |done| unsafe {
+        real(fd, buf.wrapping_byte_add(done), n - done, off + done as i64)
+    })
 }
 
 /// # Safety
@@ -462,24 +443,15 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: usize, off: i64) 
 #[no_mangle]
 pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: usize, off: i64) -> isize {
     let real = next!("pwrite64": unsafe extern "C" fn(c_int, *const c_void, usize, i64) -> isize);
-    // SAFETY: the caller's arguments.
-    let first = retried(&one(buf, n, false), || unsafe { real(fd, buf, n, off) });
-    whole(
-        fd,
-        Buf {
-            ptr: buf,
-            len: n,
-            into: false,
-        },
-        first,
-        |done| {
-            let (at, left) = (buf.wrapping_byte_add(done), n - done);
-            // SAFETY: the rest of the caller's buffer, and the file from as far on.
-            retried(&one(at, left, false), || unsafe {
-                real(fd, at, left, off + done as i64)
-            })
-        },
-    )
+    let whole = Buf {
+        ptr: buf,
+        len: n,
+        into: false,
+    };
+    // SAFETY: the caller's arguments, the buffer and the file from `done` on.
+    transfer(fd, whole, |done| unsafe {
+        real(fd, buf.wrapping_byte_add(done), n - done, off + done as i64)
+    })
 }
 
 /// # Safety
