@@ -1122,17 +1122,35 @@ fn a_protected_page_keeps_its_folio_resident_until_it_is_read_write_again() {
 
 /// A first touch maps the untouched folios after it (fault-around), but none with a page
 /// under another protection than read-write: a reservation not yet committed keeps no page,
-/// where zeroes would stay resident and unevictable.
+/// where zeroes would stay resident and unevictable. The handler maps them after it has woken
+/// the faulting thread, so each check waits for the handler to finish its fault (its latency
+/// recorded, the last thing it does).
 #[test]
 fn fault_around_stops_at_a_protected_range() {
     let fs = 16 << 10;
     let mut r = Region::new(8 << 20, RegionConfig::new(16 << 20).folio_size(fs)).unwrap();
     r.protect(64 * 4096, 64 * 4096, libc::PROT_NONE).unwrap();
     r.as_mut_slice()[60 * 4096] = 1;
+    let served = wait_for_fault_served(&r, 0);
     assert_eq!(r.usage().resident, fs as u64, "{:?}", r.usage());
     r.protect(64 * 4096, 64 * 4096, libc::PROT_READ | libc::PROT_WRITE)
         .unwrap();
     r.as_mut_slice()[64 * 4096] = 1;
+    wait_for_fault_served(&r, served);
     assert!(r.usage().resident > 2 * fs as u64, "fault-around again");
     r.audit().unwrap();
+}
+
+/// Waits until a handler has finished a fault since `fault_wait_ns` was `before` (its service
+/// time added, the last thing a handler does for a fault); returns the new sum.
+fn wait_for_fault_served(r: &Region, before: u64) -> u64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let now = r.stats().fault_wait_ns;
+        if now > before {
+            return now;
+        }
+        assert!(std::time::Instant::now() < deadline, "a fault never served");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
