@@ -4,7 +4,7 @@
 //! After every step: every page's bytes, the step's counter deltas, and (through `audit`)
 //! every gauge and charge.
 //!
-//! `PROPTEST_CASES` sets the number of sequences (default 10,000).
+//! `PROPTEST_CASES` sets the number of sequences a test (default 4,000; a soak run: 100,000).
 
 mod common;
 
@@ -412,7 +412,7 @@ fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000)
+        .unwrap_or(4_000)
 }
 
 proptest! {
