@@ -148,6 +148,8 @@ fn holds_nothing_is_true_only_where_nothing_was_kept() {
     let mut r = Region::new(4 << 20, RegionConfig::new(3 << 20)).unwrap();
     assert!(r.holds_nothing(0, 4 << 20));
     r.as_mut_slice()[(1 << 20) + 5] = 1;
+    // Fault-around, after the faulting thread is woken, must be done before reclaim.
+    wait_for_fault_served(&r, 0);
     assert!(!r.holds_nothing(1 << 20, PAGE));
     assert!(!r.holds_nothing(0, 2 << 20));
     // Fault-around maps the fresh memory after a first touch: what lies past 2 MiB did not.
