@@ -93,7 +93,7 @@ extern "C" fn init() {
         refuse(&e);
     }
     if region_config_in_thread {
-        crate::in_thread::turn_on();
+        crate::in_thread_wrappers::turn_on();
     }
     // SAFETY: getppid has no preconditions.
     let parent = unsafe { libc::getppid() } as u32;

@@ -30,7 +30,7 @@
 mod config;
 mod descriptors;
 mod heap;
-mod in_thread;
+mod in_thread_wrappers;
 mod init;
 mod malloc;
 mod mmap;

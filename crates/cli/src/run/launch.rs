@@ -86,8 +86,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub user_mode_only: bool,
     /// Serve each fault in the program thread that takes it (from a SIGBUS handler) instead
-    /// of waking a uzswap thread: 6-7 us a fault instead of 17-59 us where idle CPUs halt,
-    /// and no CPU spent polling. The price: the kernel's own access to an evicted heap page
+    /// of waking a uzswap thread: no wake-up across CPUs per fault (tens of microseconds
+    /// where idle CPUs halt), and no CPU spent polling. The price: the kernel's own access to an evicted heap page
     /// is not served. uzswap retries the program's read, write, pread, pwrite, readv,
     /// writev, recv, recvfrom, send, sendto, recvmsg and sendmsg once their buffers are
     /// touched; any other system call, and those libc makes internally (stdio's fwrite and

@@ -1,11 +1,13 @@
-//! In-thread faults under `uzswap run --in-thread-faults`: each program thread serves its own
-//! faults on the heap from uzswap's SIGBUS handler (the region crate's in_thread.rs). Two
-//! things the program does would break that, and this file keeps them from it:
+//! The libc wrappers in-thread faults need (`uzswap run --in-thread-faults`): each program
+//! thread serves its own faults on the heap from uzswap's SIGBUS handler (the region crate's
+//! in_thread.rs), and what the program does must not break that:
 //!
 //! - **Its own SIGBUS handling.** A `sigaction` or `signal` for SIGBUS does not replace
 //!   uzswap's handler: the program's action becomes the one uzswap passes every SIGBUS it
 //!   does not serve to, and the program reads back its own. A `sigprocmask` or
 //!   `pthread_sigmask` never blocks SIGBUS: a fault with SIGBUS blocked kills the process.
+//! - **Memory a thread reads with signals blocked.** A new thread's TLS vector and the
+//!   locale tables glibc reads while it starts are allocated outside the region.
 //! - **System calls on evicted heap memory.** The kernel's own access to an evicted page (a
 //!   `read` into it, a `write` from it) is not served: the call fails with EFAULT. The calls
 //!   a program makes through libc's symbols (`read`, `write`, `pread64`, `pwrite64`, `readv`,
