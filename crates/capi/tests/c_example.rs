@@ -26,8 +26,18 @@ fn library_dir() -> PathBuf {
             // The test profile writes to target/debug.
             _ => "test",
         };
+        // With the preload library, as the command's tests build it (crates/cli/tests/
+        // common): one feature set for both, so whichever test builds first builds for both.
         let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "uzswap-capi", "--profile", profile])
+            .args([
+                "build",
+                "-p",
+                "uzswap-capi",
+                "-p",
+                "uzswap-preload",
+                "--profile",
+                profile,
+            ])
             .status()
             .expect("run cargo");
         assert!(status.success(), "building libuzswap failed");

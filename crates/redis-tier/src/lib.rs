@@ -16,6 +16,7 @@
 //!   replica may lag, or be dead and still in the slot map); retried through a failover.
 //!   A segment that is gone (lost with its primary and every replica, or its lease run out)
 //!   fails the read, and the engine poisons its pages.
+#![forbid(unsafe_code)]
 
 mod cleanup;
 

@@ -49,7 +49,16 @@ fn build_preload() {
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_uzswap"));
     let profile = exe.parent().and_then(|d| d.file_name()).unwrap();
     let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "-p", "uzswap-preload", "--profile"]);
+    // With the C API's library, as its tests build it (crates/capi/tests/c_example.rs):
+    // one feature set for both, so whichever test builds first builds for both.
+    build.args([
+        "build",
+        "-p",
+        "uzswap-preload",
+        "-p",
+        "uzswap-capi",
+        "--profile",
+    ]);
     // The test profile writes to target/debug, beside the binary, and optimizes the region
     // enough for a real program to run under it in seconds.
     build.arg(if profile == "release" {
