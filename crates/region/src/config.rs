@@ -512,10 +512,9 @@ pub struct Policies {
     /// peak ran 1.23x faster with it, BENCHMARKS.md; `bench mix` and `bench usemem` neither
     /// gain nor lose).
     pub workingset: bool,
-    /// A fault on a folio the engine holds whole brings the faulted page alone unless it
-    /// continues a sequential scan or the region's faults show that the rest of a folio is
-    /// used once one page is (swapin_window.rs, sized from hits as the kernel's swap
-    /// readahead is). Off: every fault brings its whole folio. Default: on.
+    /// A fault on a page of a folio the engine holds brings that page alone unless it
+    /// continues a sequential scan, across folios or within its folio (a page beside it
+    /// in): swapin_window.rs. Off: every fault brings its whole folio. Default: on.
     pub adaptive_swapin: bool,
 }
 

@@ -334,7 +334,7 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
     };
     if result == Eviction::Freed {
         inner.incompressible.evicted(marked);
-        if inner.swapin_window.reclaimed(start) {
+        if inner.swapin_window.reclaimed(start, present) {
             inner.stats.page_alone_misses.fetch_add(1, Relaxed);
         }
     }

@@ -201,14 +201,14 @@ counters! {
     /// Of those, folios that came back within fewer evictions than the region holds
     /// resident and were activated, as `workingset_activate_anon`.
     workingset_activate,
-    /// Faults on a folio the engine held whole that brought the faulted page alone
-    /// (swapin_window.rs).
+    /// Faults that brought the faulted page alone (swapin_window.rs): of a folio the engine
+    /// held whole, or of one partly in.
     faults_page_alone,
-    /// Faults on another page of a folio brought in a page alone, while that page was still
-    /// resident: the whole folio would have saved them (they bring the rest).
+    /// Faults on another page of a folio brought in a page at a time, while it was partly
+    /// in: faults the whole folio would have saved.
     page_alone_hits,
-    /// Folios brought in a page alone that reclaim took with no fault on another of their
-    /// pages: the page alone was enough.
+    /// Folios brought in a page alone that reclaim took with that page alone in: the rest
+    /// never came in.
     page_alone_misses,
 }
 

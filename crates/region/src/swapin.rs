@@ -62,8 +62,8 @@ pub(crate) fn swap_in(
         && folio
             .offsets()
             .all(|p| !inner.pages.is_resident(p) && folio.state(p).kind == Kind::Empty);
-    // A fault on another page of a folio brought in a page alone is a hit, and brings the
-    // rest; a fault on a folio the engine holds whole may bring its page alone.
+    // A fault on a folio the engine holds whole, or on another page of a partly-in one (a
+    // hit), brings its page alone, unless it continues a scan (swapin_window.rs).
     let missing_page = bring == Bring::ForFault
         && staged.is_none()
         && !first_touch
@@ -73,11 +73,11 @@ pub(crate) fn swap_in(
         inner.stats.page_alone_hits.fetch_add(1, Relaxed);
     }
     let page_alone = missing_page
-        && !hit
-        && held_whole(inner, folio)
-        && inner
-            .swapin_window
-            .page_alone(inner.readahead.continues_scan(start));
+        && (hit || held_whole(inner, folio))
+        && inner.swapin_window.page_alone(
+            inner.readahead.continues_scan(start),
+            next_to_one_in(inner, folio, page),
+        );
     // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped): in the
     // active queue if it comes back within the working set, unless a sequential scan brings
@@ -119,7 +119,10 @@ pub(crate) fn swap_in(
     if page_alone && inner.pages.is_resident(page) {
         inner.swapin_window.brought_page_alone(start);
     }
-    if hit && folio.offsets().all(|p| inner.pages.is_resident(p)) {
+    if folio.offsets().all(|p| inner.pages.is_resident(p))
+        && inner.swapin_window.completed(start)
+        && bring == Bring::ForFault
+    {
         // The whole folio is in now, as if brought at once: a sequential scan goes on from it.
         swapped_in(inner, start);
     }
@@ -130,6 +133,13 @@ pub(crate) fn swap_in(
         inner.stats.incompressible_refaults.fetch_add(1, Relaxed);
     }
     (installed, first_touch)
+}
+
+/// A page beside `page` in its folio is in.
+fn next_to_one_in(inner: &Inner, folio: &FolioLock, page: u32) -> bool {
+    let before = page > folio.start() && inner.pages.is_resident(page - 1);
+    let after = page + 1 < folio.end() && inner.pages.is_resident(page + 1);
+    before || after
 }
 
 /// Every page of the folio is out of the mapping and held by the engine.

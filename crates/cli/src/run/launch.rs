@@ -101,11 +101,9 @@ pub struct RunArgs {
     /// reclaim's reach for a while, so that memory used once goes first.
     #[arg(long)]
     pub no_workingset: bool,
-    /// Every fault brings its whole folio back. By default a fault on a folio held whole in
-    /// the pool or the swap file brings the faulted page alone, unless it continues a
-    /// sequential scan or the program's recent faults show that the rest of a folio is used
-    /// once one page of it is (the swap-in window, sized from hits as the kernel's swap
-    /// readahead is).
+    /// Every fault brings its whole folio back. By default a fault on a page held in the
+    /// pool or the swap file brings that page alone, unless it continues a sequential scan,
+    /// across folios or within its folio (a page beside it already in).
     #[arg(long)]
     pub no_adaptive_swapin: bool,
     /// Print statistics when the program exits (to stderr): a short summary (the limits,
