@@ -16,7 +16,7 @@ use region::{Region, RegionConfig, RegionStatsSnapshot};
 use zswap::swap::{BackingDevice, DeviceError, FaultyDevice, MemoryDevice, SwapSlot};
 
 mod common;
-use common::{check, check_from, fill, page_data, xorshift, PAGE};
+use common::{check, check_from, fill, page_data, wait_until, xorshift, PAGE};
 
 // ---------------------------------------------------------------------------------------
 // Child processes.
@@ -250,14 +250,6 @@ fn both_handlers_on_page_0<'s, 'r>(
     wait_until("a handler waiting for page 0's folio", || {
         r.stats().folio_lock_waits > 0
     });
-}
-
-fn wait_until(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: never");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// A region evicted to a device whose reads are slow (`slow_read`), armed; `hold` puts

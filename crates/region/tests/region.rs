@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use region::{Region, RegionConfig, RegionError};
 
 mod common;
-use common::{check, check_from, fill, page_data, random_page, xorshift, PAGE};
+use common::{check, check_from, fill, page_data, random_page, wait_until, xorshift, PAGE};
 
 #[test]
 fn data_survives_reclaim_to_a_quarter_of_its_size() {
@@ -1144,13 +1144,6 @@ fn fault_around_stops_at_a_protected_range() {
 /// Waits until a handler has finished a fault since `fault_wait_ns` was `before` (its service
 /// time added, the last thing a handler does for a fault); returns the new sum.
 fn wait_for_fault_served(r: &Region, before: u64) -> u64 {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let now = r.stats().fault_wait_ns;
-        if now > before {
-            return now;
-        }
-        assert!(std::time::Instant::now() < deadline, "a fault never served");
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_until("a fault served", || r.stats().fault_wait_ns > before);
+    r.stats().fault_wait_ns
 }

@@ -71,7 +71,12 @@ pub struct CommonArgs {
     pub uzswap_max_pool_percent: u32,
     /// Threads that may compress one of uzswap's folios at once, 1 to 8 (zswap's
     /// `compress_threads`: folios of 16 pages or more are cut in parts of at least 8).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=8),
+    )]
     pub uzswap_compress_threads: u32,
     /// Turn off uzswap's working-set protection (refault detection, as mm/workingset.c: a
     /// folio that refaults within what the region holds resident is kept out of reclaim's

@@ -46,7 +46,12 @@ pub struct RunArgs {
     /// the default) or a codec. `zstd:-1` writes 1.2-3.6x fewer bytes than lz4 (a cold set
     /// that must fit a cluster's memory, a slow link) for about a third of the throughput
     /// of a program bound by the tier on a 2-CPU machine.
-    #[arg(long, value_name = "CODEC", default_value = "same", value_parser = writeback_compressor_arg)]
+    #[arg(
+        long,
+        value_name = "CODEC",
+        default_value = "same",
+        value_parser = writeback_compressor_arg,
+    )]
     pub writeback_compressor: WritebackCompressor,
     /// The pool's share of the limit, in percent.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
@@ -79,7 +84,14 @@ pub struct RunArgs {
     /// Write every stored page to the swap file at store time too (Y, the flag alone), or
     /// only while the pool is nearly full and its pages go to disk (auto); N by default.
     /// `uzswap param PID writethrough MODE` changes it while the program runs.
-    #[arg(long, value_name = "MODE", num_args = 0..=1, default_value = "N", default_missing_value = "Y", value_parser = writethrough_arg)]
+    #[arg(
+        long,
+        value_name = "MODE",
+        num_args = 0..=1,
+        default_value = "N",
+        default_missing_value = "Y",
+        value_parser = writethrough_arg,
+    )]
     pub writethrough: region::Writethrough,
     /// Run without kernel-mode userfaultfd: a system call on an evicted buffer then fails
     /// with EFAULT instead of bringing it back.
@@ -87,8 +99,8 @@ pub struct RunArgs {
     pub user_mode_only: bool,
     /// Serve each fault in the program thread that takes it (from a SIGBUS handler) instead
     /// of waking a uzswap thread: no wake-up across CPUs per fault (tens of microseconds
-    /// where idle CPUs halt), and no CPU spent polling. The price: the kernel's own access to an evicted heap page
-    /// is not served. uzswap retries the program's read, write, pread, pwrite, readv,
+    /// where idle CPUs halt), and no CPU spent polling. The price: the kernel's own access
+    /// to an evicted heap page is not served. uzswap retries the program's read, write, pread, pwrite, readv,
     /// writev, recv, recvfrom, send, sendto, recvmsg and sendmsg once their buffers are
     /// touched; any other system call, and those libc makes internally (stdio's fwrite and
     /// printf on their heap buffers), fail with EFAULT on an evicted page. For programs
@@ -111,7 +123,13 @@ pub struct RunArgs {
     /// went to the swap file, the time spent waiting on faults and throttled), or with
     /// `--stats=full` every counter (docs/STATISTICS.md; `uzswap stat PID` shows them while
     /// the program runs).
-    #[arg(long, value_name = "FORM", num_args = 0..=1, require_equals = true, default_missing_value = "summary")]
+    #[arg(
+        long,
+        value_name = "FORM",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "summary",
+    )]
     pub stats: Option<StatsForm>,
     /// The program and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]

@@ -4,6 +4,16 @@
 
 pub const PAGE: usize = 4096;
 
+/// Waits until `done` holds, checking every millisecond; fails the test after 5 s, naming
+/// `what` never happened.
+pub fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}: never");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// One step of xorshift64 (Marsaglia's 13, 7, 17): the tests' cheap, reproducible random
 /// numbers. `x` must not be 0.
 pub fn xorshift(x: &mut u64) -> u64 {

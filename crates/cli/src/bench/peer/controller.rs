@@ -132,8 +132,8 @@ pub(super) fn vm_rss(pid: i32) -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Sample RSS, cgroup usage and the zswap pool; as the controller, page out random 1 MiB chunks of the
-/// worker's area while usage is above the target.
+/// Sample RSS, cgroup usage and the zswap pool; as the controller, page out random 1 MiB
+/// chunks of the worker's area while usage is above the target.
 fn monitor(m: Monitor) -> MonitorReport {
     let thread_stat = Path::new("/proc/thread-self/stat");
     let cpu0 = CpuTimes::from_stat_file(thread_stat);

@@ -86,7 +86,12 @@ pub struct ProgramArgs {
     /// default: with the kernel's readahead (3: 8 pages a swap-in) CPython under a third of
     /// its peak filled its limit with the unmapped pages read ahead and stood still for
     /// minutes, at 100% system time.
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=31))]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u32).range(0..=31),
+    )]
     pub page_cluster: u32,
     /// Where the kernel side's swap file goes.
     #[arg(long, default_value = "/var/tmp")]
