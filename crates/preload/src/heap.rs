@@ -23,6 +23,25 @@ static END: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     /// Calls into mimalloc this thread is inside.
     static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Whether an allocation the region heap cannot satisfy goes unsaid (`may_fail`).
+    static MAY_FAIL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Held while this thread's allocations may fail unsaid (`may_fail`).
+pub struct MayFail(());
+
+impl Drop for MayFail {
+    fn drop(&mut self) {
+        MAY_FAIL.with(|m| m.set(false));
+    }
+}
+
+/// Until the guard drops, an allocation the region heap cannot satisfy is not said: the
+/// caller has somewhere else to go (a reservation larger than the region has room for goes
+/// to the kernel).
+pub fn may_fail() -> MayFail {
+    MAY_FAIL.with(|m| m.set(true));
+    MayFail(())
 }
 
 /// Held while a thread is inside mimalloc (`enter`).
@@ -116,7 +135,10 @@ pub fn start(region: *mut u8, len: usize) -> Result<(), String> {
 /// (node's "malloc returned NULL") does not die unexplained.
 extern "C" fn on_mimalloc_error(err: std::ffi::c_int, _arg: *mut std::ffi::c_void) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if err != libc::ENOMEM || SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+    if err != libc::ENOMEM
+        || MAY_FAIL.with(Cell::get)
+        || SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
         return;
     }
     let len = END.load(Acquire) - START.load(Acquire);

@@ -9,8 +9,9 @@
 //!
 //! An mprotect over the region is the region's (`Region::protect`): the kernel keeps the
 //! protection. A fixed mapping over it never reaches the kernel, which would replace the
-//! region's mapping: a fresh part of a block is a discard under the protection asked for, and
-//! anything else is refused (`fixed_in_region`). Everything else (file mappings, shared
+//! region's mapping: over part of a block, an anonymous one is a discard under the protection
+//! asked for, a private file one a copy of the file's bytes, and anything else is refused
+//! (`fixed_in_region`). Everything else (file mappings, shared
 //! or fixed mappings elsewhere, stacks, the region's own threads, mimalloc's own mappings)
 //! goes straight to the kernel.
 #![cfg(not(test))]
@@ -21,7 +22,7 @@ use std::sync::Mutex;
 
 use libmimalloc_sys as mi;
 
-use crate::heap::{enter, in_region, inside, overlaps_region, region_heap};
+use crate::heap::{enter, in_region, inside, may_fail, overlaps_region, region_heap};
 use crate::thread_role::is_uzswap_thread;
 
 const PAGE: usize = 4096;
@@ -103,14 +104,6 @@ fn raw_madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
     unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) as c_int }
 }
 
-/// The largest `PROT_NONE` reservation the heap takes. A runtime that reserves its heap and
-/// commits it later with `mprotect` (V8 reserves 508 KiB for each 256 KiB page) gets a
-/// block, whose `mprotect`s to anything but executable are granted as they are: the pages
-/// stay read-write. Larger reservations stay with the kernel: V8's 128 MiB code range, which
-/// it makes executable, and the multi-GiB guard regions of WebAssembly memories, whose
-/// faults are their bounds checks.
-const RESERVATION_MAX: usize = 64 << 20;
-
 /// The smallest `PROT_NONE` reservation the heap takes. Smaller ones are a guard or a trap,
 /// whose fault is the point, and stay with the kernel: a JVM's safepoint polling page (two
 /// pages, one protected `PROT_NONE` to stop every thread that polls it) never trapped in a
@@ -119,7 +112,7 @@ const RESERVATION_MIN: usize = 64 << 10;
 
 /// Whether a mapping with these arguments is heap memory: anonymous, private, placed by the
 /// kernel (`addr` a hint at most), readable and writable, or a `PROT_NONE` reservation from
-/// `RESERVATION_MIN` to `RESERVATION_MAX`.
+/// of `RESERVATION_MIN` or more.
 fn is_heap(len: usize, prot: c_int, flags: c_int, fd: c_int) -> bool {
     let refused = libc::MAP_FIXED
         | libc::MAP_FIXED_NOREPLACE
@@ -128,7 +121,7 @@ fn is_heap(len: usize, prot: c_int, flags: c_int, fd: c_int) -> bool {
         | libc::MAP_STACK
         | libc::MAP_HUGETLB;
     let rw = prot == libc::PROT_READ | libc::PROT_WRITE;
-    let reservation = prot == libc::PROT_NONE && (RESERVATION_MIN..=RESERVATION_MAX).contains(&len);
+    let reservation = prot == libc::PROT_NONE && len >= RESERVATION_MIN;
     fd == -1
         && (rw || reservation)
         && flags & (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS)
@@ -149,7 +142,7 @@ pub unsafe extern "C" fn mmap(
 ) -> *mut c_void {
     let fixed = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0;
     if fixed && !inside() && !is_uzswap_thread() && overlaps_region(addr, len) {
-        return fixed_in_region(addr, len, prot, flags, fd);
+        return fixed_in_region(addr, len, prot, flags, fd, off);
     }
     let heap = match inside() || !is_heap(len, prot, flags, fd) || len == 0 {
         true => None,
@@ -165,12 +158,20 @@ pub unsafe extern "C" fn mmap(
     let p = {
         let _inside = enter();
         match reservation {
-            // SAFETY: the live region heap; any size, page alignment.
-            true => unsafe { mi::mi_heap_malloc_aligned(heap, len, PAGE) },
+            true => {
+                let _quiet = may_fail();
+                // SAFETY: the live region heap; any size, page alignment.
+                unsafe { mi::mi_heap_malloc_aligned(heap, len, PAGE) }
+            }
             // SAFETY: as above.
             false => unsafe { mi::mi_heap_zalloc_aligned(heap, len, PAGE) },
         }
     };
+    if p.is_null() && reservation {
+        // Address space the region has no room for (a WebAssembly memory's guard region of
+        // several GiB): the kernel's, as its pages are outside the limit once committed.
+        return raw_mmap(addr, len, prot, flags, fd, off);
+    }
     if p.is_null() {
         return fail(libc::ENOMEM);
     }
@@ -228,25 +229,29 @@ fn protect(addr: usize, len: usize, prot: c_int) -> c_int {
 }
 
 /// A fixed mapping over the region, which the kernel must never get: it would replace part
-/// of the region's mapping, and with it whatever uzswap holds there. A fresh anonymous
-/// private mapping over part of one heap block is what it asks for, zeroed memory there
-/// under its protection (a runtime's commit, or its decommit to `PROT_NONE`): a discard, then
-/// `protect`. Anything else is refused (`EEXIST` for `MAP_FIXED_NOREPLACE`, as the range is
-/// mapped; `EINVAL` otherwise).
+/// of the region's mapping, and with it whatever uzswap holds there. Over part of one heap
+/// block, what it asks for is made in place:
+/// - anonymous and private: zeroed memory under its protection (a runtime's commit, or its
+///   decommit to `PROT_NONE`): a discard, then `protect`;
+/// - a private file mapping: the file's bytes copied in (`copy_file_in`).
+///
+/// Anything else is refused (`EEXIST` for `MAP_FIXED_NOREPLACE`, as the range is mapped;
+/// `EINVAL` otherwise).
 fn fixed_in_region(
     addr: *mut c_void,
     len: usize,
     prot: c_int,
     flags: c_int,
     fd: c_int,
+    off: i64,
 ) -> *mut c_void {
     if flags & libc::MAP_FIXED_NOREPLACE != 0 {
         return fail(libc::EEXIST);
     }
     let a = addr as usize;
-    let anonymous = fd == -1
-        && flags & (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_SHARED)
-            == libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let sharing = flags & (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_SHARED);
+    let anonymous = fd == -1 && sharing == libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let private_file = fd >= 0 && sharing == libc::MAP_PRIVATE;
     let len = len.next_multiple_of(PAGE);
     let in_block = a.is_multiple_of(PAGE) && mark_protected(a, len, prot);
     if anonymous && in_block {
@@ -256,8 +261,58 @@ fn fixed_in_region(
         }
         return addr;
     }
-    refused_once("a fixed mapping over heap memory other than a fresh part of a block");
+    if private_file && in_block {
+        return copy_file_in(a, len, prot, fd, off);
+    }
+    refused_once("a fixed mapping over heap memory other than part of a block");
     fail(libc::EINVAL)
+}
+
+/// A private mapping of `len` bytes of file `fd` from `off` at `addr`, part of a heap block:
+/// the bytes read in, then the protection asked for. (A JVM maps its class-data archive's
+/// objects into its Java heap so.) The copy is the program's own from the start, where the
+/// kernel's mapping shares the file's pages until each is written: it differs only in not
+/// showing later writes to the file, and in zeros past its end, where the kernel's mapping
+/// raises SIGBUS.
+fn copy_file_in(addr: usize, len: usize, prot: c_int, fd: c_int, off: i64) -> *mut c_void {
+    // SAFETY: fcntl reads the descriptor's flags and touches no memory.
+    let mode = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if mode < 0 {
+        return fail(libc::EBADF);
+    }
+    if mode & libc::O_ACCMODE == libc::O_WRONLY {
+        return fail(libc::EACCES);
+    }
+    if off < 0 || !(off as usize).is_multiple_of(PAGE) {
+        return fail(libc::EINVAL);
+    }
+    raw_madvise(addr as *mut c_void, len, libc::MADV_DONTNEED);
+    if protect(addr, len, libc::PROT_READ | libc::PROT_WRITE) != 0 {
+        return libc::MAP_FAILED;
+    }
+    let mut done = 0;
+    while done < len {
+        let at = addr + done;
+        // SAFETY: `[at, addr + len)` is read-write memory of a heap block the program gave
+        // this mapping; pread writes at most that many bytes there.
+        let n = unsafe { libc::syscall(libc::SYS_pread64, fd, at, len - done, off + done as i64) };
+        match n {
+            0 => break,
+            n if n > 0 => done += n as usize,
+            _ => match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => {}
+                // The kernel's write met an evicted page it could not wait for (in-thread or
+                // user-mode-only faults): a write from here brings it back, then read again.
+                // SAFETY: as above; one byte of that memory, zero as the mapping's start is.
+                Some(libc::EFAULT) => unsafe { std::ptr::write_volatile(at as *mut u8, 0) },
+                _ => return libc::MAP_FAILED,
+            },
+        }
+    }
+    if prot != libc::PROT_READ | libc::PROT_WRITE && protect(addr, len, prot) != 0 {
+        return libc::MAP_FAILED;
+    }
+    addr as *mut c_void
 }
 
 /// Say once, on stderr, that the program asked for what the heap cannot do.
