@@ -1,3 +1,7 @@
+// A Java heap under pressure: N arrays of 8,192 longs (64 KiB each) of small values, three
+// rounds of random updates each ended by a System.gc() while a thread spins (the collector
+// must stop it at a safepoint), then every element summed. Prints the sum, the same under
+// any collector and any memory limit. Usage: java -cp DIR Heap N
 import java.util.*;
 public class Heap {
     public static void main(String[] a) throws Exception {

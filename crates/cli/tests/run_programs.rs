@@ -51,16 +51,21 @@ fn stat(text: &str, name: &str) -> u64 {
 
 /// Peak resident memory within the limit plus the outside part.
 fn assert_held(stats: &str) {
+    assert_held_with(stats, OUTSIDE);
+}
+
+/// Peak resident memory within the limit plus `outside` bytes.
+fn assert_held_with(stats: &str, outside: u64) {
     let (peak, limit) = (
         stat(stats, "peak_rss_bytes"),
         stat(stats, "memory_limit_bytes"),
     );
     assert!(
-        peak <= limit + OUTSIDE,
+        peak <= limit + outside,
         "peak {} MiB over {} MiB + {} MiB outside",
         peak >> 20,
         limit >> 20,
-        OUTSIDE >> 20
+        outside >> 20
     );
 }
 
@@ -293,18 +298,7 @@ console.log(m.size, h);
     assert_eq!(stdout(&o), stdout(&plain));
     let stats = stderr(&o);
     assert!(stat(&stats, "zswpout") > 0, "nothing evicted: {stats}");
-    let (peak, limit) = (
-        stat(&stats, "peak_rss_bytes"),
-        stat(&stats, "memory_limit_bytes"),
-    );
-    let outside = 64 << 20;
-    assert!(
-        peak <= limit + outside,
-        "peak {} MiB over {} MiB + {} MiB outside",
-        peak >> 20,
-        limit >> 20,
-        outside >> 20
-    );
+    assert_held_with(&stats, 64 << 20);
 }
 
 /// A JVM whose `System.gc()` must stop a thread busy in a loop: the thread stops at its next
@@ -344,39 +338,16 @@ public class Safepoint {
 
 /// A JVM's Java heap is held, with G1 and with the parallel collector: `-Xms` = `-Xmx`
 /// (256 MiB, reserved `PROT_NONE` and committed with fixed mappings at start),
-/// `-XX:+AlwaysPreTouch` (every page of it written at once), 160 MiB of arrays updated at
-/// random, and a `System.gc()` after each round while a thread runs busy. Under 128M, less
+/// `-XX:+AlwaysPreTouch` (every page of it written at once), and bench/jvm/Heap.java: 160
+/// MiB of arrays updated at random, a `System.gc()` after each round while a thread runs
+/// busy. Under 128M, less
 /// than half its plain peak (330 MB): the same output as without uzswap, pages evicted, and
 /// peak RSS within the limit plus the outside part. Before, a reservation over 64 MiB stayed
 /// with the kernel: the heap was outside the limit (peak 330 MB), and the class-data
 /// archive's objects, which the JVM maps from a file into its heap, were refused there.
 #[test]
 fn a_jvm_heap_is_held_with_g1_and_the_parallel_collector() {
-    let source = r#"
-import java.util.*;
-public class Heap {
-    public static void main(String[] args) throws Exception {
-        int n = Integer.parseInt(args[0]);
-        Thread busy = new Thread(() -> { long x = 0; while (true) { x++; } });
-        busy.setDaemon(true);
-        busy.start();
-        List<long[]> keep = new ArrayList<>();
-        Random r = new Random(42);
-        for (int i = 0; i < n; i++) {
-            long[] b = new long[8192];
-            for (int j = 0; j < b.length; j++) b[j] = r.nextLong() & 0xffff;
-            keep.add(b);
-        }
-        long sum = 0;
-        for (int round = 0; round < 3; round++) {
-            for (int i = 0; i < n; i++) { long[] b = keep.get(r.nextInt(n)); b[r.nextInt(b.length)]++; sum += b[0]; }
-            System.gc();
-        }
-        for (long[] b : keep) for (long v : b) sum += v;
-        System.out.println("sum " + sum);
-    }
-}
-"#;
+    let source = include_str!("../../../bench/jvm/Heap.java");
     let class = JavaClass::new("Heap", source);
     for collector in ["-XX:+UseG1GC", "-XX:+UseParallelGC"] {
         let java = [
@@ -397,19 +368,8 @@ public class Heap {
         assert_eq!(stdout(&o), stdout(&plain), "{collector}");
         let stats = stderr(&o);
         assert!(stat(&stats, "zswpout") > 0, "{collector}: nothing evicted");
-        let (peak, limit) = (
-            stat(&stats, "peak_rss_bytes"),
-            stat(&stats, "memory_limit_bytes"),
-        );
         // The JVM's code and files (33 MiB), its threads' stacks, uzswap's own.
-        let outside = 64 << 20;
-        assert!(
-            peak <= limit + outside,
-            "{collector}: peak {} MiB over {} MiB + {} MiB outside",
-            peak >> 20,
-            limit >> 20,
-            outside >> 20
-        );
+        assert_held_with(&stats, 64 << 20);
     }
 }
 
