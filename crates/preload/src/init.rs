@@ -144,9 +144,10 @@ unsafe extern "C" fn fork_prepare() {
 /// Bytes the last fork's prepare brought back into memory.
 static BROUGHT_BACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// After `fork`, in the parent: reclaim goes on. A fork that brought anything back is said,
-/// the first time: the child's copy of it is outside the limit, and the region is no longer
-/// throttled or killed over its limit (over_limit.rs).
+/// After `fork`, in the parent: reclaim goes on. A fork that brought a MiB or more back is
+/// said, the first time: the child's copy of it is outside the limit, and the region is no
+/// longer throttled or killed over its limit (over_limit.rs). Less is not: a shell's fork
+/// (a pyenv shim's) would print a line about nothing.
 unsafe extern "C" fn fork_parent() {
     if CHILD.load(Relaxed) {
         return;
@@ -154,7 +155,7 @@ unsafe extern "C" fn fork_parent() {
     drop(FORKING.with(|f| f.borrow_mut().take()));
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let brought_back = BROUGHT_BACK.load(Relaxed);
-    if brought_back > 0 && !SAID.swap(true, Relaxed) {
+    if brought_back >= 1 << 20 && !SAID.swap(true, Relaxed) {
         crate::say(&format!(
             "a fork brought {:.1} MiB of the heap back from the pool and the swap file so that the \
              child sees it: the child's copy is outside the limit, and the parent may hold \

@@ -169,7 +169,8 @@ pub unsafe extern "C" fn mmap(
     };
     if p.is_null() && reservation {
         // Address space the region has no room for (a WebAssembly memory's guard region of
-        // several GiB): the kernel's, as its pages are outside the limit once committed.
+        // several GiB), or 2 GiB or more (mimalloc's largest block: a Java heap of -Xmx2g):
+        // the kernel's, its pages outside the limit once committed.
         return raw_mmap(addr, len, prot, flags, fd, off);
     }
     if p.is_null() {

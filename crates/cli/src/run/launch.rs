@@ -36,7 +36,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub force: bool,
     /// The address space reserved for the heap: the most the program can allocate, at most
-    /// 15G. Default: four times the limit, at least 1 GiB, at most 15 GiB.
+    /// 15G. Default: the largest whose bookkeeping, every page of it in use, takes at most a
+    /// quarter of the limit (about 100 times the limit), at least 1 GiB, at most 15 GiB.
     #[arg(long, value_parser = parse_size)]
     pub max_heap: Option<u64>,
     /// The pool's codec (lz4, zstd, deflate, ...; `name:level` for a level).
@@ -352,21 +353,28 @@ fn kernel_mode_faults() -> Result<(), String> {
 /// on the region: only the first arena's is pinned.
 const MAX_HEAP: u64 = 15 << 30;
 
+/// The default `--max-heap`: the largest heap whose bookkeeping, were every page of it in
+/// use, would take at most a quarter of the limit (about 100 times the limit: a runtime that
+/// reserves a large heap up front, a JVM's `-Xmx`, finds room in it), from 1 GiB to 15 GiB.
+/// Only address space: the bookkeeping is charged as pages are used.
+fn default_max_heap(config: &region::RegionConfig, memory_high: u64) -> u64 {
+    let fits = |size: u64| {
+        region::Region::min_memory_limit(size as usize, config)
+            .is_some_and(|least| least <= memory_high / 4)
+    };
+    let mut size = MAX_HEAP;
+    while size > 1 << 30 && !fits(size) {
+        size -= 256 << 20;
+    }
+    size
+}
+
 /// `UZSWAP_RUN`'s value (crates/preload/src/config.rs reads it).
 fn environment(
     args: &RunArgs,
     stats: Option<&std::path::Path>,
     tree: Option<&std::path::Path>,
 ) -> Result<String, String> {
-    let max_heap = args
-        .max_heap
-        .unwrap_or((args.memory_high.saturating_mul(4)).clamp(1 << 30, MAX_HEAP));
-    if max_heap > MAX_HEAP {
-        return Err(format!(
-            "--max-heap: {max_heap} bytes is more than the heap's allocator (mimalloc) manages \
-             in one arena: at most 15G"
-        ));
-    }
     let memory_max = memory_max(args)?;
     let mut config =
         region::RegionConfig::new(args.memory_high).folio_size(args.folio_size as usize);
@@ -382,6 +390,15 @@ fn environment(
         .swap_format(args.swap_format)
         .writeback_compressor(args.writeback_compressor)
         .encrypt(args.swap_format == region::SwapFormat::Segments && !args.no_encrypt);
+    let max_heap = args
+        .max_heap
+        .unwrap_or_else(|| default_max_heap(&config, args.memory_high));
+    if max_heap > MAX_HEAP {
+        return Err(format!(
+            "--max-heap: {max_heap} bytes is more than the heap's allocator (mimalloc) manages \
+             in one arena: at most 15G"
+        ));
+    }
     config
         .validate(max_heap as usize)
         .map_err(|e| match e.field {
@@ -593,5 +610,29 @@ fn print_stats(text: &str, status: std::process::ExitStatus, form: StatsForm) {
             StatsForm::Full => eprint!("{}", stats.used_orders_only().text()),
         },
         Err(e) => crate::report::say(&format!("the program's statistics: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_heap_is_a_hundred_times_the_limit_from_1g_to_15g() {
+        let heap = |limit: u64| default_max_heap(&region::RegionConfig::new(limit), limit);
+        assert_eq!(heap(8 << 20), 1 << 30, "at least 1 GiB");
+        let at_64m = heap(64 << 20);
+        assert!(
+            (4 << 30..=8 << 30).contains(&at_64m),
+            "{} MiB for a limit of 64 MiB",
+            at_64m >> 20
+        );
+        let least =
+            region::Region::min_memory_limit(at_64m as usize, &region::RegionConfig::new(64 << 20));
+        assert!(
+            least.unwrap() <= 16 << 20,
+            "its bookkeeping within a quarter of the limit"
+        );
+        assert_eq!(heap(1 << 30), MAX_HEAP, "at most 15 GiB");
     }
 }
