@@ -340,22 +340,39 @@ public class Safepoint {
 /// (256 MiB, reserved `PROT_NONE` and committed with fixed mappings at start),
 /// `-XX:+AlwaysPreTouch` (every page of it written at once), and bench/jvm/Heap.java: 160
 /// MiB of arrays updated at random, a `System.gc()` after each round while a thread runs
-/// busy. Under 128M, less
-/// than half its plain peak (330 MB): the same output as without uzswap, pages evicted, and
-/// peak RSS within the limit plus the outside part. Before, a reservation over 64 MiB stayed
-/// with the kernel: the heap was outside the limit (peak 330 MB), and the class-data
-/// archive's objects, which the JVM maps from a file into its heap, were refused there.
+/// busy; and G1 with `-Xmx3g`, a reservation larger than any block mimalloc makes. Under
+/// 128M, less than half its plain peak (330 MB): the same output as without uzswap, pages
+/// evicted, and peak RSS within the limit plus the outside part. Before, a reservation over
+/// 64 MiB stayed with the kernel: the heap was outside the limit (peak 330 MB), and the
+/// class-data archive's objects, which the JVM maps from a file into its heap, were refused
+/// there.
 #[test]
 fn a_jvm_heap_is_held_with_g1_and_the_parallel_collector() {
     let source = include_str!("../../../bench/jvm/Heap.java");
     let class = JavaClass::new("Heap", source);
-    for collector in ["-XX:+UseG1GC", "-XX:+UseParallelGC"] {
-        let java = [
-            "java",
-            collector,
+    let runs = [
+        [
+            "-XX:+UseG1GC",
             "-Xms256m",
             "-Xmx256m",
             "-XX:+AlwaysPreTouch",
+        ],
+        [
+            "-XX:+UseParallelGC",
+            "-Xms256m",
+            "-Xmx256m",
+            "-XX:+AlwaysPreTouch",
+        ],
+        // A 3 GiB reservation, larger than any block mimalloc makes: a large block.
+        ["-XX:+UseG1GC", "-Xms64m", "-Xmx3g", "-XX:-AlwaysPreTouch"],
+    ];
+    for [collector, xms, xmx, pretouch] in runs {
+        let java = [
+            "java",
+            collector,
+            xms,
+            xmx,
+            pretouch,
             "-cp",
             class.path(),
             "Heap",

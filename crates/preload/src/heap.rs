@@ -76,6 +76,12 @@ pub fn in_region(p: *const c_void) -> bool {
     (START.load(Acquire)..END.load(Acquire)).contains(&(p as usize))
 }
 
+/// Whether `p` lies in the region's part for large blocks, past mimalloc's arena.
+pub fn in_large_blocks(p: usize) -> bool {
+    let (start, end) = (START.load(Acquire), END.load(Acquire));
+    (start + arena_len(end - start)..end).contains(&p)
+}
+
 /// Whether `[p, p + len)` has a byte in the region.
 pub fn overlaps_region(p: *const c_void, len: usize) -> bool {
     let (start, end) = (START.load(Acquire), END.load(Acquire));
@@ -97,8 +103,19 @@ pub fn arena_info_bytes(len: usize) -> usize {
     (96 * slices.div_ceil(8) + (128 << 10)).next_multiple_of(SLICE)
 }
 
+/// The part of a region of `len` bytes that is mimalloc's arena: all of it under 4 GiB, else
+/// the lower half in whole GiB; the rest is for blocks mimalloc cannot make (large_blocks.rs).
+pub fn arena_len(len: usize) -> usize {
+    const G: usize = 1 << 30;
+    match len < 4 * G {
+        true => len,
+        false => len / 2 / G * G,
+    }
+}
+
 /// Make the region heap: an arena of mimalloc's on the region's memory (`len` bytes at
-/// `region`, untouched, its first `arena_info_bytes(len)` pinned), and turn the heap on.
+/// `region`, untouched; the arena its first `arena_len(len)`, of which the first
+/// `arena_info_bytes` are pinned), and turn the heap on.
 ///
 /// mimalloc keeps the arena's bookkeeping at its start, and every thread that allocates
 /// reads it (to see whether the arena is one it may use); the region's own threads do too,
@@ -106,11 +123,22 @@ pub fn arena_info_bytes(len: usize) -> usize {
 pub fn start(region: *mut u8, len: usize) -> Result<(), String> {
     let _inside = enter();
     let mut arena: mi::mi_arena_id_t = std::ptr::null_mut();
+    let arena_len = arena_len(len);
     // SAFETY: the region is a private mapping of `len` bytes that nothing else uses and that
-    // stays mapped for the life of the process (it is never dropped); it reads as zeros.
-    // Committed: its pages come in on first touch, through the region.
+    // stays mapped for the life of the process (it is never dropped); it reads as zeros. The
+    // arena is its first `arena_len` bytes. Committed: its pages come in on first touch,
+    // through the region.
     let managed = unsafe {
-        mi::mi_manage_os_memory_ex(region.cast(), len, true, false, true, -1, true, &mut arena)
+        mi::mi_manage_os_memory_ex(
+            region.cast(),
+            arena_len,
+            true,
+            false,
+            true,
+            -1,
+            true,
+            &mut arena,
+        )
     };
     if !managed {
         return Err("mimalloc refused the region as an arena".into());
@@ -120,6 +148,7 @@ pub fn start(region: *mut u8, len: usize) -> Result<(), String> {
     if heap.is_null() {
         return Err("mimalloc could not make a heap in the region".into());
     }
+    crate::large_blocks::init(region as usize + arena_len, len - arena_len);
     START.store(region as usize, Release);
     END.store(region as usize + len, Release);
     // SAFETY: `on_mimalloc_error` is an `extern "C" fn` that lives as long as the process and
@@ -134,11 +163,15 @@ pub fn start(region: *mut u8, len: usize) -> Result<(), String> {
 /// uzswap the allocation would have succeeded. Said once, so that a program that then aborts
 /// (node's "malloc returned NULL") does not die unexplained.
 extern "C" fn on_mimalloc_error(err: std::ffi::c_int, _arg: *mut std::ffi::c_void) {
+    if err == libc::ENOMEM && !MAY_FAIL.with(Cell::get) {
+        say_heap_exhausted();
+    }
+}
+
+/// Say, once, that an allocation failed for want of the heap's address space.
+pub fn say_heap_exhausted() {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if err != libc::ENOMEM
-        || MAY_FAIL.with(Cell::get)
-        || SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
-    {
+    if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
         return;
     }
     let len = END.load(Acquire) - START.load(Acquire);

@@ -18,8 +18,7 @@
 #![cfg(not(test))]
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
 
 use crate::heap::overlaps_region;
 
@@ -42,17 +41,77 @@ fn errno() -> c_int {
     unsafe { *libc::__errno_location() }
 }
 
-/// libc's definition of `name` (the next after ours), looked up once.
+/// libc's definition of a function wrapped here: the next after ours.
+pub struct Next {
+    name: &'static std::ffi::CStr,
+    f: AtomicUsize,
+}
+
+impl Next {
+    const fn new(name: &'static std::ffi::CStr) -> Self {
+        Next {
+            name,
+            f: AtomicUsize::new(0),
+        }
+    }
+
+    fn resolve(&self) -> usize {
+        // SAFETY: a NUL-terminated symbol name; RTLD_NEXT finds libc's definition.
+        let f = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) as usize };
+        self.f.store(f, Relaxed);
+        f
+    }
+
+    fn get(&self) -> usize {
+        let f = match self.f.load(Relaxed) {
+            0 => self.resolve(),
+            f => f,
+        };
+        assert!(f != 0, "uzswap: libc has no {:?}", self.name);
+        f
+    }
+}
+
+macro_rules! libc_functions {
+    ($($id:ident = $name:literal,)*) => {
+        $(static $id: Next = Next::new($name);)*
+
+        /// Look every wrapped function up, as the library starts: a lookup walks the dynamic
+        /// linker's data, which libraries loaded later keep on the heap, and a uzswap thread
+        /// that met it evicted there would wait on a fault that only it could serve (one did,
+        /// in its first `pwrite64` to the swap file, under a JVM).
+        pub fn resolve_all() {
+            $($id.resolve();)*
+        }
+    };
+}
+
+libc_functions! {
+    SIGACTION = c"sigaction",
+    SIGNAL = c"signal",
+    SIGPROCMASK = c"sigprocmask",
+    PTHREAD_SIGMASK = c"pthread_sigmask",
+    PTHREAD_CREATE = c"pthread_create",
+    SETLOCALE = c"setlocale",
+    READ = c"read",
+    WRITE = c"write",
+    PREAD64 = c"pread64",
+    PWRITE64 = c"pwrite64",
+    READV = c"readv",
+    WRITEV = c"writev",
+    RECV = c"recv",
+    RECVFROM = c"recvfrom",
+    SEND = c"send",
+    SENDTO = c"sendto",
+    RECVMSG = c"recvmsg",
+    SENDMSG = c"sendmsg",
+}
+
+/// libc's function of that `Next`, with its signature.
 macro_rules! next {
-    ($name:literal: $ty:ty) => {{
-        static F: OnceLock<usize> = OnceLock::new();
-        let f = *F.get_or_init(|| {
-            // SAFETY: a NUL-terminated symbol name; RTLD_NEXT finds libc's definition.
-            unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($name, "\0").as_ptr().cast()) as usize }
-        });
-        assert!(f != 0, concat!("uzswap: libc has no ", $name));
-        // SAFETY: `f` is libc's function of that name, which has this signature.
-        unsafe { std::mem::transmute::<usize, $ty>(f) }
+    ($id:ident: $ty:ty) => {{
+        // SAFETY: the symbol is libc's function of that name, which has this signature.
+        unsafe { std::mem::transmute::<usize, $ty>($id.get()) }
     }};
 }
 
@@ -66,7 +125,7 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    let real = next!("sigaction": unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int);
+    let real = next!(SIGACTION: unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int);
     if sig != libc::SIGBUS || !on() {
         // SAFETY: the caller's arguments, as it passed them.
         return unsafe { real(sig, act, old) };
@@ -91,7 +150,7 @@ pub unsafe extern "C" fn sigaction(
 pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     if sig != libc::SIGBUS || !on() {
         let real =
-            next!("signal": unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t);
+            next!(SIGNAL: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t);
         // SAFETY: the caller's arguments.
         return unsafe { real(sig, handler) };
     }
@@ -123,7 +182,7 @@ pub unsafe extern "C" fn sigprocmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let real = next!("sigprocmask": unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int);
+    let real = next!(SIGPROCMASK: unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int);
     let copy = without_sigbus(how, set);
     let set = copy.as_ref().map_or(set, |c| c as *const _);
     // SAFETY: the caller's arguments, `set` perhaps our copy of it.
@@ -138,7 +197,7 @@ pub unsafe extern "C" fn pthread_sigmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let real = next!("pthread_sigmask": unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int);
+    let real = next!(PTHREAD_SIGMASK: unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int);
     let copy = without_sigbus(how, set);
     let set = copy.as_ref().map_or(set, |c| c as *const _);
     // SAFETY: the caller's arguments, `set` perhaps our copy of it.
@@ -156,7 +215,7 @@ pub unsafe extern "C" fn pthread_create(
     start: extern "C" fn(*mut c_void) -> *mut c_void,
     arg: *mut c_void,
 ) -> c_int {
-    let real = next!("pthread_create": unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int);
+    let real = next!(PTHREAD_CREATE: unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int);
     // glibc allocates the new thread's TLS vector here: outside the region (thread_role.rs).
     let _outside = on().then(crate::thread_role::allocate_outside);
     // SAFETY: the caller's arguments.
@@ -178,7 +237,7 @@ pub unsafe extern "C" fn setlocale(
     locale: *const libc::c_char,
 ) -> *mut libc::c_char {
     let real =
-        next!("setlocale": unsafe extern "C" fn(c_int, *const libc::c_char) -> *mut libc::c_char);
+        next!(SETLOCALE: unsafe extern "C" fn(c_int, *const libc::c_char) -> *mut libc::c_char);
     let _outside = crate::thread_role::allocate_outside();
     // SAFETY: the caller's arguments.
     unsafe { real(category, locale) }
@@ -388,7 +447,7 @@ fn transfer(fd: c_int, buf: Buf, call: impl Fn(usize) -> isize) -> isize {
 /// As C's `read`.
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
-    let real = next!("read": unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize);
+    let real = next!(READ: unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize);
     let whole = Buf {
         ptr: buf,
         len: n,
@@ -404,7 +463,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
 /// As C's `write`.
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
-    let real = next!("write": unsafe extern "C" fn(c_int, *const c_void, usize) -> isize);
+    let real = next!(WRITE: unsafe extern "C" fn(c_int, *const c_void, usize) -> isize);
     let whole = Buf {
         ptr: buf,
         len: n,
@@ -420,7 +479,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
 /// As C's `pread64`.
 #[no_mangle]
 pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: usize, off: i64) -> isize {
-    let real = next!("pread64": unsafe extern "C" fn(c_int, *mut c_void, usize, i64) -> isize);
+    let real = next!(PREAD64: unsafe extern "C" fn(c_int, *mut c_void, usize, i64) -> isize);
     let whole = Buf {
         ptr: buf,
         len: n,
@@ -444,7 +503,7 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: usize, off: i64) 
 /// As C's `pwrite64`.
 #[no_mangle]
 pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: usize, off: i64) -> isize {
-    let real = next!("pwrite64": unsafe extern "C" fn(c_int, *const c_void, usize, i64) -> isize);
+    let real = next!(PWRITE64: unsafe extern "C" fn(c_int, *const c_void, usize, i64) -> isize);
     let whole = Buf {
         ptr: buf,
         len: n,
@@ -468,7 +527,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: usize, off: i6
 /// As C's `readv`.
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    let real = next!("readv": unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize);
+    let real = next!(READV: unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize);
     // SAFETY: the caller's arguments.
     retried(&|f| iov_bufs(iov, n, true, f), || unsafe {
         real(fd, iov, n)
@@ -479,7 +538,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> 
 /// As C's `writev`.
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    let real = next!("writev": unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize);
+    let real = next!(WRITEV: unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize);
     // SAFETY: the caller's arguments.
     retried(&|f| iov_bufs(iov, n, false, f), || unsafe {
         real(fd, iov, n)
@@ -490,7 +549,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) ->
 /// As C's `recv`.
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: usize, flags: c_int) -> isize {
-    let real = next!("recv": unsafe extern "C" fn(c_int, *mut c_void, usize, c_int) -> isize);
+    let real = next!(RECV: unsafe extern "C" fn(c_int, *mut c_void, usize, c_int) -> isize);
     // SAFETY: the caller's arguments.
     retried(&one(buf, n, true), || unsafe { real(fd, buf, n, flags) })
 }
@@ -506,7 +565,7 @@ pub unsafe extern "C" fn recvfrom(
     addr: *mut libc::sockaddr,
     addr_len: *mut libc::socklen_t,
 ) -> isize {
-    let real = next!("recvfrom": unsafe extern "C" fn(c_int, *mut c_void, usize, c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> isize);
+    let real = next!(RECVFROM: unsafe extern "C" fn(c_int, *mut c_void, usize, c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> isize);
     let bufs = |f: Visit| {
         f(Buf {
             ptr: buf,
@@ -532,7 +591,7 @@ pub unsafe extern "C" fn recvfrom(
 /// As C's `send`.
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) -> isize {
-    let real = next!("send": unsafe extern "C" fn(c_int, *const c_void, usize, c_int) -> isize);
+    let real = next!(SEND: unsafe extern "C" fn(c_int, *const c_void, usize, c_int) -> isize);
     // SAFETY: the caller's arguments.
     retried(&one(buf, n, false), || unsafe { real(fd, buf, n, flags) })
 }
@@ -548,7 +607,7 @@ pub unsafe extern "C" fn sendto(
     addr: *const libc::sockaddr,
     addr_len: libc::socklen_t,
 ) -> isize {
-    let real = next!("sendto": unsafe extern "C" fn(c_int, *const c_void, usize, c_int, *const libc::sockaddr, libc::socklen_t) -> isize);
+    let real = next!(SENDTO: unsafe extern "C" fn(c_int, *const c_void, usize, c_int, *const libc::sockaddr, libc::socklen_t) -> isize);
     let bufs = |f: Visit| {
         f(Buf {
             ptr: buf,
@@ -569,7 +628,7 @@ pub unsafe extern "C" fn sendto(
 /// As C's `recvmsg`.
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
-    let real = next!("recvmsg": unsafe extern "C" fn(c_int, *mut libc::msghdr, c_int) -> isize);
+    let real = next!(RECVMSG: unsafe extern "C" fn(c_int, *mut libc::msghdr, c_int) -> isize);
     // SAFETY: the caller's arguments.
     retried(&|f| msg_bufs(msg, true, f), || unsafe {
         real(fd, msg, flags)
@@ -580,7 +639,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
 /// As C's `sendmsg`.
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> isize {
-    let real = next!("sendmsg": unsafe extern "C" fn(c_int, *const libc::msghdr, c_int) -> isize);
+    let real = next!(SENDMSG: unsafe extern "C" fn(c_int, *const libc::msghdr, c_int) -> isize);
     // SAFETY: the caller's arguments.
     retried(&|f| msg_bufs(msg, false, f), || unsafe {
         real(fd, msg, flags)

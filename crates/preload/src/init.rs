@@ -26,6 +26,9 @@ extern "C" fn init() {
     // The program's threads keep their thread-locals in blocks its malloc gives, so in the
     // region: the lock-order checks of debug builds would read them under the region's locks.
     zswap::lock_order::disable();
+    // Before the heap exists: no lookup of libc's functions happens later (resolve_all).
+    crate::in_thread_wrappers::resolve_all();
+    crate::malloc::resolve_libc();
     let Ok(text) = std::env::var(crate::config::ENV) else {
         // Loaded without `uzswap run` (a child that kept LD_PRELOAD): an allocator only.
         return;
@@ -36,7 +39,9 @@ extern "C" fn init() {
     // or a batch go back to the kernel, not into arenas the limit does not count.
     uffd::process::return_large_blocks_when_freed();
     let size = config.max_heap as usize;
-    let mut region_config = config.region.pinned(crate::heap::arena_info_bytes(size));
+    let mut region_config = config
+        .region
+        .pinned(crate::heap::arena_info_bytes(crate::heap::arena_len(size)));
     region_config.thread_start = Some(crate::thread_role::mark_uzswap_thread);
     if let Some((url, run)) = &config.swap_to {
         // SAFETY: getpid has no preconditions.

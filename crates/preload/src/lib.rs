@@ -32,6 +32,7 @@ mod descriptors;
 mod heap;
 mod in_thread_wrappers;
 mod init;
+mod large_blocks;
 mod malloc;
 mod mmap;
 mod not_held;

@@ -217,12 +217,11 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
         // SAFETY: the region heap's live block.
         return unsafe { mi::mi_usable_size(block) } - offset;
     }
-    // libc's own block: what libc says (looked up once; dlsym may allocate, through us).
-    static LIBC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let f = *LIBC.get_or_init(|| {
-        // SAFETY: a NUL-terminated symbol name; RTLD_NEXT finds libc's definition after ours.
-        unsafe { libc::dlsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr()) as usize }
-    });
+    // libc's own block: what libc says.
+    let f = match LIBC_MALLOC_USABLE_SIZE.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => resolve_libc(),
+        f => f,
+    };
     if f == 0 {
         return 0;
     }
@@ -230,4 +229,17 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     let f: unsafe extern "C" fn(*mut c_void) -> usize = unsafe { std::mem::transmute(f) };
     // SAFETY: `p` is libc's live block.
     unsafe { f(p) }
+}
+
+/// libc's `malloc_usable_size`, looked up as the library starts (`resolve_libc`).
+static LIBC_MALLOC_USABLE_SIZE: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Look libc's `malloc_usable_size` up (in_thread_wrappers.rs's `resolve_all` says why at
+/// start; dlsym may allocate, through us).
+pub fn resolve_libc() -> usize {
+    // SAFETY: a NUL-terminated symbol name; RTLD_NEXT finds libc's definition after ours.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr()) as usize };
+    LIBC_MALLOC_USABLE_SIZE.store(f, std::sync::atomic::Ordering::Relaxed);
+    f
 }

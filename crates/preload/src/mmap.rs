@@ -157,23 +157,31 @@ pub unsafe extern "C" fn mmap(
     let reservation = prot == libc::PROT_NONE;
     let p = {
         let _inside = enter();
+        // Said below if no large block takes it either.
+        let _quiet = may_fail();
         match reservation {
-            true => {
-                let _quiet = may_fail();
-                // SAFETY: the live region heap; any size, page alignment.
-                unsafe { mi::mi_heap_malloc_aligned(heap, len, PAGE) }
-            }
+            // SAFETY: the live region heap; any size, page alignment.
+            true => unsafe { mi::mi_heap_malloc_aligned(heap, len, PAGE) },
             // SAFETY: as above.
             false => unsafe { mi::mi_heap_zalloc_aligned(heap, len, PAGE) },
         }
     };
+    // 2 GiB or more, which mimalloc never makes (a Java heap of -Xmx2g): a large block,
+    // discarded as nothing zeroes it.
+    let p = match p.is_null() {
+        true => crate::large_blocks::alloc(len).map_or(p, |large| {
+            raw_madvise(large as *mut c_void, len, libc::MADV_DONTNEED);
+            large as *mut c_void
+        }),
+        false => p,
+    };
     if p.is_null() && reservation {
         // Address space the region has no room for (a WebAssembly memory's guard region of
-        // several GiB), or 2 GiB or more (mimalloc's largest block: a Java heap of -Xmx2g):
-        // the kernel's, its pages outside the limit once committed.
+        // several GiB): the kernel's, its pages outside the limit once committed.
         return raw_mmap(addr, len, prot, flags, fd, off);
     }
     if p.is_null() {
+        crate::heap::say_heap_exhausted();
         return fail(libc::ENOMEM);
     }
     // A reservation holds no page, and traps as it does without uzswap until the program
@@ -367,6 +375,12 @@ pub unsafe extern "C" fn mmap64(
 fn free_block(start: usize, block: &Block) {
     if block.protected {
         protect(start, block.len, libc::PROT_READ | libc::PROT_WRITE);
+    }
+    if crate::heap::in_large_blocks(start) {
+        // Nothing zeroes a large block when it is handed out again: its pages go now.
+        raw_madvise(start as *mut c_void, block.len, libc::MADV_DONTNEED);
+        crate::large_blocks::free(start, block.len);
+        return;
     }
     let _inside = enter();
     // SAFETY: `start` is a live block of the region heap, removed from `BLOCKS`.
