@@ -256,6 +256,33 @@ fn protections_over_the_heap_trap_as_without_uzswap() {
     assert!(stat(&o, "zswpin") > 0, "nothing came back: {}", stderr(&o));
 }
 
+/// Reservations larger than any block mimalloc makes (2 GiB or more: a JVM's `-Xmx3g`) are
+/// held, from the heap's upper half: a 2.5 GiB `PROT_NONE` reservation traps, 96 MiB of it
+/// committed with `mprotect` keeps every byte under a 64M limit, unmapped in two halves and
+/// reserved again it reads zero where committed, and a 2 GiB read-write mapping reads zero.
+/// The same line as without uzswap, pages evicted, and no anonymous memory outside the heap.
+/// Before, such a reservation went to the kernel, outside the limit.
+#[test]
+fn reservations_past_the_allocators_largest_block_are_held() {
+    let program = compile("large_reservations");
+    let plain = Command::new(&program).output().unwrap();
+    let o = run_within(
+        120,
+        &["--memory-high", "64M", "--stats=full"],
+        &[program.to_str().unwrap()],
+    );
+    std::fs::remove_file(&program).unwrap();
+    assert_eq!(stdout(&plain), "trapped 3 wrong 0 nonzero 0\n");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), stdout(&plain));
+    assert!(stat(&o, "zswpout") > 0, "nothing evicted: {}", stderr(&o));
+    assert!(
+        stat(&o, "outside_anonymous_bytes") < 8 << 20,
+        "a reservation went to the kernel: {}",
+        stderr(&o)
+    );
+}
+
 /// A C program that write(2)s 64 MiB out of a heap buffer evicted meanwhile and read(2)s it
 /// back into a buffer it never touched, under a 32 MiB limit: the kernel's own accesses to
 /// the heap are served (kernel-mode faults), and every byte comes back.

@@ -27,21 +27,19 @@ thread_local! {
     static MAY_FAIL: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Held while this thread's allocations may fail unsaid (`may_fail`).
-pub struct MayFail(());
+/// Held while this thread's allocations may fail unsaid (`may_fail`): what it was before.
+pub struct MayFail(bool);
 
 impl Drop for MayFail {
     fn drop(&mut self) {
-        MAY_FAIL.with(|m| m.set(false));
+        MAY_FAIL.with(|m| m.set(self.0));
     }
 }
 
 /// Until the guard drops, an allocation the region heap cannot satisfy is not said: the
-/// caller has somewhere else to go (a reservation larger than the region has room for goes
-/// to the kernel).
+/// caller has somewhere else to go (a large block, or the kernel for a reservation).
 pub fn may_fail() -> MayFail {
-    MAY_FAIL.with(|m| m.set(true));
-    MayFail(())
+    MayFail(MAY_FAIL.with(|m| m.replace(true)))
 }
 
 /// Held while a thread is inside mimalloc (`enter`).

@@ -15,10 +15,13 @@ const ALIGN: usize = 2 << 20;
 /// Free ranges by start, never two adjacent (merged when freed).
 static FREE: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 
-/// The region's part this allocator has: `len` bytes at `start` (`ALIGN` aligned).
+/// The region's part this allocator has: `len` bytes at `start`, of which it uses the whole
+/// `ALIGN`ed ranges.
 pub fn init(start: usize, len: usize) {
-    if len > 0 {
-        FREE.lock().unwrap().insert(start, len);
+    let first = start.next_multiple_of(ALIGN);
+    let end = (start + len) / ALIGN * ALIGN;
+    if end > first {
+        FREE.lock().unwrap().insert(first, end - first);
     }
 }
 
@@ -58,9 +61,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn blocks_are_first_fit_and_freed_ranges_merge() {
+    fn blocks_are_aligned_first_fit_and_freed_ranges_merge() {
         const G: usize = 1 << 30;
-        init(16 * G, 8 * G);
+        init(16 * G - 4096, 8 * G + 4096);
         let a = alloc(3 * G).unwrap();
         let b = alloc(G + 1).unwrap();
         assert_eq!((a, b), (16 * G, 19 * G), "first fit, in order");

@@ -155,9 +155,64 @@ pub unsafe extern "C" fn mmap(
         return fail(libc::ENOMEM);
     };
     let reservation = prot == libc::PROT_NONE;
+    let Some((p, large)) = alloc_block(heap, len, reservation) else {
+        if reservation {
+            // Address space the region has no room for (a WebAssembly memory's guard region
+            // of several GiB): the kernel's, its pages outside the limit once committed.
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if len >= LARGE_RESERVATION && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                crate::say(&format!(
+                    "a reservation of {} MiB does not fit in the heap's address space \
+                     (--max-heap): it is the kernel's, and what is used of it is outside the \
+                     limit (said once)",
+                    len >> 20
+                ));
+            }
+            return raw_mmap(addr, len, prot, flags, fd, off);
+        }
+        crate::heap::say_heap_exhausted();
+        return fail(libc::ENOMEM);
+    };
+    // A reservation holds no page, and traps as it does without uzswap until the program
+    // commits it: discarded (the zeroes a reused block would be written with would stay
+    // resident, unevictable under `PROT_NONE`; a large block is zeroed by nothing else), then
+    // protected.
+    let discard = reservation || large;
+    if (discard && raw_madvise(p, len, libc::MADV_DONTNEED) != 0)
+        || (reservation && protect(p as usize, len, prot) != 0)
+    {
+        release(p as usize, len, large);
+        return fail(libc::ENOMEM);
+    }
+    BLOCKS
+        .lock()
+        .unwrap()
+        .insert(p as usize, Block::new(len, reservation));
+    p
+}
+
+/// A reservation this large is a runtime's heap or code space (a JVM's `-Xmx`): one that
+/// goes to the kernel for want of room is said.
+const LARGE_RESERVATION: usize = 1 << 30;
+
+/// A block of `len` bytes for `mmap`, zeroed unless a `reservation`: from mimalloc, or, for
+/// a reservation of `LARGE_RESERVATION` or more (kept out of mimalloc's arena, which malloc
+/// needs) and for 2 GiB or more (mimalloc makes no such block), a large block, not zeroed
+/// (large_blocks.rs). Its address, and whether it is large; None when neither has room
+/// (nothing said yet).
+fn alloc_block(
+    heap: *mut mi::mi_heap_t,
+    len: usize,
+    reservation: bool,
+) -> Option<(*mut c_void, bool)> {
+    let large_first = reservation && len >= LARGE_RESERVATION;
+    if large_first {
+        if let Some(p) = crate::large_blocks::alloc(len) {
+            return Some((p as *mut c_void, true));
+        }
+    }
     let p = {
         let _inside = enter();
-        // Said below if no large block takes it either.
         let _quiet = may_fail();
         match reservation {
             // SAFETY: the live region heap; any size, page alignment.
@@ -166,40 +221,24 @@ pub unsafe extern "C" fn mmap(
             false => unsafe { mi::mi_heap_zalloc_aligned(heap, len, PAGE) },
         }
     };
-    // 2 GiB or more, which mimalloc never makes (a Java heap of -Xmx2g): a large block,
-    // discarded as nothing zeroes it.
-    let p = match p.is_null() {
-        true => crate::large_blocks::alloc(len).map_or(p, |large| {
-            raw_madvise(large as *mut c_void, len, libc::MADV_DONTNEED);
-            large as *mut c_void
-        }),
-        false => p,
-    };
-    if p.is_null() && reservation {
-        // Address space the region has no room for (a WebAssembly memory's guard region of
-        // several GiB): the kernel's, its pages outside the limit once committed.
-        return raw_mmap(addr, len, prot, flags, fd, off);
+    if !p.is_null() {
+        return Some((p, false));
     }
-    if p.is_null() {
-        crate::heap::say_heap_exhausted();
-        return fail(libc::ENOMEM);
+    match large_first {
+        true => None,
+        false => crate::large_blocks::alloc(len).map(|p| (p as *mut c_void, true)),
     }
-    // A reservation holds no page, and traps as it does without uzswap until the program
-    // commits it: discarded (the zeroes a reused block would be written with would stay
-    // resident, unevictable under `PROT_NONE`), then protected.
-    if reservation
-        && (raw_madvise(p, len, libc::MADV_DONTNEED) != 0 || protect(p as usize, len, prot) != 0)
-    {
-        let _inside = enter();
-        // SAFETY: the block just allocated, handed to nobody.
-        unsafe { mi::mi_free(p) };
-        return fail(libc::ENOMEM);
+}
+
+/// Give back a block `alloc_block` made, to the allocator it came from.
+fn release(start: usize, len: usize, large: bool) {
+    if large {
+        crate::large_blocks::free(start, len);
+        return;
     }
-    BLOCKS
-        .lock()
-        .unwrap()
-        .insert(p as usize, Block::new(len, reservation));
-    p
+    let _inside = enter();
+    // SAFETY: a live block of the region heap that no one else holds.
+    unsafe { mi::mi_free(start as *mut c_void) };
 }
 
 /// Whether `[addr, addr + len)` lies in one block; if so and `prot` is not read-write, the
@@ -295,11 +334,18 @@ fn copy_file_in(addr: usize, len: usize, prot: c_int, fd: c_int, off: i64) -> *m
     if off < 0 || !(off as usize).is_multiple_of(PAGE) {
         return fail(libc::EINVAL);
     }
+    // SAFETY: an all-zero stat is a valid value for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes the descriptor's stat into `st`, which is ours.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        // As the kernel's mmap of a file it cannot map (a pipe, a directory).
+        return fail(libc::ENODEV);
+    }
     raw_madvise(addr as *mut c_void, len, libc::MADV_DONTNEED);
     if protect(addr, len, libc::PROT_READ | libc::PROT_WRITE) != 0 {
         return libc::MAP_FAILED;
     }
-    let mut done = 0;
+    let (mut done, mut faults) = (0, 0);
     while done < len {
         let at = addr + done;
         // SAFETY: `[at, addr + len)` is read-write memory of a heap block the program gave
@@ -307,13 +353,21 @@ fn copy_file_in(addr: usize, len: usize, prot: c_int, fd: c_int, off: i64) -> *m
         let n = unsafe { libc::syscall(libc::SYS_pread64, fd, at, len - done, off + done as i64) };
         match n {
             0 => break,
-            n if n > 0 => done += n as usize,
+            n if n > 0 => {
+                done += n as usize;
+                faults = 0;
+            }
             _ => match std::io::Error::last_os_error().raw_os_error() {
                 Some(libc::EINTR) => {}
                 // The kernel's write met an evicted page it could not wait for (in-thread or
-                // user-mode-only faults): a write from here brings it back, then read again.
-                // SAFETY: as above; one byte of that memory, zero as the mapping's start is.
-                Some(libc::EFAULT) => unsafe { std::ptr::write_volatile(at as *mut u8, 0) },
+                // user-mode-only faults): a write from here brings it back, then read again
+                // (a few times, should reclaim take it again first).
+                Some(libc::EFAULT) if faults < 8 => {
+                    faults += 1;
+                    // SAFETY: as above; one byte of that memory, zero as the mapping's start
+                    // is.
+                    unsafe { std::ptr::write_volatile(at as *mut u8, 0) }
+                }
                 _ => return libc::MAP_FAILED,
             },
         }
@@ -376,15 +430,12 @@ fn free_block(start: usize, block: &Block) {
     if block.protected {
         protect(start, block.len, libc::PROT_READ | libc::PROT_WRITE);
     }
-    if crate::heap::in_large_blocks(start) {
-        // Nothing zeroes a large block when it is handed out again: its pages go now.
+    let large = crate::heap::in_large_blocks(start);
+    if large {
+        // Its pages go now (it is discarded again when handed out).
         raw_madvise(start as *mut c_void, block.len, libc::MADV_DONTNEED);
-        crate::large_blocks::free(start, block.len);
-        return;
     }
-    let _inside = enter();
-    // SAFETY: `start` is a live block of the region heap, removed from `BLOCKS`.
-    unsafe { mi::mi_free(start as *mut c_void) };
+    release(start, block.len, large);
 }
 
 /// The block that holds `[addr, addr + len)`: its start.
@@ -418,14 +469,13 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
         free_block(start, &block);
         return 0;
     }
-    let gone = block
-        .unmap(a - start, len)
-        .then(|| blocks.remove(&start).expect("found"));
     drop(blocks);
-    // The part's memory goes now (the region frees what it held); what is left of the block
-    // stays until the rest is unmapped. A part the region holds nothing for (a runtime
-    // trimming a reservation it never touched) is left as it is: its discard would only wait
-    // for a fault handler. The block is zeroed again when it is handed out anew.
+    // The part's memory goes now (the region frees what it held), before the part is marked
+    // unmapped: once it is, another thread's munmap of the rest frees the block, and a
+    // discard after that could wipe the block's next owner. What is left of the block stays
+    // until the rest is unmapped. A part the region holds nothing for (a runtime trimming a
+    // reservation it never touched) is left as it is: its discard would only wait for a
+    // fault handler. The block is zeroed again when it is handed out anew.
     let held = crate::run::region().is_none_or(|r| {
         let _outside = crate::thread_role::allocate_outside();
         !r.holds_nothing(a - r.as_ptr() as usize, len)
@@ -433,6 +483,13 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     if held {
         raw_madvise(addr, len, libc::MADV_DONTNEED);
     }
+    let mut blocks = BLOCKS.lock().unwrap();
+    // Gone meanwhile only if another thread unmapped the whole block at once.
+    let gone = blocks
+        .get_mut(&start)
+        .is_some_and(|b| b.unmap(a - start, len));
+    let gone = gone.then(|| blocks.remove(&start).expect("found"));
+    drop(blocks);
     if let Some(block) = gone {
         free_block(start, &block);
     }
@@ -464,26 +521,24 @@ pub unsafe extern "C" fn mremap(
     }
     let o = old as usize;
     let new_len = new_len.next_multiple_of(PAGE);
-    let mut blocks = BLOCKS.lock().unwrap();
-    let Some(block) = blocks.get_mut(&o) else {
+    let Some((capacity, protected)) = BLOCKS.lock().unwrap().get(&o).map(|b| (b.len, b.protected))
+    else {
         return fail(libc::EINVAL);
     };
-    let capacity = block.len;
-    let protected = block.protected;
     if new_len <= capacity {
-        // The pages past the new end are the program's no more: unmapping the new length
-        // frees the block.
-        block.resize(old_len, new_len);
-    }
-    drop(blocks);
-    if new_len <= capacity {
-        // Shrunk (or grown within the block): what lies past the new end reads as zero.
+        // Shrunk (or grown within the block): what lies past the new end reads as zero,
+        // discarded before the block is resized, as munmap's part is.
         if new_len < old_len {
             raw_madvise(
                 (o + new_len) as *mut c_void,
                 old_len.next_multiple_of(PAGE) - new_len,
                 libc::MADV_DONTNEED,
             );
+        }
+        // The pages past the new end are the program's no more: unmapping the new length
+        // frees the block.
+        if let Some(block) = BLOCKS.lock().unwrap().get_mut(&o) {
+            block.resize(old_len, new_len);
         }
         return old;
     }

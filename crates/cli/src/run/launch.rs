@@ -36,8 +36,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub force: bool,
     /// The address space reserved for the heap: the most the program can allocate, at most
-    /// 15G. Default: the largest whose bookkeeping, every page of it in use, takes at most a
-    /// quarter of the limit (about 100 times the limit), at least 1 GiB, at most 15 GiB.
+    /// 15G. From 4G up its lower half is malloc's and its upper half holds mappings of 1 GiB
+    /// or more (a JVM's heap). Default: the largest whose bookkeeping, every page of it in
+    /// use, takes at most a quarter of the limit (about 100 times the limit), 1 GiB to 15 GiB.
     #[arg(long, value_parser = parse_size)]
     pub max_heap: Option<u64>,
     /// The pool's codec (lz4, zstd, deflate, ...; `name:level` for a level).
