@@ -7,6 +7,11 @@
 //! - the whole folio when it continues a sequential scan across folios (readahead.rs), or
 //!   when a page next to it in its folio is already in: a scan within the folio (a program
 //!   reading an object from its start);
+//! - the whole folio too while most folios brought a page alone are hit again within the
+//!   next few page-alone swap-ins (quick hits: a scan over objects spread over many places at
+//!   once, which the readahead's streams do not see, as CPython freeing a list in allocation
+//!   order through several size classes' pages: the page alone only doubled its faults); one
+//!   fault in `SAMPLE` still brings its page alone, to see when that stops;
 //! - else the faulted page alone, and the folio is *partly in*, until its last page comes in
 //!   or reclaim takes it.
 //!
@@ -25,7 +30,17 @@
 //!
 //! A policy: it decides and counts; the fault brings the pages in (swapin.rs).
 
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
 use zswap::sparse::SparseBitmap;
+
+/// The folios brought a page alone most recently: a hit on one of them comes within the
+/// scan that brought it (a quick hit).
+const RECENT: usize = 8;
+/// Page-alone swap-ins over which quick hits are weighed (then both counts halve).
+const PERIOD: u32 = 256;
+/// While page-alone swap-in does not pay, one fault in this many still takes it.
+const SAMPLE: u32 = 16;
 
 /// The swap-in window of a region.
 #[derive(Debug)]
@@ -35,6 +50,13 @@ pub(crate) struct SwapinWindow {
     /// One bit a folio: brought in a page at a time, and some page of it still out.
     partly_in: SparseBitmap<512>,
     folio_pages: u32,
+    /// Folio starts (+ 1; 0: empty) of the last `RECENT` page-alone swap-ins, a ring.
+    recent: [AtomicU32; RECENT],
+    next_recent: AtomicU32,
+    /// Page-alone swap-ins and the quick hits on them, halved every `PERIOD` swap-ins.
+    alone: AtomicU32,
+    quick_hits: AtomicU32,
+    sampled: AtomicU32,
 }
 
 impl SwapinWindow {
@@ -44,6 +66,11 @@ impl SwapinWindow {
             enabled: enabled && folio_pages > 1,
             partly_in: SparseBitmap::new(nr_folios),
             folio_pages,
+            recent: [const { AtomicU32::new(0) }; RECENT],
+            next_recent: AtomicU32::new(0),
+            alone: AtomicU32::new(0),
+            quick_hits: AtomicU32::new(0),
+            sampled: AtomicU32::new(0),
         }
     }
 
@@ -56,18 +83,41 @@ impl SwapinWindow {
     /// `continues_scan`: the fault continues a scan across folios; `next_to_one_in`: a page
     /// beside it in its folio is in.
     pub fn page_alone(&self, continues_scan: bool, next_to_one_in: bool) -> bool {
-        self.enabled && !continues_scan && !next_to_one_in
+        self.enabled && !continues_scan && !next_to_one_in && !self.scans_within_folios()
+    }
+
+    /// Most folios brought a page alone are hit again within the scan that brought them
+    /// (a program walking objects spread over many places at once, as CPython freeing a
+    /// list in allocation order does through several size classes' pages): the page alone
+    /// only doubles their faults. Weighed once `SAMPLE` folios came a page alone; one fault in
+    /// `SAMPLE` still brings its page alone, to see when that stops.
+    fn scans_within_folios(&self) -> bool {
+        let alone = self.alone.load(Relaxed);
+        alone >= SAMPLE
+            && 2 * self.quick_hits.load(Relaxed) > alone
+            && !self.sampled.fetch_add(1, Relaxed).is_multiple_of(SAMPLE)
     }
 
     /// The fault brought the page alone into the folio at `start`: it is partly in.
     pub fn brought_page_alone(&self, start: u32) {
         self.partly_in.assign(self.folio(start), true);
+        let slot = self.next_recent.fetch_add(1, Relaxed) as usize % RECENT;
+        self.recent[slot].store(start + 1, Relaxed);
+        if self.alone.fetch_add(1, Relaxed) + 1 >= PERIOD {
+            self.alone.store(PERIOD / 2, Relaxed);
+            self.quick_hits
+                .store(self.quick_hits.load(Relaxed) / 2, Relaxed);
+        }
     }
 
     /// A fault on a missing page of the folio at `start`: whether the folio is partly in (a
     /// hit; it stays partly in until its last page is in).
     pub fn fault_on(&self, start: u32) -> bool {
-        self.enabled && self.partly_in.test(self.folio(start))
+        let hit = self.enabled && self.partly_in.test(self.folio(start));
+        if hit && self.recent.iter().any(|r| r.load(Relaxed) == start + 1) {
+            self.quick_hits.fetch_add(1, Relaxed);
+        }
+        hit
     }
 
     /// Every page of the folio at `start` is in: it is no longer partly in. Whether it was.
@@ -96,6 +146,31 @@ impl SwapinWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quick_hits_on_most_folios_brought_a_page_alone_bring_folios_whole() {
+        let w = SwapinWindow::new(true, 4, 1024);
+        for f in 0..64 {
+            w.brought_page_alone(f * 4);
+            assert!(w.fault_on(f * 4), "the next fault, on the same folio");
+        }
+        let alone = (0..4 * SAMPLE)
+            .filter(|_| w.page_alone(false, false))
+            .count();
+        assert_eq!(alone, 4, "whole folios, but for one fault in SAMPLE");
+        // Hits that come after RECENT other folios were brought alone are not quick.
+        let w = SwapinWindow::new(true, 4, 1024);
+        for f in 0..64 {
+            w.brought_page_alone(f * 4);
+        }
+        for f in 0..(64 - RECENT as u32) {
+            assert!(w.fault_on(f * 4));
+        }
+        assert!(
+            w.page_alone(false, false),
+            "late hits: the page alone still pays"
+        );
+    }
 
     #[test]
     fn a_fault_brings_its_page_alone_unless_it_continues_a_scan() {
