@@ -674,14 +674,17 @@ fn kswapd_keeps_a_run_of_incompressible_folios() {
             page_data(i, 5)
         }
     };
+    let began = std::time::Instant::now();
     for i in 0..PAGES {
         wait_for_kswapd();
         r.as_mut_slice()[i * PAGE..(i + 1) * PAGE].copy_from_slice(&expected(i));
     }
+    let took = began.elapsed();
     let s = r.stats();
     let as_is = r.zswap().stats().get("stored_incompressible_pages");
     eprintln!(
-        "{as_is} random pages stored as-is, {} kept, {} folios evicted, {} direct reclaims",
+        "{as_is} random pages stored as-is, {} kept, {} folios evicted, {} direct reclaims, \
+         {took:?}",
         s.incompressible_kept, s.folios_evicted, s.direct_reclaim
     );
     // Mostly kswapd alone: a fault reclaims for itself only when the usage passes the limit
@@ -697,8 +700,14 @@ fn kswapd_keeps_a_run_of_incompressible_folios() {
     );
     assert!(s.incompressible_kept > RANDOM as u64 / 2, "{s:?}");
     // The probes: one in eight of the folios kept, at most 32 an epoch (4 s) in a region of
-    // 6,144 folios; and the first one found, before anything was known.
-    assert!(as_is <= 80, "{as_is} random pages stored as-is");
+    // 6,144 folios, in every epoch the writes spanned (two, alone on this machine; more on
+    // a loaded one); and the first one found, before anything was known.
+    let epochs = took.as_secs() / 4 + 2;
+    let probes = 32 * epochs + 1;
+    assert!(
+        as_is <= probes + s.direct_reclaim / 16,
+        "{as_is} random pages stored as-is in {epochs} epochs"
+    );
     for (i, p) in r.as_mut_slice().chunks(PAGE).enumerate() {
         assert!(p == &expected(i)[..], "page {i} read back wrong");
     }
