@@ -1,13 +1,15 @@
 //! The fault handler threads: they wait on the region's userfaultfd (and the deferred
 //! events' bell), read its events and hand each to the part that serves it: a fault to
-//! fault.rs, a discard to events.rs. The regular handlers always poll; the spare polls only
-//! while every regular one waits on the disk (spare.rs).
+//! fault.rs, a discard to events.rs. The regular handlers always wait, one of them polling
+//! while faults come fast (busy_poll.rs); the spare waits only while every regular one waits
+//! on the disk (spare.rs).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use uffd::Event;
+use uffd::{Event, UffdError};
 
+use crate::busy_poll::{PollWindow, Woken};
 use crate::inner::Inner;
 use crate::{events, fault, spare};
 
@@ -16,22 +18,41 @@ pub(crate) fn handler_loop(inner: &Inner) {
     spare::mark_handler(false);
     // Reserved once: a reader must not allocate between reads (see the uffd crate).
     let mut events = Vec::with_capacity(uffd::EVENT_BATCH);
+    let mut window = PollWindow::default();
     while !inner.stop.load(Relaxed) {
-        serve_events(inner, &mut events, Duration::from_millis(100));
+        let timeout = Duration::from_millis(100);
+        serve_events(inner, &mut events, |ready| {
+            let (woken, polled) = inner.busy_poll.wait(&mut window, timeout, ready)?;
+            let stats = &inner.stats;
+            stats
+                .busy_poll_ns
+                .fetch_add(polled.as_nanos() as u64, Relaxed);
+            stats
+                .busy_polled
+                .fetch_add((woken == Woken::Polled) as u64, Relaxed);
+            Ok(woken != Woken::TimedOut)
+        });
         inner.thread_scratch.charge_this_thread();
     }
 }
 
-/// Serve the deferred events, wait up to `timeout` for the userfaultfd (or the deferred
-/// bell), serve the deferred events again (those the bell rang for), then read what is
-/// there and serve it. `events` is empty and has room for a batch. Returns how many events
-/// were served (the faults the spare left to a regular handler are not).
-pub(crate) fn serve_events(inner: &Inner, events: &mut Vec<Event>, timeout: Duration) -> usize {
+/// Serve the deferred events, `wait` for the userfaultfd (or the deferred bell: `wait`
+/// calls its argument, which polls both for up to the time it is given), serve the deferred
+/// events again (those the bell rang for), then read what is there and serve it. `events`
+/// is empty and has room for a batch. Returns how many events were served (the faults the
+/// spare left to a regular handler are not).
+pub(crate) fn serve_events(
+    inner: &Inner,
+    events: &mut Vec<Event>,
+    wait: impl FnOnce(&mut dyn FnMut(Duration) -> Result<bool, UffdError>) -> Result<bool, UffdError>,
+) -> usize {
     let mut served = serve_deferred(inner);
-    match inner
-        .mapping
-        .wait_readable_or_rung(inner.deferred.bell(), Some(timeout))
-    {
+    let mut ready = |t| {
+        inner
+            .mapping
+            .wait_readable_or_rung(inner.deferred.bell(), Some(t))
+    };
+    match wait(&mut ready) {
         Ok(true) => {}
         Ok(false) => return served,
         Err(e) => panic!("waiting on the userfaultfd failed: {e}"),
@@ -93,7 +114,7 @@ pub(crate) fn spare_loop(inner: &Inner) {
         while inner.spares.needed() && !stopped() {
             // A short poll: the spare should stop polling soon after a handler is back, as
             // each poller costs every fault a wake-up.
-            let served = serve_events(inner, &mut events, Duration::from_millis(5));
+            let served = serve_events(inner, &mut events, |ready| ready(Duration::from_millis(5)));
             inner.stats.spare_events.fetch_add(served as u64, Relaxed);
             inner.thread_scratch.charge_this_thread();
         }

@@ -119,6 +119,8 @@ pub(crate) struct Inner {
     pub workingset: bool,
     /// The spare fault handler's state (spare.rs).
     pub spares: SpareHandlers,
+    /// Which fault handler polls the userfaultfd between faults (busy_poll.rs).
+    pub busy_poll: crate::busy_poll::BusyPoll,
     /// This process's memory, read where it is (reclaim's try of a folio's compression);
     /// None where `/proc` is not mounted: folios are then tried after they moved out.
     pub own_memory: Option<uffd::process::OwnMemory>,

@@ -25,6 +25,7 @@
 
 #[cfg(feature = "test-hooks")]
 mod audit;
+mod busy_poll;
 mod charge;
 mod clean;
 mod config;

@@ -308,6 +308,7 @@ impl Region {
                 nr_folios,
             ),
             spares: SpareHandlers::new(config.fault_threads),
+            busy_poll: Default::default(),
             own_memory: uffd::process::OwnMemory::open().ok(),
             // The handlers serve no faults then: program threads reclaim in their places.
             in_thread: config.in_thread_faults.then(|| {

@@ -186,6 +186,10 @@ counters! {
     late_zaps,
     /// Pages found in a staging slot that should have been empty (left there and discarded).
     stray_staged_pages,
+    /// Waits for events that a handler's poll ended, without its sleeping (busy_poll.rs).
+    busy_polled,
+    /// Nanoseconds handlers spent polling for events (busy_poll.rs).
+    busy_poll_ns,
     /// Events the spare handler read and served (or left: `spare_deferred`), while every
     /// regular one waited on the disk.
     spare_events,
