@@ -233,6 +233,15 @@ fn a_mapping_shrunk_by_mremap_then_unmapped_is_freed_whole() {
     assert_eq!(stdout(&o), "ok\n");
 }
 
+/// A mapping grown by mremap past its block moves with its bytes: a third of its 64 KiB
+/// chunks written and evicted in part under a 16M limit, the rest never touched, grown from
+/// 48 to 96 MiB: the written chunks as they were, everything else zero.
+#[test]
+fn a_mapping_grown_by_mremap_moves_with_its_bytes() {
+    let o = same_as_plain("mremap_grow", "16M", "ok\n");
+    assert!(stat(&o, "zswpin") > 0, "nothing came back: {}", stderr(&o));
+}
+
 /// Protections over the heap are the kernel's, with the heap past its limit and evicted in
 /// part: a `PROT_NONE` reservation traps until committed, a page of data made `PROT_NONE`
 /// or read-only traps as it should and keeps its bytes, a fixed `PROT_NONE` mapping over part
@@ -242,17 +251,7 @@ fn a_mapping_shrunk_by_mremap_then_unmapped_is_freed_whole() {
 /// protections were refused or granted without effect.
 #[test]
 fn protections_over_the_heap_trap_as_without_uzswap() {
-    let program = compile("protections");
-    let plain = Command::new(&program).output().unwrap();
-    let o = run_within(
-        120,
-        &["--memory-high", "24M", "--stats=full"],
-        &[program.to_str().unwrap()],
-    );
-    std::fs::remove_file(&program).unwrap();
-    assert_eq!(stdout(&plain), "trapped 9 wrong 0\n");
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(stdout(&o), stdout(&plain));
+    let o = same_as_plain("protections", "24M", "trapped 9 wrong 0\n");
     assert!(stat(&o, "zswpin") > 0, "nothing came back: {}", stderr(&o));
 }
 
@@ -264,23 +263,30 @@ fn protections_over_the_heap_trap_as_without_uzswap() {
 /// Before, such a reservation went to the kernel, outside the limit.
 #[test]
 fn reservations_past_the_allocators_largest_block_are_held() {
-    let program = compile("large_reservations");
-    let plain = Command::new(&program).output().unwrap();
-    let o = run_within(
-        120,
-        &["--memory-high", "64M", "--stats=full"],
-        &[program.to_str().unwrap()],
-    );
-    std::fs::remove_file(&program).unwrap();
-    assert_eq!(stdout(&plain), "trapped 3 wrong 0 nonzero 0\n");
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(stdout(&o), stdout(&plain));
+    let o = same_as_plain("large_reservations", "64M", "trapped 3 wrong 0 nonzero 0\n");
     assert!(stat(&o, "zswpout") > 0, "nothing evicted: {}", stderr(&o));
     assert!(
         stat(&o, "outside_anonymous_bytes") < 8 << 20,
         "a reservation went to the kernel: {}",
         stderr(&o)
     );
+}
+
+/// Run the C program `name` of tests/programs plainly, where it must print `plain`, then
+/// under `--memory-high limit --stats=full`, where it must exit 0 and print the same.
+fn same_as_plain(name: &str, limit: &str, plain: &str) -> std::process::Output {
+    let program = compile(name);
+    let alone = Command::new(&program).output().unwrap();
+    let o = run_within(
+        120,
+        &["--memory-high", limit, "--stats=full"],
+        &[program.to_str().unwrap()],
+    );
+    std::fs::remove_file(&program).unwrap();
+    assert_eq!(stdout(&alone), plain);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), plain);
+    o
 }
 
 /// A C program that write(2)s 64 MiB out of a heap buffer evicted meanwhile and read(2)s it

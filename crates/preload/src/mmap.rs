@@ -556,14 +556,33 @@ pub unsafe extern "C" fn mremap(
     if protected {
         protect(o, capacity, libc::PROT_READ | libc::PROT_WRITE);
     }
-    // SAFETY: both blocks are live, `old_len` bytes of the old one are the program's, and the
-    // new one is larger; they do not overlap.
-    unsafe {
-        std::ptr::copy_nonoverlapping(old.cast::<u8>(), new.cast::<u8>(), old_len.min(capacity))
-    };
+    copy_held(o, new as usize, old_len.min(capacity));
     // SAFETY: the old block, whole.
     unsafe { munmap(old, capacity) };
     new
+}
+
+/// Copy `len` bytes from the old block at `from` to the new one at `to` (fresh, reading
+/// zero), but for the chunks the region holds nothing for: they read zero already, and a
+/// copy would only fault them in, in both blocks (a runtime growing a reservation it has
+/// touched a little of).
+fn copy_held(from: usize, to: usize, len: usize) {
+    const CHUNK: usize = 64 << 10;
+    let region = crate::run::region();
+    for at in (0..len).step_by(CHUNK) {
+        let n = CHUNK.min(len - at);
+        let held = region.is_none_or(|r| {
+            let _outside = crate::thread_role::allocate_outside();
+            !r.holds_nothing(from + at - r.as_ptr() as usize, n)
+        });
+        if held {
+            // SAFETY: both blocks are live heap blocks mremap owns, the old one's first `len`
+            // bytes the program's and the new one larger; they do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping((from + at) as *const u8, (to + at) as *mut u8, n)
+            };
+        }
+    }
 }
 
 /// # Safety

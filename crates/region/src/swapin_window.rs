@@ -11,7 +11,7 @@
 //!   next few page-alone swap-ins (quick hits: a scan over objects spread over many places at
 //!   once, which the readahead's streams do not see, as CPython freeing a list in allocation
 //!   order through several size classes' pages: the page alone only doubled its faults); one
-//!   fault in `SAMPLE` still brings its page alone, to see when that stops;
+//!   fault in `SAMPLE_EVERY` still brings its page alone, to see when that stops;
 //! - else the faulted page alone, and the folio is *partly in*, until its last page comes in
 //!   or reclaim takes it.
 //!
@@ -39,8 +39,10 @@ use zswap::sparse::SparseBitmap;
 const RECENT: usize = 8;
 /// Page-alone swap-ins over which quick hits are weighed (then both counts halve).
 const PERIOD: u32 = 256;
+/// Page-alone swap-ins before quick hits are weighed at all.
+const MIN_WEIGHED: u32 = 16;
 /// While page-alone swap-in does not pay, one fault in this many still takes it.
-const SAMPLE: u32 = 16;
+const SAMPLE_EVERY: u32 = 16;
 
 /// The swap-in window of a region.
 #[derive(Debug)]
@@ -53,7 +55,8 @@ pub(crate) struct SwapinWindow {
     /// Folio starts (+ 1; 0: empty) of the last `RECENT` page-alone swap-ins, a ring.
     recent: [AtomicU32; RECENT],
     next_recent: AtomicU32,
-    /// Page-alone swap-ins and the quick hits on them, halved every `PERIOD` swap-ins.
+    /// Page-alone swap-ins and the quick hits on them (one at most a swap-in), halved every
+    /// `PERIOD` swap-ins.
     alone: AtomicU32,
     quick_hits: AtomicU32,
     sampled: AtomicU32,
@@ -89,13 +92,16 @@ impl SwapinWindow {
     /// Most folios brought a page alone are hit again within the scan that brought them
     /// (a program walking objects spread over many places at once, as CPython freeing a
     /// list in allocation order does through several size classes' pages): the page alone
-    /// only doubles their faults. Weighed once `SAMPLE` folios came a page alone; one fault in
-    /// `SAMPLE` still brings its page alone, to see when that stops.
+    /// only doubles their faults. Weighed once `MIN_WEIGHED` folios came a page alone; one
+    /// fault in `SAMPLE_EVERY` still brings its page alone, to see when that stops.
     fn scans_within_folios(&self) -> bool {
         let alone = self.alone.load(Relaxed);
-        alone >= SAMPLE
+        alone >= MIN_WEIGHED
             && 2 * self.quick_hits.load(Relaxed) > alone
-            && !self.sampled.fetch_add(1, Relaxed).is_multiple_of(SAMPLE)
+            && !self
+                .sampled
+                .fetch_add(1, Relaxed)
+                .is_multiple_of(SAMPLE_EVERY)
     }
 
     /// The fault brought the page alone into the folio at `start`: it is partly in.
@@ -103,18 +109,22 @@ impl SwapinWindow {
         self.partly_in.assign(self.folio(start), true);
         let slot = self.next_recent.fetch_add(1, Relaxed) as usize % RECENT;
         self.recent[slot].store(start + 1, Relaxed);
-        if self.alone.fetch_add(1, Relaxed) + 1 >= PERIOD {
-            self.alone.store(PERIOD / 2, Relaxed);
-            self.quick_hits
-                .store(self.quick_hits.load(Relaxed) / 2, Relaxed);
+        // The swap-in that makes the count `PERIOD` halves both; the others' counts stay.
+        if self.alone.fetch_add(1, Relaxed) + 1 == PERIOD {
+            self.alone.fetch_sub(PERIOD / 2, Relaxed);
+            let _ = self
+                .quick_hits
+                .fetch_update(Relaxed, Relaxed, |hits| Some(hits / 2));
         }
     }
 
     /// A fault on a missing page of the folio at `start`: whether the folio is partly in (a
-    /// hit; it stays partly in until its last page is in).
+    /// hit; it stays partly in until its last page is in). The first hit on a recent
+    /// page-alone swap-in is quick; it leaves the ring, so each counts once.
     pub fn fault_on(&self, start: u32) -> bool {
         let hit = self.enabled && self.partly_in.test(self.folio(start));
-        if hit && self.recent.iter().any(|r| r.load(Relaxed) == start + 1) {
+        let taken = |r: &AtomicU32| r.compare_exchange(start + 1, 0, Relaxed, Relaxed).is_ok();
+        if hit && self.recent.iter().any(taken) {
             self.quick_hits.fetch_add(1, Relaxed);
         }
         hit
@@ -154,10 +164,10 @@ mod tests {
             w.brought_page_alone(f * 4);
             assert!(w.fault_on(f * 4), "the next fault, on the same folio");
         }
-        let alone = (0..4 * SAMPLE)
+        let alone = (0..4 * SAMPLE_EVERY)
             .filter(|_| w.page_alone(false, false))
             .count();
-        assert_eq!(alone, 4, "whole folios, but for one fault in SAMPLE");
+        assert_eq!(alone, 4, "whole folios, but for one fault in SAMPLE_EVERY");
         // Hits that come after RECENT other folios were brought alone are not quick.
         let w = SwapinWindow::new(true, 4, 1024);
         for f in 0..64 {
@@ -169,6 +179,24 @@ mod tests {
         assert!(
             w.page_alone(false, false),
             "late hits: the page alone still pays"
+        );
+    }
+
+    #[test]
+    fn a_page_alone_swap_in_counts_one_quick_hit_however_many_faults_follow() {
+        let w = SwapinWindow::new(true, 4, 1024);
+        // Half the folios brought alone are hit at once, three times each: not most.
+        for f in 0..64 {
+            w.brought_page_alone(f * 4);
+            if f % 2 == 0 {
+                for _ in 0..3 {
+                    assert!(w.fault_on(f * 4));
+                }
+            }
+        }
+        assert!(
+            w.page_alone(false, false),
+            "one quick hit a folio: half of them"
         );
     }
 
