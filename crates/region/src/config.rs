@@ -9,6 +9,7 @@
 //! | `READAHEAD_THREADS` (config.rs) | 4 | enough disk reads in flight to hide a scan's latency on this class of disk; each is charged once it has read; started once readahead first has work (lazy_threads.rs) |
 //! | `BATCH_PAGES`, `BATCH_DISCARD_SLOTS` (config.rs) | 16, 4 | a 64 KiB batch move is one TLB flush; larger batches take folios still in use |
 //! | `SPARE_HANDLERS` (spare.rs) | 1 | one poller while every handler waits on the disk; each poller costs every fault a wake-up |
+//! | `POLL_MAX`, `POLL_GROW_START` (busy_poll.rs) | 200 us, 50 us | haltpoll's `guest_halt_poll_ns` and `guest_halt_poll_grow_start`: a few cross-CPU wake-ups' worth of polling at most |
 //! | `FAULT_AROUND_BYTES` (fault.rs) | 256 KiB | the kernel's fault-around order of magnitude; only first touches, only with room under the limit |
 //! | `KSWAPD_PERIOD`, `RECLAIM_PATIENCE` (reclaim.rs) | 20 ms, 200 ms | kswapd's idle housekeeping; how long `reclaim_to` waits for another reclaimer |
 //! | `KEPT_PER_CALL`, `KEPT_PER_CALL_KSWAPD` (reclaim.rs) | 16, 1,024 | bound the incompressible folios skipped before one is stored, so reclaim never fails for want of compressible ones |
