@@ -689,12 +689,13 @@ fn kswapd_keeps_a_run_of_incompressible_folios() {
     );
     // Mostly kswapd alone: a fault reclaims for itself only when the usage passes the limit
     // between the wait above and the fault after it. That is rare, and each time it is brief
-    // (69 direct reclaims at most, seen in CI; none in most runs). Such faults cannot hide
-    // what is under test: direct reclaim stores one kept folio in 17 as-is, so 160 direct
-    // reclaims add at most ten pages to the count below (33-57 seen), while a kswapd that
-    // gave up after `KEPT_PER_CALL` kept folios, as direct reclaim does, would store 97-127.
+    // (none in most runs; 160 direct reclaims in CI on a loaded machine). Such faults cannot
+    // hide what is under test: direct reclaim stores one kept folio in 17 as-is, so 320
+    // direct reclaims add at most 20 pages to the count below (33-57 seen alone), while a
+    // kswapd that gave up after `KEPT_PER_CALL` kept folios, as direct reclaim does, would
+    // store 97-127 in the two epochs the test spans alone.
     assert!(
-        s.direct_reclaim <= 160,
+        s.direct_reclaim <= 320,
         "faults reclaimed {} times: not kswapd alone",
         s.direct_reclaim
     );
