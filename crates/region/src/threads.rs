@@ -37,7 +37,7 @@ pub(crate) fn spawn_critical(
 /// for this thread. parking_lot's per-thread data is one: a wait that times out at once
 /// makes it.
 fn touch_thread_locals() {
-    zswap::touch_thread_locals();
+    zswap::scratch::touch_thread_locals();
     crate::folio_buf::touch_thread_local();
     let lock = parking_lot::Mutex::new(());
     let _ = parking_lot::Condvar::new().wait_for(&mut lock.lock(), std::time::Duration::ZERO);

@@ -18,6 +18,18 @@ pub fn used() -> bool {
     USED.try_with(Cell::get).unwrap_or(false)
 }
 
+/// Make this thread's thread-locals with destructors now, without using any (nothing is
+/// charged for them): their first use registers the destructor with glibc, which takes the
+/// loader's lock, and a thread that serves faults must never wait for that lock, which a
+/// program thread may hold while it faults (dlopen allocates under it). A region runs this
+/// first on each of its threads.
+pub fn touch_thread_locals() {
+    crate::swap::file::touch_thread_locals();
+    crate::swap::segments::touch_thread_locals();
+    crate::zswap::touch_thread_locals();
+    crate::compress::touch_thread_locals();
+}
+
 /// Run `f` on this thread's scratch in `key`, or on a fresh one if it is gone.
 pub fn with<T, R>(
     key: &'static LocalKey<RefCell<T>>,

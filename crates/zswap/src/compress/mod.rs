@@ -274,7 +274,7 @@ pub fn shared_context_bytes() -> u64 {
     zstd::context_bytes()
 }
 
-/// `crate::touch_thread_locals`, for the codecs' contexts.
+/// `scratch::touch_thread_locals`, for the codecs' contexts.
 pub(crate) fn touch_thread_locals() {
     deflate::touch_thread_locals();
 }

@@ -214,7 +214,7 @@ struct ShrinkState {
     stopped: bool,
 }
 
-/// `crate::touch_thread_locals`, for the store's, load's and writeback's.
+/// `scratch::touch_thread_locals`, for the store's, load's and writeback's.
 pub(crate) fn touch_thread_locals() {
     store::touch_thread_locals();
     load::touch_thread_locals();

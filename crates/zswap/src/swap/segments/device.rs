@@ -103,7 +103,7 @@ thread_local! {
     static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// `crate::touch_thread_locals`, for this module's.
+/// `scratch::touch_thread_locals`, for this module's.
 pub(crate) fn touch_thread_locals() {
     BOUNCE.with(|_| ());
 }

@@ -178,7 +178,7 @@ thread_local! {
     static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// `crate::touch_thread_locals`, for this module's.
+/// `scratch::touch_thread_locals`, for this module's.
 pub(crate) fn touch_thread_locals() {
     BUF.with(|_| ());
     device::touch_thread_locals();
