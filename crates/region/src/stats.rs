@@ -104,6 +104,8 @@ counters! {
     faults,
     /// Served from a folio still staged (staged.rs): no decompression.
     faults_staged,
+    /// Of those, folios activated: used while reclaim had them (swapin.rs).
+    staged_activate,
     /// Served from the engine (pool, disk or zero marks), whole folio in one install.
     faults_folio,
     /// Served page by page (the folio's pages were in different places).

@@ -80,9 +80,14 @@ pub(crate) fn swap_in(
         );
     // Queued for reclaim before anything goes in, so a thread that resumes on it finds it
     // reclaimable (a queue entry for a folio that ends up not coming in is skipped): in the
-    // active queue if it comes back within the working set, unless a sequential scan brings
-    // it, which drops it behind instead (readahead.rs).
-    match staged.is_none() && !first_touch && refault_activates(inner, folio, page) {
+    // active queue if it comes back within the working set, or if a fault takes it back from
+    // staging, unless a sequential scan brings it, which drops it behind instead
+    // (readahead.rs).
+    let activate = match &staged {
+        Some(_) => bring == Bring::ForFault && staged_activates(inner, start),
+        None => !first_touch && refault_activates(inner, folio, page),
+    };
+    match activate {
         true => inner.lru.activate(start),
         false => inner.lru.queue(start),
     }
@@ -147,6 +152,20 @@ fn held_whole(inner: &Inner, folio: &FolioLock) -> bool {
     folio
         .offsets()
         .all(|p| !inner.pages.is_resident(p) && folio.state(p).kind != Kind::Empty)
+}
+
+/// A fault takes the folio back from staging: it was used while reclaim had it, so it is
+/// activated, as the kernel activates an anonymous folio reclaim finds referenced
+/// (`folio_check_references`); but not one a sequential scan passed, nor one stored as-is
+/// (as `refault_activates`).
+fn staged_activates(inner: &Inner, start: u32) -> bool {
+    let activate = inner.workingset
+        && !inner.readahead.dropped_behind_soon(start)
+        && !inner.incompressible.is_marked(start);
+    if activate {
+        inner.stats.staged_activate.fetch_add(1, Relaxed);
+    }
+    activate
 }
 
 /// The folio comes back from the engine (counted as a refault): whether it is activated

@@ -71,6 +71,41 @@ fn a_fault_on_a_folio_still_staged_needs_no_decompression() {
     assert!(pool_loads <= (s.faults - s.faults_staged) * 16, "{s:?}");
 }
 
+/// A fault that takes a folio back from staging activates it: it was used while reclaim had
+/// it, as the kernel activates an anonymous folio reclaim finds referenced, so reclaim passes
+/// it over until the active queue ages it out. Every folio read, one page each, in an order
+/// no scan is taken for; with the working set's protection off, none is activated. Would fail if such
+/// folios only went back to the young end of the FIFO, to be taken in turn again.
+#[test]
+fn a_folio_used_while_staged_is_activated() {
+    const FOLIO: usize = 16 << 10;
+    let activated = |workingset: bool| {
+        let mut r = Region::new(
+            4 << 20,
+            RegionConfig::new(8 << 20)
+                .folio_size(FOLIO)
+                .workingset(workingset),
+        )
+        .unwrap();
+        fill(r.as_mut_slice(), 3);
+        // The oldest folios evicted, the last of them still staged.
+        r.reclaim_to(r.usage().total() - (1 << 20));
+        assert!(r.usage().staged > 0, "{:?} {:?}", r.usage(), r.stats());
+        // Last to first: a scan is only ever taken for one upwards (readahead.rs).
+        for f in (0..(4 << 20) / FOLIO).rev() {
+            let at = f * FOLIO;
+            check_from(&r.as_mut_slice()[at..at + PAGE], at / PAGE, 3);
+        }
+        let s = r.stats();
+        assert!(s.faults_staged > 0, "{s:?}");
+        (s.faults_staged, s.staged_activate)
+    };
+    let (staged, active) = activated(true);
+    assert_eq!(active, staged, "every folio used while staged is activated");
+    let (staged, active) = activated(false);
+    assert!(staged > 0 && active == 0, "{staged} {active}");
+}
+
 /// A folio whose pages are not all where a whole-folio load takes them (one discarded since
 /// it left) comes back page by page; its swap-ins are counted all the same, by source, each
 /// of order 0 (the engine did not hold the folio whole). Would fail if only whole-folio

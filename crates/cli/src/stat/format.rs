@@ -327,6 +327,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     // The region: faults.
     ("faults", Counter, Unit::None, "Faults served on a folio."),
     ("faults_staged", Counter, Unit::None, "Faults served from a folio still staged, without decompression."),
+    ("staged_activate", Counter, Unit::None, "Folios a fault took back from staging, activated: used while reclaim had them."),
     ("faults_folio", Counter, Unit::None, "Faults served from the engine, a whole folio in one install."),
     ("faults_pages", Counter, Unit::None, "Faults served page by page."),
     ("faults_page_alone", Counter, Unit::None, "Faults that brought the faulted page alone (the swap-in window): of a folio the engine held whole, or of one partly in."),
