@@ -1,12 +1,12 @@
 //! Busy polling of the userfaultfd between faults, as the guest's cpuidle haltpoll governor
-//! polls before it halts (drivers/cpuidle/governors/haltpoll.c). A handler asleep in
-//! poll(2) is woken by the next fault at the cost of a wake-up across CPUs, and the faulting
-//! thread waits that long too (on a VM that halts idle CPUs, 56-59 us a fault against 17 us
-//! for a handler that polls; docs/DESIGN.md); a handler that polls without sleeping sees the
-//! fault at once. The poll window adapts as haltpoll's does: a wait longer than the window
-//! but within `POLL_MAX` grows it (doubling from `POLL_GROW_START`); a wait longer than
-//! `POLL_MAX` halves it (to nothing under `POLL_GROW_START`). So a program whose faults come closer than `POLL_MAX` finds a handler
-//! awake, and one that faults seldom costs no CPU.
+//! polls before it halts (drivers/cpuidle/governors/haltpoll.c). A handler asleep in poll(2)
+//! is woken by the next fault at the cost of a wake-up across CPUs, and the faulting thread
+//! waits that long too (on a VM that halts idle CPUs, several times a polling handler's
+//! cost: docs/DESIGN.md section 6); a handler that polls without sleeping sees the fault
+//! at once. The poll window adapts as haltpoll's does: a wait longer than the window but
+//! within `POLL_MAX` grows it (doubling from `POLL_GROW_START`); a wait longer than `POLL_MAX`
+//! halves it (to nothing under `POLL_GROW_START`). So a program whose faults come closer than
+//! `POLL_MAX` finds a handler awake, and one that faults seldom costs no CPU.
 //!
 //! One handler polls at a time (the others sleep in poll(2)): a second poller would take a
 //! CPU from the program or from kswapd. The poller yields between polls, so a runnable
@@ -20,7 +20,7 @@ use uffd::UffdError;
 
 /// The longest window (haltpoll's `guest_halt_poll_ns` is 200 us): a few wake-ups' worth.
 /// Past it, a wait is not one a poll should cover.
-pub(crate) const POLL_MAX: Duration = Duration::from_micros(200);
+const POLL_MAX: Duration = Duration::from_micros(200);
 /// The first window once waits are short (haltpoll's `guest_halt_poll_grow_start`).
 const POLL_GROW_START: Duration = Duration::from_micros(50);
 

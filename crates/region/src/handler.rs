@@ -36,6 +36,10 @@ pub(crate) fn handler_loop(inner: &Inner) {
     }
 }
 
+/// Waits up to the time it is given for the userfaultfd or the deferred bell; says whether
+/// either is ready.
+type Ready<'a> = &'a mut dyn FnMut(Duration) -> Result<bool, UffdError>;
+
 /// Serve the deferred events, `wait` for the userfaultfd (or the deferred bell: `wait`
 /// calls its argument, which polls both for up to the time it is given), serve the deferred
 /// events again (those the bell rang for), then read what is there and serve it. `events`
@@ -44,7 +48,7 @@ pub(crate) fn handler_loop(inner: &Inner) {
 pub(crate) fn serve_events(
     inner: &Inner,
     events: &mut Vec<Event>,
-    wait: impl FnOnce(&mut dyn FnMut(Duration) -> Result<bool, UffdError>) -> Result<bool, UffdError>,
+    wait: impl FnOnce(Ready<'_>) -> Result<bool, UffdError>,
 ) -> usize {
     let mut served = serve_deferred(inner);
     let mut ready = |t| {

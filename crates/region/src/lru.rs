@@ -1,11 +1,12 @@
 //! The region's LRU, the order reclaim takes folios in: the oldest first (FIFO, `fifo`),
-//! except folios a sequential scan has passed, which go before them (drop-behind,
-//! `inactive`; readahead.rs). Folios activated by a near refault (workingset.rs) or by a
-//! fault that took them back from staging (swapin.rs) wait in an active queue of their own, which reclaim does not take from: it is kept no longer than
-//! the FIFO by moving its oldest folios to the FIFO's young end (as mm keeps its active list
-//! from outgrowing the inactive one), where they have one more trip before they can go.
-//! The queues name a folio by its start and may hold stale entries (a folio queued again, or
-//! gone since): reclaim checks what it pops under the folio lock.
+//! except folios a sequential scan has passed, which go before them (drop-behind, `inactive`;
+//! readahead.rs). Folios activated by a near refault (workingset.rs) or by a fault that took
+//! them back from staging (swapin.rs) wait in an active queue of their own, which reclaim does
+//! not take from: it is kept no longer than the FIFO by moving its oldest folios to the FIFO's
+//! young end (as mm keeps its active list from outgrowing the inactive one), where they have
+//! one more trip before they can go. The queues name a folio by its start and may hold stale
+//! entries (a folio queued again, or gone since): reclaim checks what it pops under the folio
+//! lock.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};

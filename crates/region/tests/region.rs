@@ -73,9 +73,9 @@ fn a_fault_on_a_folio_still_staged_needs_no_decompression() {
 
 /// A fault that takes a folio back from staging activates it: it was used while reclaim had
 /// it, as the kernel activates an anonymous folio reclaim finds referenced, so reclaim passes
-/// it over until the active queue ages it out. Every folio read, one page each, in an order
-/// no scan is taken for; with the working set's protection off, none is activated. Would fail if such
-/// folios only went back to the young end of the FIFO, to be taken in turn again.
+/// it over until the active queue ages it out. Every folio read, one page each, in an order no
+/// scan is taken for; with the working set's protection off, none is activated. Would fail if
+/// such folios only went back to the young end of the FIFO, to be taken in turn again.
 #[test]
 fn a_folio_used_while_staged_is_activated() {
     const FOLIO: usize = 16 << 10;
