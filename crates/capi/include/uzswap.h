@@ -94,8 +94,9 @@ struct uzswap_config {
    */
   const char *swap_dir;
   /**
-   * `max_pool_percent`: the pool's limit, in percent of `memory_limit`, 0 to 100.
-   * Default: 20.
+   * `max_pool_percent`: the most of `memory_limit` the pool may take, in percent, 0 to
+   * 100; under it the region sizes the pool's share by what it costs the program.
+   * Default: 60.
    */
   uint32_t max_pool_percent;
   /**

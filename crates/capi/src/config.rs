@@ -50,8 +50,9 @@ pub struct uzswap_config {
     /// for the system's temporary directory (`$TMPDIR`, or /tmp). Read only by
     /// `uzswap_region_create`.
     pub swap_dir: *const c_char,
-    /// `max_pool_percent`: the pool's limit, in percent of `memory_limit`, 0 to 100.
-    /// Default: 20.
+    /// `max_pool_percent`: the most of `memory_limit` the pool may take, in percent, 0 to
+    /// 100; under it the region sizes the pool's share by what it costs the program.
+    /// Default: 60.
     pub max_pool_percent: u32,
     /// Threads serving faults, 1 to 64 (a spare one serves besides them while they all wait
     /// on the swap file). Default: 2.

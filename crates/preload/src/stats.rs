@@ -38,6 +38,7 @@ pub fn render(region: &Region) -> String {
         ("memory_limit_bytes", high),
         ("memory_max_bytes", max.unwrap_or(0)),
         ("region_limit_bytes", region.limit()),
+        ("pool_share_percent", u64::from(region.pool_share_percent())),
         ("swap_file_bytes", swap_file),
     ];
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

@@ -98,8 +98,11 @@ pub struct RegionConfig {
     /// without a write when the pool is full), or by how full the pool is and where its
     /// pages go (`Auto`, zswap/adaptive.rs). Changeable at runtime through `Region::zswap`.
     pub writethrough: Writethrough,
-    /// Pool limit, in percent of `memory_limit`, 0 to 100.
-    /// Default: 20, as the kernel's `max_pool_percent`.
+    /// The most of `memory_limit` the pool may take, in percent, 0 to 100: the kernel's
+    /// `max_pool_percent`, a ceiling. Under it the pool's share moves with what it costs the
+    /// program (`Policies::auto_pool_share`); with that off, it is the share. Default: 60 (a
+    /// memory cgroup's pool may take all of the cgroup's limit; the kernel's default of 20 is
+    /// a share of the whole machine, and where the share starts here).
     pub max_pool_percent: u32,
     /// Threads that may compress one folio's pages at once, the evicting thread included,
     /// 1 to 8 (zswap's `compress_threads` tunable: a folio of at least 16 pages is cut in
@@ -178,7 +181,7 @@ impl RegionConfig {
             writeback_compressor: WritebackCompressor::Same,
             writeback: true,
             writethrough: Writethrough::Off,
-            max_pool_percent: 20,
+            max_pool_percent: 60,
             compress_threads: 1,
             swap_dir: None,
             swap_size: None,
@@ -398,6 +401,12 @@ impl RegionConfig {
         self
     }
 
+    /// Set `policies.auto_pool_share`.
+    pub fn auto_pool_share(mut self, on: bool) -> Self {
+        self.policies.auto_pool_share = on;
+        self
+    }
+
     /// Set `policies.workingset`.
     pub fn workingset(mut self, on: bool) -> Self {
         self.policies.workingset = on;
@@ -517,6 +526,11 @@ pub struct Policies {
     /// continues a sequential scan, across folios or within its folio (a page beside it
     /// in): swapin_window.rs. Off: every fault brings its whole folio. Default: on.
     pub adaptive_swapin: bool,
+    /// The pool's share of the limit, under `max_pool_percent`, moves to where the program
+    /// gets the most done (pool_share.rs): a larger pool where its writeback and disk reads
+    /// cost the program more than the resident pages it displaces. Off: the pool takes up to
+    /// `max_pool_percent`, as in the kernel. Default: on.
+    pub auto_pool_share: bool,
 }
 
 impl Default for Policies {
@@ -528,6 +542,7 @@ impl Default for Policies {
             batch_eviction: true,
             workingset: true,
             adaptive_swapin: true,
+            auto_pool_share: true,
         }
     }
 }

@@ -119,6 +119,9 @@ pub(crate) struct Inner {
     pub workingset: bool,
     /// The spare fault handler's state (spare.rs).
     pub spares: SpareHandlers,
+    /// The pool's share of the limit (pool_share.rs): None where it is fixed
+    /// (`Policies::auto_pool_share` off).
+    pub pool_share: Option<crate::pool_share::PoolShare>,
     /// Which fault handler polls the userfaultfd between faults (busy_poll.rs).
     pub busy_poll: crate::busy_poll::BusyPoll,
     /// This process's memory, read where it is (reclaim's try of a folio's compression);

@@ -46,6 +46,7 @@ mod lru;
 mod mapping;
 mod over_limit;
 mod page_flags;
+mod pool_share;
 mod read_failures;
 mod readahead;
 mod reclaim;

@@ -32,6 +32,23 @@ use crate::inner::Inner;
 use crate::lazy_threads::Lazy;
 use crate::lru::Coldest;
 
+/// kswapd's part in sizing the pool (pool_share.rs): the measures at an epoch's ends, and
+/// the share handed to the engine when it moves.
+fn size_pool(inner: &Inner, share: &crate::pool_share::PoolShare) {
+    let ceiling = inner.zswap.params().max_pool_percent();
+    let moved = share.tick(std::time::Instant::now(), ceiling, || {
+        let stats = inner.zswap.stats();
+        crate::pool_share::Sample {
+            program_cpu_ns: crate::pool_share::program_cpu_ns().unwrap_or(0),
+            swapins: stats.get("zswpin") + stats.get("pswpin"),
+            written_back: stats.get("zswpwb"),
+        }
+    });
+    if let Some(percent) = moved {
+        inner.zswap.set_pool_share_percent(percent);
+    }
+}
+
 /// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
 fn margin(inner: &Inner) -> u64 {
     (inner.folio_bytes() as u64 * 4).max(inner.limit() / 64)
@@ -65,6 +82,9 @@ pub(crate) fn kswapd_loop(inner: &Inner) {
             inner.lazy_threads.start(Lazy::Readahead);
         }
         horizon = pass;
+        if let Some(share) = &inner.pool_share {
+            size_pool(inner, share);
+        }
         inner.over_limit.watch_device(&inner.over_limit_config, || {
             inner.zswap.stats().get("swap_write_fail")
         });
@@ -216,9 +236,9 @@ fn free_one(inner: &Inner, who: Reclaimer) -> bool {
 const POOL_WRITEBACK_BATCH: u32 = 32;
 
 /// Nothing resident or staged is left, and the region is still over its target: the pool
-/// holds it there (its share, `max_pool_percent` of the whole limit, is more than what the
-/// fixed charge leaves). Write the coldest pool pages back, as a memory cgroup at its limit
-/// makes zswap write back, and give the emptied pool pages back. With nothing written
+/// holds it there (its share of the limit, `max_pool_percent` or pool_share.rs's, is more
+/// than what the fixed charge leaves). Write the coldest pool pages back, as a memory cgroup
+/// at its limit makes zswap write back, and give the emptied pool pages back. With nothing written
 /// (writeback off, an empty pool, a failing device), the pages the pool keeps for reuse go
 /// back instead: they are charged too, and a pool emptied by faults keeps some. False when
 /// neither freed anything.

@@ -215,6 +215,13 @@ impl Region {
                 })
             })?;
         zswap.params().set_writethrough_mode(config.writethrough);
+        // Sized by the program's CPU time, read from /proc: fixed where it cannot be read.
+        let pool_share = (config.policies.auto_pool_share
+            && crate::pool_share::program_cpu_ns().is_some())
+        .then(crate::pool_share::PoolShare::default);
+        if let Some(share) = &pool_share {
+            zswap.set_pool_share_percent(share.percent());
+        }
         zswap
             .params()
             .set_compress_threads(config.compress_threads)
@@ -308,6 +315,7 @@ impl Region {
                 nr_folios,
             ),
             spares: SpareHandlers::new(config.fault_threads),
+            pool_share,
             busy_poll: Default::default(),
             own_memory: uffd::process::OwnMemory::open().ok(),
             // The handlers serve no faults then: program threads reclaim in their places.
@@ -426,6 +434,17 @@ impl Region {
     /// of the tree's limits this way. A limit below `min_memory_limit` can only be exceeded.
     pub fn set_limits(&self, limit: u64, memory_max: Option<u64>) {
         self.inner.set_limits(limit, memory_max);
+    }
+
+    /// The most of the limit the pool may take now, in percent: `max_pool_percent`, or the
+    /// share under it that the pool has been given by what it costs the program
+    /// (`Policies::auto_pool_share`).
+    pub fn pool_share_percent(&self) -> u32 {
+        let zswap = &self.inner.zswap;
+        zswap
+            .params()
+            .max_pool_percent()
+            .min(zswap.pool_share_percent())
     }
 
     /// What the region does over its limit with nothing to reclaim (`RegionConfig::over_limit`).

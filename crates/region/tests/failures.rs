@@ -610,7 +610,9 @@ fn with_writeback_off_what_the_pool_cannot_hold_stays_resident() {
     let size = 8 << 20;
     let limit = 4 << 20;
     // A pool of 1% of the limit (40 KiB) holds a few folios; the rest has nowhere to go.
-    let config = RegionConfig::new(limit).max_pool_percent(1);
+    let config = RegionConfig::new(limit)
+        .max_pool_percent(1)
+        .auto_pool_share(false);
     let mut r = Region::new(size, config.clone().writeback(false)).unwrap();
     fill(r.as_mut_slice(), 3);
     r.reclaim_to(0);
@@ -647,6 +649,7 @@ fn pages_of_a_split_folio_that_cannot_go_are_queued_as_their_folio() {
     let folio = 64 << 10;
     let config = RegionConfig::new(16 << 20)
         .max_pool_percent(1)
+        .auto_pool_share(false)
         .writeback(false);
     let mut r = Region::new(size, config).unwrap();
     fill(r.as_mut_slice(), 5);
@@ -775,6 +778,7 @@ fn stress_threads_updating_their_pages_under_reclaim_lose_nothing() {
         size,
         RegionConfig::new(3 << 20)
             .max_pool_percent(5)
+            .auto_pool_share(false)
             .fault_threads(2),
     )
     .unwrap();

@@ -265,6 +265,7 @@ fn concurrent_updates_under_constant_reclaim_lose_nothing() {
         size,
         RegionConfig::new(6 << 20)
             .max_pool_percent(10)
+            .auto_pool_share(false)
             .fault_threads(3),
     )
     .unwrap();
@@ -317,7 +318,9 @@ fn concurrent_updates_under_constant_reclaim_lose_nothing() {
 fn a_write_to_a_folio_read_back_from_disk_is_never_lost() {
     let limit = 8 << 20;
     // A pool of 1% of the limit: nearly everything evicted goes to the swap file.
-    let cfg = RegionConfig::new(limit).max_pool_percent(1);
+    let cfg = RegionConfig::new(limit)
+        .max_pool_percent(1)
+        .auto_pool_share(false);
     let mut r = Region::new(32 << 20, cfg).unwrap();
     fill(r.as_mut_slice(), 0);
     // Read it all twice: folios come back from disk, clean, and are reclaimed clean.
@@ -349,7 +352,9 @@ fn a_write_to_a_folio_read_back_from_disk_is_never_lost() {
 #[test]
 fn rereading_clean_folios_stores_nothing_new() {
     let limit = 8 << 20;
-    let cfg = RegionConfig::new(limit).max_pool_percent(1);
+    let cfg = RegionConfig::new(limit)
+        .max_pool_percent(1)
+        .auto_pool_share(false);
     let mut r = Region::new(32 << 20, cfg).unwrap();
     fill(r.as_mut_slice(), 3);
     check(r.as_mut_slice(), 3);
@@ -371,7 +376,9 @@ fn rereading_clean_folios_stores_nothing_new() {
 #[test]
 fn a_sequential_scan_from_the_swap_file_is_read_ahead() {
     let limit = 8 << 20;
-    let cfg = RegionConfig::new(limit).max_pool_percent(1);
+    let cfg = RegionConfig::new(limit)
+        .max_pool_percent(1)
+        .auto_pool_share(false);
     let mut r = Region::new(32 << 20, cfg).unwrap();
     fill(r.as_mut_slice(), 11);
     check(r.as_mut_slice(), 11);
@@ -442,7 +449,9 @@ fn a_sequential_scan_drops_behind_itself() {
 fn folios_a_scan_brings_from_the_pool_stay_clean_until_written() {
     let limit = 8 << 20;
     // A pool of 60% of the limit holds most of what is evicted: the scans read from it.
-    let cfg = RegionConfig::new(limit).max_pool_percent(60);
+    let cfg = RegionConfig::new(limit)
+        .max_pool_percent(60)
+        .auto_pool_share(false);
     let mut r = Region::new(16 << 20, cfg).unwrap();
     fill(r.as_mut_slice(), 9);
     check(r.as_mut_slice(), 9);
@@ -560,6 +569,7 @@ fn incompressible_folios_that_come_back_stay_resident() {
         let cfg = RegionConfig::new(9 << 20)
             .folio_size(PAGE)
             .max_pool_percent(50)
+            .auto_pool_share(false)
             .keep_incompressible(keep)
             .workingset(false);
         let mut r = Region::new(PAGES * PAGE, cfg).unwrap();
@@ -1110,7 +1120,8 @@ fn writes_wait_for_a_discard_rather_than_fail_for_want_of_a_slot() {
     let config = RegionConfig::new(0)
         .folio_size(PAGE)
         .swap_discard(true)
-        .max_pool_percent(0);
+        .max_pool_percent(0)
+        .auto_pool_share(false);
     let limit = Region::min_memory_limit(pages * PAGE, &config).unwrap() + 8 * PAGE as u64;
     let mut r = Region::new(
         pages * PAGE,

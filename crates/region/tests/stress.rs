@@ -46,6 +46,7 @@ fn stress_region(folio: usize, pool_percent: u32, faults: Faults) -> Region {
         RegionConfig::new(4 << 20)
             .folio_size(folio)
             .max_pool_percent(pool_percent)
+            .auto_pool_share(false)
             .fault_threads(3)
             .in_thread_faults(faults == Faults::InThread),
     )

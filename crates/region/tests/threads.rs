@@ -23,7 +23,13 @@ fn a_dropped_region_leaves_no_thread_behind() {
     drop(idle);
     assert_eq!(threads(), before, "threads left behind by dropped regions");
     for _ in 0..10 {
-        let mut r = Region::new(16 << 20, RegionConfig::new(4 << 20).max_pool_percent(10)).unwrap();
+        let mut r = Region::new(
+            16 << 20,
+            RegionConfig::new(4 << 20)
+                .max_pool_percent(10)
+                .auto_pool_share(false),
+        )
+        .unwrap();
         // Past the limit and the pool's share: the shrink worker runs.
         for (i, page) in r.as_mut_slice().chunks_mut(4096).enumerate() {
             page[..8].copy_from_slice(&(i as u64).to_le_bytes());

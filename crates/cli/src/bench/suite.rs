@@ -44,7 +44,8 @@ pub struct SuiteArgs {
     #[arg(long, default_value_t = 1, value_parser = |s: &str| count_in(s, 1, 100))]
     pub runs: usize,
     /// uzswap's settings beside its defaults: small (folio size 4K/16K/64K by fault service,
-    /// a 40% pool, whole-folio swap-in), or none (the defaults alone).
+    /// a pool fixed at 20% and at 50% of the limit, whole-folio swap-in), or none (the
+    /// defaults alone).
     #[arg(long, value_enum, default_value_t = Grid::Small)]
     pub grid: Grid,
     /// Where the kernel side's swap file goes.
@@ -68,7 +69,8 @@ pub struct SuiteArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Grid {
     /// Folio sizes 4K, 16K and 64K, each with handler threads and in-thread faults, and the
-    /// defaults with a 40% pool and with whole-folio swap-in.
+    /// defaults with a pool fixed at 20% and at 50% of the limit, and with whole-folio
+    /// swap-in.
     Small,
     /// uzswap's defaults alone.
     None,
@@ -124,7 +126,11 @@ impl Cell {
         a.program = program.to_vec();
         a.stats = Some(crate::run::StatsForm::Full);
         a.folio_size = self.folio_size.unwrap_or(a.folio_size);
-        a.max_pool_percent = self.max_pool_percent.unwrap_or(a.max_pool_percent);
+        // A cell's pool share is the share: fixed, not a ceiling.
+        if let Some(percent) = self.max_pool_percent {
+            a.max_pool_percent = percent;
+            a.fixed_pool_share = true;
+        }
         a.in_thread_faults |= self.in_thread_faults;
         a.no_adaptive_swapin |= self.whole_folios;
         a
@@ -158,11 +164,13 @@ fn cells(grid: Grid) -> Vec<Cell> {
             }
         }
     }
-    cells.push(Cell {
-        name: "pool 40%".into(),
-        max_pool_percent: Some(40),
-        ..Cell::defaults()
-    });
+    for percent in [20, 50] {
+        cells.push(Cell {
+            name: format!("pool {percent}%"),
+            max_pool_percent: Some(percent),
+            ..Cell::defaults()
+        });
+    }
     cells.push(Cell {
         name: "whole folios".into(),
         whole_folios: true,
@@ -668,9 +676,9 @@ mod tests {
         assert_eq!(none, vec![Cell::defaults()]);
         let small = cells(Grid::Small);
         assert_eq!(small[0], Cell::defaults());
-        // 3 folio sizes x 2 fault services, less the one that is the defaults, the pool, and
-        // whole folios.
-        assert_eq!(small.len(), 1 + 5 + 1 + 1);
+        // 3 folio sizes x 2 fault services, less the one that is the defaults, two fixed pool
+        // shares, and whole folios.
+        assert_eq!(small.len(), 1 + 5 + 2 + 1);
         let d = Cell::defaults().run_args(1 << 20, &["prog".into()]);
         assert!(!d.in_thread_faults);
         assert_eq!(d.memory_high, 1 << 20);
@@ -681,11 +689,13 @@ mod tests {
                 (
                     a.folio_size,
                     a.max_pool_percent,
+                    a.fixed_pool_share,
                     a.in_thread_faults,
                     a.no_adaptive_swapin
                 ) != (
                     d.folio_size,
                     d.max_pool_percent,
+                    d.fixed_pool_share,
                     d.in_thread_faults,
                     d.no_adaptive_swapin
                 ),

@@ -67,7 +67,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=31))]
     pub page_cluster: Option<u32>,
     /// uzswap's pool limit, percent of the region's memory limit (the pool is charged to it).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub uzswap_max_pool_percent: u32,
     /// Threads that may compress one of uzswap's folios at once, 1 to 8 (zswap's
     /// `compress_threads`: folios of 16 pages or more are cut in parts of at least 8).

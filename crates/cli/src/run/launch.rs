@@ -55,9 +55,16 @@ pub struct RunArgs {
         value_parser = writeback_compressor_arg,
     )]
     pub writeback_compressor: WritebackCompressor,
-    /// The pool's share of the limit, in percent.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
+    /// The most of the limit the compressed pool may take, in percent (the kernel's
+    /// `max_pool_percent`). Under it the pool's share moves to where the program gets the
+    /// most done, starting at 20: a larger pool where writeback and disk reads cost the
+    /// program more than the resident pages it displaces.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_pool_percent: u32,
+    /// The pool takes up to --max-pool-percent, as in the kernel, instead of a share
+    /// sized by its cost.
+    #[arg(long)]
+    pub fixed_pool_share: bool,
     /// The unit of reclaim and swap-in: a power of two from 4K to 2M. 16K by default: a
     /// program's heap is read in an order of its own, and a larger folio brings in pages it
     /// does not touch (64K brings in 16 pages for one; CPython runs 2.6x slower with it).
@@ -387,6 +394,7 @@ fn environment(
         .in_thread_faults(args.in_thread_faults)
         .workingset(!args.no_workingset)
         .adaptive_swapin(!args.no_adaptive_swapin)
+        .auto_pool_share(!args.fixed_pool_share)
         .writethrough(args.writethrough)
         .swap_format(args.swap_format)
         .writeback_compressor(args.writeback_compressor)
@@ -416,6 +424,7 @@ fn environment(
         format!("in_thread_faults={}", args.in_thread_faults as u8),
         format!("workingset={}", !args.no_workingset as u8),
         format!("adaptive_swapin={}", !args.no_adaptive_swapin as u8),
+        format!("auto_pool_share={}", !args.fixed_pool_share as u8),
         format!("memory_max={memory_max}"),
         format!("on_limit={}", args.on_limit.as_str()),
         format!(

@@ -393,6 +393,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("memory_limit_bytes", Gauge, Unit::Bytes, "The memory limit (--memory-high)."),
     ("memory_max_bytes", Gauge, Unit::Bytes, "The hard limit (--memory-max), 0 for none."),
     ("region_limit_bytes", Gauge, Unit::Bytes, "This process's share of --memory-high: the limit less what the tree's other processes hold."),
+    ("pool_share_percent", Gauge, Unit::None, "The most of the limit the pool may take now, in percent: --max-pool-percent, or the share under it found by what the pool costs the program."),
     ("swap_file_bytes", Gauge, Unit::Bytes, "Bytes of the swap file in use."),
     ("peak_rss_bytes", Gauge, Unit::Bytes, "The process's peak resident memory (VmHWM)."),
     ("rss_bytes", Gauge, Unit::Bytes, "The process's resident memory (VmRSS)."),

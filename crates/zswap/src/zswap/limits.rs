@@ -1,6 +1,6 @@
-//! Limits: the global pool limit (`max_pool_percent` of the configured memory, with the
-//! `accept_threshold_percent` hysteresis and `pool_limit_hit`) and each group's `zswap_max`
-//! (memory.zswap.max). Both are checked once per folio, before any page is compressed, so a
+//! Limits: the global pool limit (`max_pool_percent` of the configured memory, or the owner's
+//! lower `pool_share_percent`, with the `accept_threshold_percent` hysteresis and
+//! `pool_limit_hit`) and each group's `zswap_max` (memory.zswap.max). Both are checked once per folio, before any page is compressed, so a
 //! large folio may overshoot by its own size, as in the kernel.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -14,7 +14,11 @@ use super::{Shared, ZswapGroup};
 impl Shared {
     pub(crate) fn max_pool_bytes(&self) -> u64 {
         let total = self.total_memory.load(Relaxed);
-        (u128::from(total) * u128::from(self.params.max_pool_percent()) / 100) as u64
+        let percent = self
+            .params
+            .max_pool_percent()
+            .min(self.pool_share_percent.load(Relaxed));
+        (u128::from(total) * u128::from(percent) / 100) as u64
     }
 
     pub(crate) fn accept_bytes(&self) -> u64 {

@@ -185,6 +185,9 @@ pub(crate) struct Shared {
     pub(crate) compressors: Compressors,
     pub(crate) swap: Option<SwapInfo>,
     total_memory: AtomicU64,
+    /// The share of `total_memory` the pool may take, in percent, under `max_pool_percent`:
+    /// set by the owner (a region sizes its pool by cost), 100 for none.
+    pool_share_percent: AtomicU32,
     /// The pool hit `max_pool_percent` and has not yet shrunk below the accept threshold.
     reached_full: AtomicBool,
     /// Where the pool's pages have been going, for `writethrough=auto` (adaptive.rs).
@@ -276,6 +279,7 @@ impl Zswap {
                 compressors: Compressors::new(config.compressor),
                 swap,
                 total_memory: AtomicU64::new(config.total_memory),
+                pool_share_percent: AtomicU32::new(100),
                 reached_full: AtomicBool::new(false),
                 disk_share: adaptive::DiskShare::default(),
                 groups: Mutex::new(Vec::new()),
@@ -347,6 +351,20 @@ impl Zswap {
     pub fn set_total_memory(&self, bytes: u64) {
         self.shared.total_memory.store(bytes, Relaxed);
         self.shared.pool.set_served_memory(bytes);
+    }
+
+    /// The share of `total_memory` the pool may take, in percent: the pool's limit is the
+    /// lower of this and `max_pool_percent`.
+    pub fn pool_share_percent(&self) -> u32 {
+        self.shared.pool_share_percent.load(Relaxed)
+    }
+
+    /// Set the share of `total_memory` the pool may take, in percent (at most 100): the
+    /// owner's own limit under `max_pool_percent`, which stays the ceiling.
+    pub fn set_pool_share_percent(&self, percent: u32) {
+        self.shared
+            .pool_share_percent
+            .store(percent.min(100), Relaxed);
     }
 
     /// The compressed pool.

@@ -583,6 +583,45 @@ mod tests {
 
     /// A page stored as-is frees no pool by staying: the shrinker's clock gives it no second
     /// chance, so it is written back before a compressed page that the hand met first.
+    /// The owner's pool share limits the pool under `max_pool_percent`: stores are refused
+    /// (`pool_limit_hit`) once the pool reaches the lower of the two, and the share cannot
+    /// raise the limit past `max_pool_percent`.
+    #[test]
+    fn the_pool_share_limits_the_pool_under_max_pool_percent() {
+        let stored_until_full = |share: u32| {
+            // A device, so that random pages are stored as-is: a page of pool each.
+            let zswap = Zswap::new(
+                ZswapConfig::new(4 << 20).device(Arc::new(MemoryDevice::new(4096)), 4096),
+            );
+            zswap.params().set_max_pool_percent(20).unwrap();
+            zswap.set_pool_share_percent(share);
+            let group = zswap.new_group(4096);
+            let stored = (0..4096u32)
+                .take_while(|&offset| {
+                    let folio = group.lock_folio(offset, 0);
+                    group.store(&folio, &random_page(u64::from(offset))).is_ok()
+                })
+                .count();
+            assert_eq!(zswap.stats().get("pool_limit_hit"), 1);
+            stored
+        };
+        let (five, twenty, above) = (
+            stored_until_full(5),
+            stored_until_full(20),
+            stored_until_full(90),
+        );
+        // Random pages are stored as-is, a page each: 5% and 20% of 4 MiB, to a page or so.
+        assert!((50..=54).contains(&five), "{five} pages under a 5% share");
+        assert!(
+            (204..=208).contains(&twenty),
+            "{twenty} pages under a 20% share"
+        );
+        assert_eq!(
+            above, twenty,
+            "a share above max_pool_percent raised the limit"
+        );
+    }
+
     #[test]
     fn pages_stored_as_is_are_written_back_first() {
         let zswap =

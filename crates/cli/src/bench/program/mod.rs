@@ -67,7 +67,7 @@ pub struct ProgramArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_heap: Option<u64>,
     /// uzswap's pool limit, percent of its limit (the pool is charged to it).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=100))]
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub uzswap_max_pool_percent: u32,
     /// Run uzswap without kernel-mode userfaultfd, as for uzswap run.
     #[arg(long)]
@@ -174,6 +174,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         in_thread_faults: a.in_thread_faults,
         no_workingset: a.uzswap_no_workingset,
         no_adaptive_swapin: false,
+        fixed_pool_share: false,
         stats: Some(crate::run::StatsForm::Full),
         program: a.program.clone(),
     }
