@@ -1,4 +1,4 @@
-//! The pool's share of the limit, sized by what it costs the program (`PoolShare::Auto`).
+//! The pool's share of the limit, sized by what it costs the program (`auto_pool_share`).
 //!
 //! The limit holds resident pages and the compressed pool. A larger pool keeps more pages off
 //! the disk (a refault from the pool costs a decompression, one from the disk a read, and the
@@ -11,13 +11,18 @@
 //!
 //! The measure is the program's user time per second of wall time (its own threads', not
 //! uzswap's): a program waiting on faults, or sharing its CPUs with writeback, gets less done
-//! a second. Not its system time, which grows with the faults themselves. Each epoch (`EPOCH`) that the region spent under pressure, the share moves one
-//! step (`STEP` percent of the limit), on in the same direction while the measure grows, back
-//! the other way when it falls: a hill climb, between `MIN_PERCENT` and the ceiling
-//! (`max_pool_percent`). It starts at the kernel's default (`START_PERCENT`) and tries a
-//! larger pool first only where the pool has been writing back (a larger one cannot save
-//! reads that are not happening). An epoch without pressure (too few faults to matter) leaves
-//! the share where it is and forgets the last measure.
+//! a second. Not its system time, which grows with the faults themselves. At the end of each
+//! epoch (`EPOCH`, longer while the program has hardly run) spent under pressure, the share
+//! moves one step (`STEP` percent of the limit) between `MIN_PERCENT` and the ceiling
+//! (`max_pool_percent`): a hill climb, on in one direction until the measure clearly falls
+//! (by more than `NOISE`), then back. It starts at the kernel's default (`START_PERCENT`).
+//! The pool is preferred to the disk, as the kernel's zswap keeps pages until its shrinker
+//! needs the room: while pages are read from the disk, a smaller pool must show a clear gain
+//! to go on shrinking, and the first move is up where the pool writes back or the disk is
+//! read. An epoch with too few swap-ins to measure by forgets the last measure and holds the
+//! share, unless the pool wrote back meanwhile (pages nobody has asked for yet, which may be
+//! asked for later, while the resident pages a larger pool displaces are not being missed):
+//! then it grows.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +40,9 @@ pub(crate) const MIN_PROGRAM_CPU: Duration = Duration::from_millis(250);
 pub(crate) const STEP: u32 = 10;
 /// The share it starts at: the kernel's `max_pool_percent` default.
 pub(crate) const START_PERCENT: u32 = 20;
+/// The change in the measure between two epochs that is taken for a change: less is noise
+/// (user time is counted in ticks, and the program's phases move it too).
+pub(crate) const NOISE: f64 = 0.1;
 /// The smallest share: room for a few folios' stores while the pool writes back.
 pub(crate) const MIN_PERCENT: u32 = 5;
 /// Pages brought back from the pool or the disk in an epoch under which the share does not
@@ -48,6 +56,8 @@ pub(crate) struct Sample {
     pub program_cpu_ns: u64,
     /// Pages brought back from the pool or the disk so far (`zswpin` + `pswpin`).
     pub swapins: u64,
+    /// Pages read from the disk so far (`pswpin`).
+    pub disk_reads: u64,
     /// Pages the pool has written back so far (`zswpwb`).
     pub written_back: u64,
 }
@@ -127,11 +137,16 @@ impl PoolShare {
         } else {
             let rate = sample.program_cpu_ns.saturating_sub(was.program_cpu_ns) as f64
                 / took.as_nanos() as f64;
+            let reading_disk = sample.disk_reads > was.disk_reads;
             c.growing = match c.last_rate {
                 // The first epoch under pressure: a larger pool only if it has been writing
-                // back.
-                None => writing_back,
-                Some(last) if rate < last => !c.growing,
+                // back or reading the disk.
+                None => writing_back || reading_disk,
+                // A clear fall: back the other way.
+                Some(last) if rate < last * (1.0 - NOISE) => !c.growing,
+                // A smaller pool that gained nothing clear while pages come from the disk:
+                // grow again.
+                Some(last) if !c.growing && reading_disk && rate < last * (1.0 + NOISE) => true,
                 Some(_) => c.growing,
             };
             c.last_rate = Some(rate);
@@ -187,8 +202,15 @@ fn program_ticks(stat: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    /// Epochs under pressure with the measure given by `rate(percent)`; the shares it took.
-    fn climb(share: &PoolShare, ceiling: u32, epochs: u32, rate: impl Fn(u32) -> f64) -> Vec<u32> {
+    /// Epochs under pressure, pages read from the disk in each if `disk`, with the measure
+    /// given by `rate(percent)`; the shares it took.
+    fn climb(
+        share: &PoolShare,
+        ceiling: u32,
+        epochs: u32,
+        disk: bool,
+        rate: impl Fn(u32) -> f64,
+    ) -> Vec<u32> {
         let t0 = Instant::now();
         let mut s = Sample::default();
         share.tick(t0, ceiling, || s);
@@ -196,6 +218,7 @@ mod tests {
         for e in 1..=epochs {
             s.program_cpu_ns += (rate(share.percent()) * 1e9) as u64;
             s.swapins += 1000;
+            s.disk_reads += u64::from(disk) * 100;
             s.written_back += 100;
             share.tick(t0 + EPOCH * e, ceiling, || s);
             seen.push(share.percent());
@@ -206,27 +229,38 @@ mod tests {
     #[test]
     fn the_share_climbs_to_where_the_program_runs_fastest() {
         // Best at 50%: the share goes there from 20% and stays within a step of it.
+        for disk in [false, true] {
+            let share = PoolShare::default();
+            let seen = climb(&share, 75, 30, disk, |p| {
+                (1.0 - (f64::from(p) - 50.0).abs() / 25.0).max(0.3)
+            });
+            let up = ((50 - START_PERCENT) / STEP) as usize;
+            assert!(seen[..up].windows(2).all(|w| w[1] > w[0]), "{seen:?}");
+            let near = 50 - STEP..=50 + STEP;
+            assert!(seen[10..].iter().all(|p| near.contains(p)), "{seen:?}");
+        }
+        // Best at the floor: down it goes, however much the disk is read.
+        for disk in [false, true] {
+            let share = PoolShare::default();
+            let seen = climb(&share, 75, 20, disk, |p| 1.0 - f64::from(p) / 80.0);
+            let low = MIN_PERCENT..=MIN_PERCENT + STEP;
+            assert!(seen[8..].iter().all(|p| low.contains(p)), "{seen:?}");
+        }
+    }
+
+    #[test]
+    fn where_it_makes_no_clear_difference_the_pool_keeps_pages_off_the_disk() {
+        // Within the noise everywhere, pages read from the disk: the pool grows to its
+        // ceiling and stays there.
         let share = PoolShare::default();
-        let seen = climb(&share, 75, 30, |p| {
-            1.0 - (f64::from(p) - 50.0).abs() / 100.0
-        });
-        let up = ((50 - START_PERCENT) / STEP) as usize;
-        assert!(seen[..up].windows(2).all(|w| w[1] > w[0]), "{seen:?}");
-        let near = 50 - STEP..=50 + STEP;
-        assert!(seen[10..].iter().all(|p| near.contains(p)), "{seen:?}");
-        // Best at the floor: down it goes.
-        let share = PoolShare::default();
-        let seen = climb(&share, 75, 20, |p| 1.0 - f64::from(p) / 100.0);
-        assert!(
-            seen[8..].iter().all(|&p| p <= MIN_PERCENT + STEP),
-            "{seen:?}"
-        );
+        let seen = climb(&share, 60, 20, true, |p| 1.0 + f64::from(p % 20) / 1000.0);
+        assert!(seen[4..].iter().all(|&p| p == 60), "{seen:?}");
     }
 
     #[test]
     fn the_share_stays_between_the_floor_and_the_ceiling() {
         let share = PoolShare::default();
-        let seen = climb(&share, 30, 20, f64::from);
+        let seen = climb(&share, 30, 20, false, f64::from);
         assert!(
             seen.iter().all(|&p| (MIN_PERCENT..=30).contains(&p)),
             "{seen:?}"
@@ -234,7 +268,7 @@ mod tests {
         assert_eq!(seen.iter().max(), Some(&30));
         // A lower ceiling (max_pool_percent changed at run time): the share goes under it.
         let share = PoolShare::default();
-        let seen = climb(&share, 10, 6, f64::from);
+        let seen = climb(&share, 10, 6, false, f64::from);
         assert!(seen.iter().all(|&p| p <= 10), "{seen:?}");
     }
 

@@ -41,6 +41,7 @@ fn size_pool(inner: &Inner, share: &crate::pool_share::PoolShare) {
         crate::pool_share::Sample {
             program_cpu_ns: crate::pool_share::program_cpu_ns().unwrap_or(0),
             swapins: stats.get("zswpin") + stats.get("pswpin"),
+            disk_reads: stats.get("pswpin"),
             written_back: stats.get("zswpwb"),
         }
     });
