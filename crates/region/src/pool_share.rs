@@ -43,16 +43,19 @@ pub(crate) const START_PERCENT: u32 = 20;
 /// The change in the measure between two epochs that is taken for a change: less is noise
 /// (user time is counted in ticks, and the program's phases move it too).
 pub(crate) const NOISE: f64 = 0.1;
+/// How often an epoch past `EPOCH` that waits for the program to run looks again: each
+/// look reads a file a thread under `/proc`.
+pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(100);
 /// The smallest share: room for a few folios' stores while the pool writes back.
 pub(crate) const MIN_PERCENT: u32 = 5;
-/// Pages brought back from the pool or the disk in an epoch under which the share does not
-/// move: the pool's size then costs the program too little to measure.
+/// Pages brought back from the pool or the disk in an epoch under which its measure is not
+/// compared: the pool's size then costs the program too little to measure.
 pub(crate) const MIN_SWAPINS: u64 = 256;
 
 /// What kswapd reads at an epoch's ends and hands to `PoolShare::tick`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Sample {
-    /// The program's CPU time so far (its threads', not uzswap's), in nanoseconds.
+    /// The program's user time so far (its threads', not uzswap's), in nanoseconds.
     pub program_cpu_ns: u64,
     /// Pages brought back from the pool or the disk so far (`zswpin` + `pswpin`).
     pub swapins: u64,
@@ -78,6 +81,8 @@ struct Climb {
     last_rate: Option<f64>,
     /// When this epoch began, and the sample then.
     start: Option<(Instant, Sample)>,
+    /// When an epoch that waits for the program to run looks again (`LOOK_EVERY`).
+    next_look: Option<Instant>,
 }
 
 impl Default for PoolShare {
@@ -88,6 +93,7 @@ impl Default for PoolShare {
                 growing: true,
                 last_rate: None,
                 start: None,
+                next_look: None,
             }),
         }
     }
@@ -115,14 +121,16 @@ impl PoolShare {
             return None;
         };
         let took = now.saturating_duration_since(started);
-        if took < EPOCH {
+        if took < EPOCH || c.next_look.is_some_and(|at| now < at) {
             return None;
         }
         let sample = sample();
         let ran = sample.program_cpu_ns.saturating_sub(was.program_cpu_ns);
         if took < MAX_EPOCH && ran < MIN_PROGRAM_CPU.as_nanos() as u64 {
+            c.next_look = Some(now + LOOK_EVERY);
             return None;
         }
+        c.next_look = None;
         c.start = Some((now, sample));
         let writing_back = sample.written_back > was.written_back;
         if sample.swapins.saturating_sub(was.swapins) < MIN_SWAPINS {
@@ -285,12 +293,18 @@ mod tests {
         // Under pressure, not yet an epoch: nothing moves.
         s.swapins += MIN_SWAPINS;
         assert_eq!(share.tick(t0 + EPOCH + EPOCH / 2, 75, || s), None);
-        // An epoch's time, but the program has hardly run: the epoch goes on.
+        // An epoch's time, but the program has hardly run: the epoch goes on, and the next
+        // look at /proc is no sooner than LOOK_EVERY.
         assert_eq!(share.tick(t0 + EPOCH * 2, 75, || s), None);
+        let soon = t0 + EPOCH * 2 + LOOK_EVERY / 2;
+        assert_eq!(
+            share.tick(soon, 75, || panic!("looked again at once")),
+            None
+        );
         s.program_cpu_ns += MIN_PROGRAM_CPU.as_nanos() as u64;
         // An epoch under pressure with nothing written back: the first move is down.
         assert_eq!(
-            share.tick(t0 + EPOCH * 2, 75, || s),
+            share.tick(t0 + EPOCH * 2 + LOOK_EVERY, 75, || s),
             Some(START_PERCENT - STEP)
         );
     }
