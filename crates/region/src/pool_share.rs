@@ -106,7 +106,7 @@ impl PoolShare {
         self.climb.lock().percent
     }
 
-    /// Called by kswapd on each pass, with the ceiling (`max_pool_percent`, which may change
+    /// Called by kswapd's threads on each pass, with the ceiling (`max_pool_percent`, which may change
     /// at run time) and what `sample` reads (only at an epoch's ends): at the end of an
     /// epoch, move the share. Returns the new share when it moved.
     pub(crate) fn tick(
@@ -115,7 +115,8 @@ impl PoolShare {
         ceiling: u32,
         sample: impl FnOnce() -> Sample,
     ) -> Option<u32> {
-        let mut c = self.climb.lock();
+        // One kswapd thread decides; the others go on rather than wait on its /proc reads.
+        let mut c = self.climb.try_lock()?;
         let Some((started, was)) = c.start else {
             c.start = Some((now, sample()));
             return None;
@@ -143,8 +144,7 @@ impl PoolShare {
                 return None;
             }
         } else {
-            let rate = sample.program_cpu_ns.saturating_sub(was.program_cpu_ns) as f64
-                / took.as_nanos() as f64;
+            let rate = ran as f64 / took.as_nanos() as f64;
             let reading_disk = sample.disk_reads > was.disk_reads;
             c.growing = match c.last_rate {
                 // The first epoch under pressure: a larger pool only if it has been writing
