@@ -73,6 +73,7 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
             "user_mode_only" => region.user_mode_only = on()?,
             "in_thread_faults" => region.in_thread_faults = on()?,
             "workingset" => region.policies.workingset = on()?,
+            "referenced_writes" => region.policies.referenced_writes = on()?,
             "adaptive_swapin" => region.policies.adaptive_swapin = on()?,
             "auto_pool_share" => region.policies.auto_pool_share = on()?,
             "memory_max" => memory_max = Some(bytes()?),

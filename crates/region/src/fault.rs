@@ -1,5 +1,5 @@
 //! Faults: a program's access to a page of the region that is not there (missing), or a
-//! write to a page installed write-protected (clean.rs).
+//! write to a page installed write-protected (clean.rs) or protected by reclaim (lru.rs).
 //!
 //! A fault locks its folio in the engine's swap cache: the first thread to fault a folio owns
 //! it, and others (another fault, reclaim, a discard) wait on it there. Under the lock, and
@@ -170,6 +170,10 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
     }
     let folio = inner.lock_folio_for_event(start);
     inner.stats.wp_faults.fetch_add(1, Relaxed);
+    // Written while going round the LRU write-protected: it stays (lru.rs).
+    if inner.lru.written(start) {
+        inner.stats.write_referenced.fetch_add(1, Relaxed);
+    }
     // The folio's pages are one unit: the engine's copies of all of them go, so reclaim
     // stores the folio whole next time.
     let mut dropped = false;

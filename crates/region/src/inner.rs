@@ -117,6 +117,9 @@ pub(crate) struct Inner {
     pub swapin_window: SwapinWindow,
     /// `Policies::workingset`: near refaults activate folios (workingset.rs).
     pub workingset: bool,
+    /// `Policies::referenced_writes`, where the region has write-protect faults: reclaim
+    /// sends a folio round write-protected before it takes it (lru.rs).
+    pub referenced_writes: bool,
     /// The spare fault handler's state (spare.rs).
     pub spares: SpareHandlers,
     /// The pool's share of the limit (pool_share.rs): None where it is fixed

@@ -279,6 +279,12 @@ impl Mapping {
         }
     }
 
+    /// Write-protect `len` bytes at `addr`: a later write raises a write-protect fault.
+    pub fn write_protect(&self, gate: &Gate, addr: usize, len: usize) -> Result<(), UffdError> {
+        self.check_gate(gate);
+        self.uffd.write_protect(addr, len)
+    }
+
     /// Lift the write protection of `len` bytes at `addr`, waking the writers.
     pub fn write_unprotect(&self, gate: &Gate, addr: usize, len: usize) -> Result<(), Stop> {
         self.check_gate(gate);

@@ -122,6 +122,16 @@ impl Reclaimer {
         }
     }
 
+    /// Untested folios one `evict_coldest` sends round before it takes the next whatever
+    /// it is: a fault waiting for the room pays a write-protection each (a system call and
+    /// a TLB flush).
+    fn sent_round_max(self) -> usize {
+        match self {
+            Reclaimer::Kswapd { .. } => 64,
+            Reclaimer::Direct => 8,
+        }
+    }
+
     /// Whether the folio at `start` came in too recently for this reclaimer to take.
     fn too_young(self, inner: &Inner, start: u32) -> bool {
         match self {
@@ -279,11 +289,14 @@ enum Eviction {
 fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
     // The queue names a folio again each time it comes back in, so it holds stale entries
     // (folios that left since): skip them here, so a caller's count of attempts means work.
+    let mut sent_round = 0;
     let (folio, present, behind, queued) = loop {
         let Some(Coldest {
             start,
             behind,
             queued,
+            tested,
+            deactivated,
         }) = inner.lru.pop_coldest()
         else {
             return match drop_staged(inner) {
@@ -312,7 +325,7 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
         // (A folio a scan has passed was touched: the scan went on past it.)
         if !behind && who.too_young(inner, start) {
             drop(folio);
-            inner.lru.put_back(start);
+            inner.lru.put_back(start, tested, deactivated);
             return Eviction::Failed;
         }
         if !behind
@@ -322,6 +335,12 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
             drop(folio);
             inner.lru.queue(start);
             inner.stats.incompressible_skipped.fetch_add(1, Relaxed);
+            continue;
+        }
+        // Aged out of the active queue: round once more, write-protected (lru.rs).
+        if !behind && deactivated && sent_round < who.sent_round_max() && send_round(inner, &folio)
+        {
+            sent_round += 1;
             continue;
         }
         break (folio, present, behind, queued);
@@ -543,6 +562,27 @@ fn keep_resident(inner: &Inner, folio: &FolioLock, present: u32) -> bool {
         && inner.incompressible.is_marked(folio.start())
         && !(present == folio.nr_pages() && crate::clean::is_clean(folio))
         && inner.incompressible.keep_marked()
+}
+
+/// Send the locked folio, which reached the LRU's head untested, round once more
+/// write-protected: a write on the way keeps it (lru.rs). False where it cannot be protected
+/// (the mapping changing or gone): it is taken now.
+fn send_round(inner: &Inner, folio: &FolioLock) -> bool {
+    if !inner.referenced_writes {
+        return false;
+    }
+    // A clean folio is write-protected already, and a write makes it dirty (clean.rs).
+    if !crate::clean::is_clean(folio) {
+        let gate = inner.mapping.gate();
+        let addr = inner.mapping.page_addr(folio.start());
+        let len = folio.nr_pages() as usize * PAGE_SIZE;
+        if inner.mapping.write_protect(&gate, addr, len).is_err() {
+            return false;
+        }
+    }
+    inner.lru.second_trip(folio.start());
+    inner.stats.write_tested.fetch_add(1, Relaxed);
+    true
 }
 
 fn drop_staged(inner: &Inner) -> bool {

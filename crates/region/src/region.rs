@@ -309,6 +309,7 @@ impl Region {
             clean: CleanTracking::new(wp && config.policies.keep_clean),
             readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),
             workingset: config.policies.workingset,
+            referenced_writes: wp && config.policies.referenced_writes,
             swapin_window: crate::swapin_window::SwapinWindow::new(
                 config.policies.adaptive_swapin,
                 folio_pages,

@@ -159,10 +159,16 @@ counters! {
     remaps,
     /// Folios read from disk installed write-protected, keeping their disk copy.
     clean_installs,
-    /// Writes to such folios (their disk copy dropped).
+    /// Writes that met a write-protected folio: a clean one (its disk copy dropped) or one
+    /// going round the LRU write-protected.
     wp_faults,
     /// Folios reclaimed while still clean: no store, no write.
     clean_evictions,
+    /// Folios reclaim found at the LRU's head untested and sent round once more
+    /// write-protected (lru.rs).
+    write_tested,
+    /// Of those, folios written on the way: kept resident, sent round again.
+    write_referenced,
     /// Folios brought in by readahead, ahead of any fault.
     readahead_folios,
     /// Folios reclaimed because a sequential scan had passed them (drop-behind).

@@ -1203,3 +1203,53 @@ fn wait_for_fault_served(r: &Region, before: u64) -> u64 {
     wait_until("a fault served", || r.stats().fault_wait_ns > before);
     r.stats().fault_wait_ns
 }
+
+/// Reclaim sees writes (lru.rs): a hot set written every round among cold folios read at
+/// random, under a limit that holds the hot set and little more. The hot folios refault near
+/// and are activated; aged out of the active queue, each goes round write-protected, is
+/// written on the way and stays. Each cold read and each hot folio's last write is checked.
+/// Would fail if reclaim took folios in
+/// the order they came in whatever the program wrote since: the hot set would leave in turn
+/// and fault back, every trip.
+#[test]
+fn folios_written_while_they_go_round_stay_resident() {
+    const FOLIO: usize = 16 << 10;
+    const HOT: usize = 48;
+    const FOLIOS: usize = 512;
+    let run = |referenced_writes: bool| {
+        let mut r = Region::new(
+            FOLIOS * FOLIO,
+            RegionConfig::new(2 << 20)
+                .folio_size(FOLIO)
+                .auto_pool_share(false)
+                .max_pool_percent(10)
+                .referenced_writes(referenced_writes),
+        )
+        .unwrap();
+        let mem = r.as_mut_slice();
+        mem.fill(0);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut writes = [0u8; HOT];
+        for _ in 0..40 {
+            for (f, w) in writes.iter_mut().enumerate() {
+                *w = w.wrapping_add(1);
+                mem[f * FOLIO + (*w as usize % 4) * PAGE] = *w;
+            }
+            for _ in 0..64 {
+                let f = HOT + (xorshift(&mut x) as usize % (FOLIOS - HOT));
+                assert_eq!(mem[f * FOLIO + 5], 0);
+            }
+        }
+        for (f, &w) in writes.iter().enumerate() {
+            assert_eq!(mem[f * FOLIO + (w as usize % 4) * PAGE], w, "folio {f}");
+        }
+        r.stats()
+    };
+    let (on, off) = (run(true), run(false));
+    eprintln!(
+        "faults with referenced writes {} (written {} of {} sent round), without {}",
+        on.faults, on.write_referenced, on.write_tested, off.faults
+    );
+    assert!(on.write_referenced > 0, "{on:?}");
+    assert!(on.faults < off.faults, "{on:?}\n{off:?}");
+}

@@ -71,7 +71,10 @@ impl Features {
     ];
 
     /// What uzswap asks for unless told otherwise, and gets where the kernel has it. The three
-    /// events are required (see [`Features::REQUIRED_DEFAULT`]); the rest are optional.
+    /// events are required (see [`Features::REQUIRED_DEFAULT`]); the rest are optional. Not
+    /// `WP_UNPOPULATED`: with it, write-protecting a range that has an empty page (never
+    /// touched, or discarded by a zap that races the call) leaves a marker there, which
+    /// faults as missing while `/proc/self/pagemap` shows it as a swap entry.
     pub const REQUESTED_DEFAULT: Self = Self(
         Self::EVENT_REMOVE.0
             | Self::EVENT_UNMAP.0
@@ -79,7 +82,6 @@ impl Features {
             | Self::MOVE.0
             | Self::POISON.0
             | Self::PAGEFAULT_FLAG_WP.0
-            | Self::WP_UNPOPULATED.0
             | Self::THREAD_ID.0
             | Self::EXACT_ADDRESS.0,
     );

@@ -105,3 +105,28 @@ fn a_page_moved_out_and_back_comes_back_unprotected() {
         "the write met write protection"
     );
 }
+
+/// The default features leave no marker where a write protection meets an empty page:
+/// reclaim write-protects whole folios, some of whose pages may be empty (never touched, or
+/// zapped by a discard racing the call). A marker would fault as missing while pagemap shows
+/// a swap entry there, and the region takes a page in the kernel's swap for one an access
+/// brings back by itself: the fault would repeat forever. Fails with `WP_UNPOPULATED`.
+#[test]
+fn write_protecting_an_empty_page_leaves_it_empty() {
+    let region = Arc::new(RawRegion::new(2 * page()).unwrap());
+    let u = common::uffd();
+    u.register(&region, 0, region.len(), RegisterMode::MISSING_WP)
+        .unwrap();
+    let mode = uffd::CopyMode {
+        dont_wake: false,
+        write_protect: false,
+    };
+    let _ = u.copy(region.addr(), &vec![7u8; page()], mode).unwrap();
+    u.write_protect(region.addr(), 2 * page()).unwrap();
+    assert!(uffd::page_mapped(region.addr()).unwrap());
+    let empty = region.addr() + page();
+    assert!(
+        !uffd::page_in_mapping(empty).unwrap(),
+        "a write-protected empty page reads as present or swapped"
+    );
+}

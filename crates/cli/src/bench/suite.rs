@@ -99,6 +99,8 @@ struct Cell {
     in_thread_faults: bool,
     /// `--no-adaptive-swapin`.
     whole_folios: bool,
+    /// `--referenced-writes`.
+    referenced_writes: bool,
 }
 
 impl Cell {
@@ -109,6 +111,7 @@ impl Cell {
             max_pool_percent: None,
             in_thread_faults: false,
             whole_folios: false,
+            referenced_writes: false,
         }
     }
 
@@ -133,6 +136,7 @@ impl Cell {
         }
         a.in_thread_faults |= self.in_thread_faults;
         a.no_adaptive_swapin |= self.whole_folios;
+        a.referenced_writes |= self.referenced_writes;
         a
     }
 }
@@ -155,6 +159,7 @@ fn cells(grid: Grid) -> Vec<Cell> {
                 max_pool_percent: None,
                 in_thread_faults: in_thread,
                 whole_folios: false,
+                referenced_writes: false,
             };
             let same_as_defaults = cell.run_args(1, &[]).folio_size
                 == Cell::defaults().run_args(1, &[]).folio_size
@@ -174,6 +179,11 @@ fn cells(grid: Grid) -> Vec<Cell> {
     cells.push(Cell {
         name: "whole folios".into(),
         whole_folios: true,
+        ..Cell::defaults()
+    });
+    cells.push(Cell {
+        name: "referenced writes".into(),
+        referenced_writes: true,
         ..Cell::defaults()
     });
     cells
@@ -677,8 +687,8 @@ mod tests {
         let small = cells(Grid::Small);
         assert_eq!(small[0], Cell::defaults());
         // 3 folio sizes x 2 fault services, less the one that is the defaults, two fixed pool
-        // shares, and whole folios.
-        assert_eq!(small.len(), 1 + 5 + 2 + 1);
+        // shares, whole folios, and referenced writes.
+        assert_eq!(small.len(), 1 + 5 + 2 + 1 + 1);
         let d = Cell::defaults().run_args(1 << 20, &["prog".into()]);
         assert!(!d.in_thread_faults);
         assert_eq!(d.memory_high, 1 << 20);
@@ -691,13 +701,15 @@ mod tests {
                     a.max_pool_percent,
                     a.fixed_pool_share,
                     a.in_thread_faults,
-                    a.no_adaptive_swapin
+                    a.no_adaptive_swapin,
+                    a.referenced_writes
                 ) != (
                     d.folio_size,
                     d.max_pool_percent,
                     d.fixed_pool_share,
                     d.in_thread_faults,
-                    d.no_adaptive_swapin
+                    d.no_adaptive_swapin,
+                    d.referenced_writes
                 ),
                 "{} is the defaults",
                 c.name

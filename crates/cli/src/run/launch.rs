@@ -122,6 +122,12 @@ pub struct RunArgs {
     /// reclaim's reach for a while, so that memory used once goes first.
     #[arg(long)]
     pub no_workingset: bool,
+    /// Reclaim sees writes (the kernel's referenced bit, for writes): a folio that was
+    /// active and reaches the head of reclaim's queue is write-protected and goes round once
+    /// more, and one the program writes on the way stays resident. Each such write costs a
+    /// write-protect fault: a gain where writes mark what comes back, a loss elsewhere.
+    #[arg(long)]
+    pub referenced_writes: bool,
     /// Every fault brings its whole folio back. By default a fault on a page held in the
     /// pool or the swap file brings that page alone, unless it continues a sequential scan,
     /// across folios or within its folio (a page beside it already in).
@@ -393,6 +399,7 @@ fn environment(
         .max_pool_percent(args.max_pool_percent)
         .in_thread_faults(args.in_thread_faults)
         .workingset(!args.no_workingset)
+        .referenced_writes(args.referenced_writes)
         .adaptive_swapin(!args.no_adaptive_swapin)
         .auto_pool_share(!args.fixed_pool_share)
         .writethrough(args.writethrough)
@@ -423,6 +430,7 @@ fn environment(
         format!("user_mode_only={}", args.user_mode_only as u8),
         format!("in_thread_faults={}", args.in_thread_faults as u8),
         format!("workingset={}", !args.no_workingset as u8),
+        format!("referenced_writes={}", args.referenced_writes as u8),
         format!("adaptive_swapin={}", !args.no_adaptive_swapin as u8),
         format!("auto_pool_share={}", !args.fixed_pool_share as u8),
         format!("memory_max={memory_max}"),

@@ -173,6 +173,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         user_mode_only: a.user_mode_only,
         in_thread_faults: a.in_thread_faults,
         no_workingset: a.uzswap_no_workingset,
+        referenced_writes: false,
         no_adaptive_swapin: false,
         fixed_pool_share: false,
         stats: Some(crate::run::StatsForm::Full),
