@@ -502,8 +502,8 @@ impl RegionConfig {
 }
 
 /// The region's reclaim and swap-in policies. Each decides something the kernel decides
-/// otherwise or not at all; each can be turned off to measure what it brings, or where a
-/// workload does worse with it.
+/// otherwise or not at all; each can be turned on or off to measure what it brings, or where
+/// a workload does worse with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policies {
     /// Keep folios read back whole from the swap file clean (write-protected, with their
@@ -543,7 +543,9 @@ pub struct Policies {
     /// write-protect fault served by a handler, about what the refault it saves costs, so
     /// it is off by default: it pays where writes mark the folios that come back (node-map
     /// under a third of its peak), and costs where they do not (a Java-shaped heap).
-    /// Needs write-protect faults (Linux 5.7). Default: off.
+    /// Needs write-protect faults (Linux 5.7), and kernel-mode faults served (not with
+    /// `user_mode_only` or `in_thread_faults`: a system call writing into a folio going round
+    /// would fail with EFAULT). Default: off.
     pub referenced_writes: bool,
 }
 

@@ -170,9 +170,9 @@ pub(crate) fn serve_wp_fault(inner: &Inner, addr: usize) -> bool {
     }
     let folio = inner.lock_folio_for_event(start);
     inner.stats.wp_faults.fetch_add(1, Relaxed);
-    // Written while going round the LRU write-protected: it stays (lru.rs).
+    // Written while going round the LRU write-protected: active again (lru.rs).
     if inner.lru.written(start) {
-        inner.stats.write_referenced.fetch_add(1, Relaxed);
+        inner.stats.written_round.fetch_add(1, Relaxed);
     }
     // The folio's pages are one unit: the engine's copies of all of them go, so reclaim
     // stores the folio whole next time.

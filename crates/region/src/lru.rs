@@ -9,12 +9,13 @@
 //! lock.
 //!
 //! Writes are the access reclaim sees (the kernel's referenced bit, for writes), for folios
-//! aged out of the active queue: one that reaches the FIFO's head is write-protected and sent
-//! round once more (`second_trip`, reclaim.rs); a write on the way takes its mark off and
-//! activates it again (`written`, from the write-protect fault), while one still marked at
-//! the head was not written for a whole trip and goes. (The kernel checks a folio's accessed
-//! bits at the inactive list's tail for free; here the check costs a write-protect fault,
-//! so only folios that were active, which came back near, are checked.)
+//! aged out of the active queue: such a folio that reaches the FIFO's head is write-protected
+//! and sent round once more (`second_trip`, reclaim.rs); a write on the way activates it
+//! again (`written`, from the write-protect fault), while one that comes round unwritten is
+//! no longer marked deactivated, and goes. (The kernel checks a folio's accessed bits at the
+//! inactive list's tail for free; here the check costs a write-protect fault, so only folios
+//! that were active, which came back near, are checked.) The marks are read and changed
+//! under the folio's lock, and cleared when the folio leaves (`evicted`, `forget`).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -39,9 +40,9 @@ pub(crate) struct Lru {
     active: Mutex<FolioQueue>,
     /// One bit a folio: it is active (its entries in `fifo` and `inactive` are stale).
     is_active: SparseBitmap<512>,
-    /// One bit a folio: sent round write-protected (`second_trip`) and not written since.
-    write_tested: SparseBitmap<512>,
-    /// One bit a folio: aged out of the active queue, not yet at the FIFO's head since.
+    /// One bit a folio: sent round write-protected (`second_trip`), not written since.
+    going_round: SparseBitmap<512>,
+    /// One bit a folio: aged out of the active queue, not yet sent round since.
     deactivated: SparseBitmap<512>,
     /// Per folio, when it was last queued in `fifo` (`seq` then).
     queued_at: SparseArray<AtomicU32, 4096>,
@@ -59,11 +60,6 @@ pub(crate) struct Coldest {
     /// Entries left in the queues behind it, the active one's included (0 for one from the
     /// drop-behind queue).
     pub queued: usize,
-    /// It went round write-protected (`second_trip`) and was not written on the way. The
-    /// mark is taken off by the pop: a folio that stays must be sent round again.
-    pub tested: bool,
-    /// It was aged out of the active queue since it last reached the head (`tested` false).
-    pub deactivated: bool,
 }
 
 impl Lru {
@@ -78,7 +74,7 @@ impl Lru {
                 FolioQueue::new(folio_pages, nr_folios),
             ),
             is_active: SparseBitmap::new(nr_folios),
-            write_tested: SparseBitmap::new(nr_folios),
+            going_round: SparseBitmap::new(nr_folios),
             deactivated: SparseBitmap::new(nr_folios),
             queued_at: SparseArray::new(nr_folios),
             seq: AtomicU32::new(0),
@@ -145,38 +141,48 @@ impl Lru {
         queued_at.wrapping_sub(since) <= i32::MAX as u32
     }
 
-    /// Put the folio at `start`, which `pop_coldest` named (`tested` and `deactivated` as it
-    /// said), back at the FIFO's young end as it was, its queue time kept: kswapd found it too
-    /// young to take (reclaim.rs).
-    pub fn put_back(&self, start: u32, tested: bool, deactivated: bool) {
+    /// Put the folio at `start`, which `pop_coldest` named, back at the FIFO's young end as
+    /// it was, its queue time kept: kswapd found it too young to take (reclaim.rs).
+    pub fn put_back(&self, start: u32) {
         let mut fifo = self.fifo.lock();
         if !self.is_active.test(self.folio(start)) {
-            let folio = self.folio(start);
-            if tested {
-                self.write_tested.assign(folio, true);
-            }
-            if deactivated {
-                self.deactivated.assign(folio, true);
-            }
             fifo.push_back(start, |_| true);
         }
     }
 
-    /// The folio at `start`, named by `pop_coldest` untested, has been write-protected:
+    /// Whether the folio at `start` is active (out of reclaim's reach: an entry that named it
+    /// in the FIFO is stale).
+    pub fn is_active(&self, start: u32) -> bool {
+        self.is_active.test(self.folio(start))
+    }
+
+    /// Whether the folio at `start` (locked, at the FIFO's head) was aged out of the active
+    /// queue since it was last sent round; the mark is taken off.
+    pub fn take_deactivated(&self, start: u32) -> bool {
+        self.deactivated.assign(self.folio(start), false)
+    }
+
+    /// The folio at `start` (locked), taken off the FIFO's head, has been write-protected:
     /// it goes round once more, marked, at the FIFO's young end.
     pub fn second_trip(&self, start: u32) {
-        self.write_tested.assign(self.folio(start), true);
+        self.going_round.assign(self.folio(start), true);
         self.queue(start);
     }
 
-    /// A write met the folio at `start` write-protected: if it was going round, it is in use
-    /// and active again. Whether it was.
+    /// A write met the folio at `start` (locked) write-protected: if it was going round, it
+    /// is in use and active again. Whether it was.
     pub fn written(&self, start: u32) -> bool {
-        let tested = self.write_tested.assign(self.folio(start), false);
-        if tested {
+        let going_round = self.going_round.assign(self.folio(start), false);
+        if going_round {
             self.activate(start);
         }
-        tested
+        going_round
+    }
+
+    /// The folio at `start` (locked) left: its marks go with it.
+    pub fn evicted(&self, start: u32) {
+        self.going_round.assign(self.folio(start), false);
+        self.deactivated.assign(self.folio(start), false);
     }
 
     /// The folio at `start` came back within the working set (workingset.rs): it moves to
@@ -192,11 +198,10 @@ impl Lru {
     }
 
     /// The folio at `start` was discarded: it is not active any more (its entries go stale),
-    /// nor tested.
+    /// nor marked.
     pub fn forget(&self, start: u32) {
         self.is_active.assign(self.folio(start), false);
-        self.write_tested.assign(self.folio(start), false);
-        self.deactivated.assign(self.folio(start), false);
+        self.evicted(start);
     }
 
     /// Keep the active queue no longer than the FIFO: its oldest folios move to the FIFO's
@@ -234,13 +239,10 @@ impl Lru {
                 break;
             };
             if !self.is_active.test(self.folio(start)) {
-                self.write_tested.assign(self.folio(start), false);
                 return Some(Coldest {
                     start,
                     behind: true,
                     queued: 0,
-                    tested: false,
-                    deactivated: self.deactivated.assign(self.folio(start), false),
                 });
             }
         }
@@ -263,8 +265,6 @@ impl Lru {
                     start,
                     behind: false,
                     queued: fifo.len() + active.len(),
-                    tested: self.write_tested.assign(self.folio(start), false),
-                    deactivated: self.deactivated.assign(self.folio(start), false),
                 });
             }
         }
@@ -276,7 +276,7 @@ impl Lru {
         self.fifo.lock().bytes()
             + self.active.lock().bytes()
             + self.is_active.bytes()
-            + self.write_tested.bytes()
+            + self.going_round.bytes()
             + self.deactivated.bytes()
             + self.queued_at.bytes()
     }
@@ -310,7 +310,7 @@ mod tests {
         // folio 1 in the queue, but it is as old as it was.
         let coldest = q.pop_coldest().unwrap().start;
         assert_eq!(coldest, 0);
-        q.put_back(coldest, false, false);
+        q.put_back(coldest);
         assert!(!q.queued_since(0, horizon) && q.queued_since(1, horizon));
         let order: Vec<u32> = std::iter::from_fn(|| q.pop_coldest())
             .map(|c| c.start)
@@ -355,40 +355,45 @@ mod tests {
         assert_eq!(order, [5, 4]);
     }
 
-    /// A folio aged out of the active queue is named deactivated at the head, once; sent round,
-    /// it comes back tested unless written on the way, which activates it again.
+    /// A folio aged out of the active queue is marked deactivated, until it is sent round; a
+    /// write on the way activates it again, once; leaving, or a discard, clears the marks.
     #[test]
     fn a_deactivated_folio_goes_round_once_and_a_write_keeps_it() {
         let q = Lru::new(1, 8, 0);
         q.queue(0);
         q.queue(1);
         q.activate(0);
-        // The active queue is longer than the FIFO: 0 is aged out to the FIFO's young end.
-        q.queue(2);
-        q.queue(3);
-        let c = q.pop_coldest().unwrap();
-        assert_eq!((c.start, c.deactivated, c.tested), (1, false, false));
-        let c = q.pop_coldest().unwrap();
-        assert_eq!((c.start, c.deactivated), (2, false));
-        let c = q.pop_coldest().unwrap();
-        assert_eq!((c.start, c.deactivated), (3, false));
-        let c = q.pop_coldest().unwrap();
-        assert_eq!((c.start, c.deactivated, c.tested), (0, true, false));
-        // Sent round, not written: tested at the head, and no longer deactivated.
-        q.second_trip(0);
-        let c = q.pop_coldest().unwrap();
-        assert_eq!((c.start, c.deactivated, c.tested), (0, false, true));
+        assert!(q.is_active(0));
+        // 0's FIFO entry is stale; once the FIFO has drained, 0 is aged out to it.
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop_coldest())
+            .map(|c| c.start)
+            .collect();
+        assert_eq!(order, [1, 0]);
+        assert!(!q.is_active(0));
+        assert!(!q.take_deactivated(1), "never active");
+        assert!(q.take_deactivated(0));
+        assert!(!q.take_deactivated(0), "the mark is taken off once");
         // Sent round and written on the way: active again, out of reclaim's reach.
-        q.queue(4);
         q.second_trip(0);
+        q.queue(1);
         assert!(q.written(0));
-        assert!(!q.written(0), "the mark is taken off once");
-        assert_eq!(q.age(0), 0, "a written folio is active");
-        let c = q.pop_coldest().unwrap();
-        assert_eq!((c.start, c.tested), (4, false));
-        // Only active folios left: the oldest is aged out, deactivated, not tested.
-        let c = q.pop_coldest().unwrap();
-        assert_eq!((c.start, c.deactivated, c.tested), (0, true, false));
+        assert!(!q.written(0), "activated once");
+        assert!(q.is_active(0) && q.age(0) == 0);
+        assert_eq!(q.pop_coldest().unwrap().start, 1);
+        // The last active folio is aged out when nothing else is left; sent round and not
+        // written, it comes to the head unmarked.
+        assert_eq!(q.pop_coldest().unwrap().start, 0);
+        assert!(q.take_deactivated(0));
+        q.second_trip(0);
+        assert_eq!(q.pop_coldest().unwrap().start, 0);
+        assert!(!q.take_deactivated(0));
+        // Leaving clears the marks: a write after it comes back activates nothing.
+        q.evicted(0);
+        assert!(!q.written(0));
+        // So does a discard.
+        q.second_trip(0);
+        q.forget(0);
+        assert!(!q.written(0));
     }
 
     #[test]

@@ -280,9 +280,11 @@ impl Mapping {
     }
 
     /// Write-protect `len` bytes at `addr`: a later write raises a write-protect fault.
-    pub fn write_protect(&self, gate: &Gate, addr: usize, len: usize) -> Result<(), UffdError> {
+    pub fn write_protect(&self, gate: &Gate, addr: usize, len: usize) -> Result<(), Stop> {
         self.check_gate(gate);
-        self.uffd.write_protect(addr, len)
+        self.uffd
+            .write_protect(addr, len)
+            .map_err(|e| Stop::of(&e).unwrap_or_else(|| panic!("write-protecting failed: {e}")))
     }
 
     /// Lift the write protection of `len` bytes at `addr`, waking the writers.

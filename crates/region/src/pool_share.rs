@@ -107,43 +107,54 @@ impl PoolShare {
     }
 
     /// Called by kswapd's threads on each pass, with the ceiling (`max_pool_percent`, which may change
-    /// at run time) and what `sample` reads (only at an epoch's ends): at the end of an
-    /// epoch, move the share. Returns the new share when it moved.
+    /// at run time), the engine's counters (`counters`, read each time an epoch could end;
+    /// its `program_cpu_ns` is not read) and the program's user time (`program_cpu_ns`, read
+    /// from /proc only at an epoch's start and where its end has swap-ins enough to measure):
+    /// at the end of an epoch, move the share. Returns the new share when it moved.
     pub(crate) fn tick(
         &self,
         now: Instant,
         ceiling: u32,
-        sample: impl FnOnce() -> Sample,
+        counters: impl FnOnce() -> Sample,
+        program_cpu_ns: impl FnOnce() -> u64,
     ) -> Option<u32> {
         // One kswapd thread decides; the others go on rather than wait on its /proc reads.
         let mut c = self.climb.try_lock()?;
         let Some((started, was)) = c.start else {
-            c.start = Some((now, sample()));
+            let sample = Sample {
+                program_cpu_ns: program_cpu_ns(),
+                ..counters()
+            };
+            c.start = Some((now, sample));
             return None;
         };
         let took = now.saturating_duration_since(started);
         if took < EPOCH || c.next_look.is_some_and(|at| now < at) {
             return None;
         }
-        let sample = sample();
-        let ran = sample.program_cpu_ns.saturating_sub(was.program_cpu_ns);
-        if took < MAX_EPOCH && ran < MIN_PROGRAM_CPU.as_nanos() as u64 {
-            c.next_look = Some(now + LOOK_EVERY);
-            return None;
-        }
-        c.next_look = None;
-        c.start = Some((now, sample));
+        let mut sample = counters();
         let writing_back = sample.written_back > was.written_back;
         if sample.swapins.saturating_sub(was.swapins) < MIN_SWAPINS {
-            // Nothing to measure. A pool that writes back pages nobody has asked for yet
-            // grows: they may be asked for later, and the resident pages it displaces are
-            // not being missed now.
+            // Nothing to measure, and no need to read /proc: the next epoch starts at the
+            // next pass. A pool that writes back pages nobody has asked for yet grows: they
+            // may be asked for later, and the resident pages it displaces are not being
+            // missed now.
+            c.next_look = None;
+            c.start = None;
             c.last_rate = None;
             c.growing = true;
             if !writing_back {
                 return None;
             }
         } else {
+            sample.program_cpu_ns = program_cpu_ns();
+            let ran = sample.program_cpu_ns.saturating_sub(was.program_cpu_ns);
+            if took < MAX_EPOCH && ran < MIN_PROGRAM_CPU.as_nanos() as u64 {
+                c.next_look = Some(now + LOOK_EVERY);
+                return None;
+            }
+            c.next_look = None;
+            c.start = Some((now, sample));
             let rate = ran as f64 / took.as_nanos() as f64;
             let reading_disk = sample.disk_reads > was.disk_reads;
             c.growing = match c.last_rate {
@@ -221,14 +232,14 @@ mod tests {
     ) -> Vec<u32> {
         let t0 = Instant::now();
         let mut s = Sample::default();
-        share.tick(t0, ceiling, || s);
+        share.tick(t0, ceiling, || s, || s.program_cpu_ns);
         let mut seen = Vec::new();
         for e in 1..=epochs {
             s.program_cpu_ns += (rate(share.percent()) * 1e9) as u64;
             s.swapins += 1000;
             s.disk_reads += u64::from(disk) * 100;
             s.written_back += 100;
-            share.tick(t0 + EPOCH * e, ceiling, || s);
+            share.tick(t0 + EPOCH * e, ceiling, || s, || s.program_cpu_ns);
             seen.push(share.percent());
         }
         seen
@@ -285,26 +296,30 @@ mod tests {
         let share = PoolShare::default();
         let t0 = Instant::now();
         let mut s = Sample::default();
-        share.tick(t0, 75, || s);
-        // A few swap-ins: nothing moves.
+        let cpu_unread = || -> u64 { panic!("read /proc with nothing to measure") };
+        share.tick(t0, 75, || s, || s.program_cpu_ns);
+        // A few swap-ins: nothing moves, /proc is not read, and the next epoch starts at the
+        // next pass.
         s.swapins += MIN_SWAPINS - 1;
         s.program_cpu_ns += 1_000_000_000;
-        assert_eq!(share.tick(t0 + EPOCH, 75, || s), None);
+        assert_eq!(share.tick(t0 + EPOCH, 75, || s, cpu_unread), None);
+        let t1 = t0 + EPOCH + LOOK_EVERY;
+        assert_eq!(share.tick(t1, 75, || s, || s.program_cpu_ns), None);
         // Under pressure, not yet an epoch: nothing moves.
         s.swapins += MIN_SWAPINS;
-        assert_eq!(share.tick(t0 + EPOCH + EPOCH / 2, 75, || s), None);
+        assert_eq!(share.tick(t1 + EPOCH / 2, 75, || s, cpu_unread), None);
         // An epoch's time, but the program has hardly run: the epoch goes on, and the next
         // look at /proc is no sooner than LOOK_EVERY.
-        assert_eq!(share.tick(t0 + EPOCH * 2, 75, || s), None);
-        let soon = t0 + EPOCH * 2 + LOOK_EVERY / 2;
+        assert_eq!(share.tick(t1 + EPOCH, 75, || s, || s.program_cpu_ns), None);
+        let soon = t1 + EPOCH + LOOK_EVERY / 2;
         assert_eq!(
-            share.tick(soon, 75, || panic!("looked again at once")),
+            share.tick(soon, 75, || panic!("looked again at once"), cpu_unread),
             None
         );
         s.program_cpu_ns += MIN_PROGRAM_CPU.as_nanos() as u64;
         // An epoch under pressure with nothing written back: the first move is down.
         assert_eq!(
-            share.tick(t0 + EPOCH * 2 + LOOK_EVERY, 75, || s),
+            share.tick(t1 + EPOCH + LOOK_EVERY, 75, || s, || s.program_cpu_ns),
             Some(START_PERCENT - STEP)
         );
     }

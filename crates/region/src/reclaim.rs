@@ -36,15 +36,20 @@ use crate::lru::Coldest;
 /// the share handed to the engine when it moves.
 fn size_pool(inner: &Inner, share: &crate::pool_share::PoolShare) {
     let ceiling = inner.zswap.params().max_pool_percent();
-    let moved = share.tick(std::time::Instant::now(), ceiling, || {
-        let stats = inner.zswap.stats();
-        crate::pool_share::Sample {
-            program_cpu_ns: crate::pool_share::program_cpu_ns().unwrap_or(0),
-            swapins: stats.get("zswpin") + stats.get("pswpin"),
-            disk_reads: stats.get("pswpin"),
-            written_back: stats.get("zswpwb"),
-        }
-    });
+    let moved = share.tick(
+        std::time::Instant::now(),
+        ceiling,
+        || {
+            let stats = inner.zswap.stats();
+            crate::pool_share::Sample {
+                program_cpu_ns: 0,
+                swapins: stats.get("zswpin") + stats.get("pswpin"),
+                disk_reads: stats.get("pswpin"),
+                written_back: stats.get("zswpwb"),
+            }
+        },
+        || crate::pool_share::program_cpu_ns().unwrap_or(0),
+    );
     if let Some(percent) = moved {
         inner.zswap.set_pool_share_percent(percent);
     }
@@ -295,8 +300,6 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
             start,
             behind,
             queued,
-            tested,
-            deactivated,
         }) = inner.lru.pop_coldest()
         else {
             return match drop_staged(inner) {
@@ -307,6 +310,11 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
         // Checked under the folio's lock: a fault queues its folio before installing it, and
         // an unlocked look could take it for stale mid-install and lose it from the queue.
         let folio = inner.group.lock_folio(start, inner.folio_order);
+        // Activated between the pop and the lock (a write while it went round, lru.rs): the
+        // active queue holds it now.
+        if inner.lru.is_active(start) {
+            continue;
+        }
         let present = folio
             .offsets()
             .filter(|&p| inner.pages.is_resident(p))
@@ -324,8 +332,8 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
         }
         // (A folio a scan has passed was touched: the scan went on past it.)
         if !behind && who.too_young(inner, start) {
+            inner.lru.put_back(start);
             drop(folio);
-            inner.lru.put_back(start, tested, deactivated);
             return Eviction::Failed;
         }
         if !behind
@@ -338,7 +346,10 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
             continue;
         }
         // Aged out of the active queue: round once more, write-protected (lru.rs).
-        if !behind && deactivated && sent_round < who.sent_round_max() && send_round(inner, &folio)
+        if !behind
+            && sent_round < who.sent_round_max()
+            && inner.lru.take_deactivated(start)
+            && send_round(inner, &folio)
         {
             sent_round += 1;
             continue;
@@ -373,6 +384,7 @@ fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
         }
     };
     if result == Eviction::Freed {
+        inner.lru.evicted(start);
         inner.incompressible.evicted(marked);
         if inner.swapin_window.reclaimed(start, present) {
             inner.stats.page_alone_misses.fetch_add(1, Relaxed);
@@ -521,6 +533,7 @@ fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
                 }
                 inner.stats.folios_evicted.fetch_add(1, Relaxed);
                 inner.incompressible.evicted(false);
+                inner.lru.evicted(p);
                 any = true;
             }
             Err(e) => {
@@ -549,6 +562,7 @@ fn evict_head_alone(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
     let head = batch.into_iter().next().expect("the head");
     let result = evict(inner, &head, true, false);
     if result == Eviction::Freed {
+        inner.lru.evicted(head.start());
         inner.incompressible.evicted(false);
     }
     result
@@ -581,7 +595,7 @@ fn send_round(inner: &Inner, folio: &FolioLock) -> bool {
         }
     }
     inner.lru.second_trip(folio.start());
-    inner.stats.write_tested.fetch_add(1, Relaxed);
+    inner.stats.sent_round.fetch_add(1, Relaxed);
     true
 }
 

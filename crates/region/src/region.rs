@@ -264,6 +264,13 @@ impl Region {
         };
         // Write-protect faults too, where the kernel offers them: clean folios (clean.rs).
         let wp = uffd.features().contains(uffd::Features::PAGEFAULT_FLAG_WP);
+        // Where the kernel's own accesses are not served, a system call that writes into a
+        // folio going round write-protected would fail with EFAULT: reclaim does not see
+        // writes there.
+        let referenced_writes = wp
+            && config.policies.referenced_writes
+            && !uffd.user_mode_only()
+            && !config.in_thread_faults;
 
         let nr_folios = nr_pages.div_ceil(folio_pages) as usize;
         let deferred = DeferredEvents::new()?;
@@ -309,7 +316,7 @@ impl Region {
             clean: CleanTracking::new(wp && config.policies.keep_clean),
             readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),
             workingset: config.policies.workingset,
-            referenced_writes: wp && config.policies.referenced_writes,
+            referenced_writes,
             swapin_window: crate::swapin_window::SwapinWindow::new(
                 config.policies.adaptive_swapin,
                 folio_pages,

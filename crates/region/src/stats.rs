@@ -164,11 +164,11 @@ counters! {
     wp_faults,
     /// Folios reclaimed while still clean: no store, no write.
     clean_evictions,
-    /// Folios reclaim found at the LRU's head untested and sent round once more
-    /// write-protected (lru.rs).
-    write_tested,
-    /// Of those, folios written on the way: kept resident, sent round again.
-    write_referenced,
+    /// Folios aged out of the active queue that reclaim found at the LRU's head and sent
+    /// round once more write-protected (lru.rs).
+    sent_round,
+    /// Of those, folios written on the way: activated again.
+    written_round,
     /// Folios brought in by readahead, ahead of any fault.
     readahead_folios,
     /// Folios reclaimed because a sequential scan had passed them (drop-behind).

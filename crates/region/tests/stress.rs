@@ -39,7 +39,8 @@ enum Faults {
 
 /// 16 MiB under a 4 MiB limit, three fault threads: constant reclaim; with a small pool
 /// (5% of the limit), the shrinker and writeback all the time, most swap-ins from disk; with
-/// a large one (50%), most from the pool.
+/// a large one (50%), most from the pool. With a pool of 20% or more, reclaim sends folios
+/// round write-protected too (`referenced_writes`), so write-protect faults race the rest.
 fn stress_region(folio: usize, pool_percent: u32, faults: Faults) -> Region {
     Region::new(
         STRESS_SIZE,
@@ -47,6 +48,7 @@ fn stress_region(folio: usize, pool_percent: u32, faults: Faults) -> Region {
             .folio_size(folio)
             .max_pool_percent(pool_percent)
             .auto_pool_share(false)
+            .referenced_writes(pool_percent >= 20)
             .fault_threads(3)
             .in_thread_faults(faults == Faults::InThread),
     )

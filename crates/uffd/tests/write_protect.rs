@@ -115,6 +115,7 @@ fn a_page_moved_out_and_back_comes_back_unprotected() {
 fn write_protecting_an_empty_page_leaves_it_empty() {
     let region = Arc::new(RawRegion::new(2 * page()).unwrap());
     let u = common::uffd();
+    assert!(!u.features().contains(uffd::Features::WP_UNPOPULATED));
     u.register(&region, 0, region.len(), RegisterMode::MISSING_WP)
         .unwrap();
     let mode = uffd::CopyMode {

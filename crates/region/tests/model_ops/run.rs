@@ -340,6 +340,9 @@ impl Setup {
         };
         config.memory_limit = min + room as u64;
         let file_device = rng.gen_bool(0.3);
+        let read_faults = rng.gen_bool(0.2);
+        // Drawn last, so that no earlier draw of a seed moves.
+        config.policies.referenced_writes = rng.gen_bool(0.5);
         Setup {
             seed,
             folio,
@@ -347,7 +350,7 @@ impl Setup {
             steps,
             config,
             file_device,
-            read_faults: rng.gen_bool(0.2),
+            read_faults,
         }
     }
 
@@ -356,8 +359,8 @@ impl Setup {
         format!(
             "seed {:#x}: folio {} KiB, {} pages, limit {} (min {}), {} steps; fault_threads {} \
              kswapd_threads {} keep_clean {} drop_behind {} keep_incompressible {} \
-             batch_eviction {} workingset {} swap_discard {} writeback {} writethrough {} \
-             max_pool_percent {} compressor {}; device {}{}",
+             batch_eviction {} workingset {} referenced_writes {} swap_discard {} writeback {} \
+             writethrough {} max_pool_percent {} compressor {}; device {}{}",
             self.seed,
             self.folio >> 10,
             self.pages,
@@ -371,6 +374,7 @@ impl Setup {
             c.policies.keep_incompressible,
             c.policies.batch_eviction,
             c.policies.workingset,
+            c.policies.referenced_writes,
             c.swap_discard,
             c.writeback,
             c.writethrough.as_str(),
