@@ -135,6 +135,8 @@ fn a_program_under_the_cluster_tier_prints_what_it_prints_plainly_and_leaves_no_
     assert!(stat("pswpout") > 5_000, "little went to the cluster: {err}");
     assert!(stat("swap_segments_written") > 100, "{err}");
     assert_eq!(stat("swap_auth_fail"), 0);
+    // The client's connections are charged to the limit, with the region's metadata.
+    assert!(stat("swap_device_memory_bytes") >= 32 << 10, "{err}");
     assert_eq!(cluster.keys(), 0, "keys of the run left in the cluster");
 }
 

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod cleanup;
+mod memory;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -33,6 +34,8 @@ use zswap::swap::segments::{SegmentAddr, SegmentRead};
 use zswap::swap::{DeviceError, SegmentDevice};
 
 pub use cleanup::delete_run;
+
+use memory::ClientMemory;
 
 /// How long `WAIT` waits for a replica's acknowledgement before the write is tried again.
 const WAIT_MS: u64 = 1000;
@@ -107,7 +110,9 @@ struct Shared {
     nodes: String,
     /// Idle connections: each caller takes one for its operation (a connection is not
     /// shared between threads), and gives it back.
-    idle: Mutex<Vec<ClusterConnection>>,
+    idle: Mutex<Vec<Connection>>,
+    /// What the client holds in memory (memory.rs).
+    memory: Arc<ClientMemory>,
     prefix: String,
     options: TierOptions,
     /// Segments in the cluster now: renewed, and deleted at the end.
@@ -117,6 +122,29 @@ struct Shared {
     stats: RedisStats,
     /// A connection failed for good: said once.
     said: AtomicBool,
+}
+
+/// A cluster connection, counted in the client's memory while it lives.
+struct Connection {
+    conn: ClusterConnection,
+    memory: Arc<ClientMemory>,
+}
+
+impl Connection {
+    fn new(client: &ClusterClient, memory: &Arc<ClientMemory>) -> redis::RedisResult<Self> {
+        let conn = client.get_connection()?;
+        memory.connection_made();
+        Ok(Connection {
+            conn,
+            memory: memory.clone(),
+        })
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.memory.connection_dropped();
+    }
 }
 
 impl std::fmt::Debug for RedisSegments {
@@ -179,14 +207,16 @@ impl RedisSegments {
             nodes: address.to_string(),
             source,
         };
-        let mut first = client.get_connection().map_err(unreachable)?;
+        let memory = Arc::new(ClientMemory::default());
+        let mut first = Connection::new(&client, &memory).map_err(unreachable)?;
         redis::cmd("PING")
-            .query::<String>(&mut first)
+            .query::<String>(&mut first.conn)
             .map_err(unreachable)?;
         let shared = Arc::new(Shared {
             client,
             nodes: address.to_string(),
             idle: Mutex::new(vec![first]),
+            memory,
             prefix: format!("uzswap:{run}:"),
             options,
             live: Mutex::new(HashSet::new()),
@@ -232,11 +262,23 @@ impl RedisSegments {
     pub fn nr_live(&self) -> usize {
         self.shared.live.lock().len()
     }
+
+    /// What the client holds in this process's memory now (memory.rs), in bytes.
+    pub fn client_bytes(&self) -> u64 {
+        self.shared.memory.bytes()
+    }
 }
 
 impl Shared {
     fn key(&self, id: u64) -> String {
         format!("{}{id:x}", self.prefix)
+    }
+
+    /// Change the set of live segments, and charge its table as it is now.
+    fn live_changed(&self, change: impl FnOnce(&mut HashSet<u64>)) {
+        let mut live = self.live.lock();
+        change(&mut live);
+        self.memory.live_set(live.capacity());
     }
 
     /// Run `op` on a connection, retrying what a failover or a lost node makes fail, for
@@ -252,7 +294,7 @@ impl Shared {
             let conn = self.idle.lock().pop();
             let mut conn = match conn {
                 Some(c) => c,
-                None => match self.client.get_connection() {
+                None => match Connection::new(&self.client, &self.memory) {
                     Ok(c) => c,
                     Err(e) => {
                         if Instant::now() >= deadline {
@@ -265,7 +307,7 @@ impl Shared {
                     }
                 },
             };
-            let result = op(&mut conn);
+            let result = op(&mut conn.conn);
             match result {
                 Ok(Some(v)) => {
                     self.idle.lock().push(conn);
@@ -327,6 +369,7 @@ impl Shared {
         let ids: Vec<u64> = self.live.lock().iter().copied().collect();
         let ttl = self.options.ttl.as_millis() as u64;
         for chunk in ids.chunks(1000) {
+            let _in_flight = self.memory.write(chunk.len(), 0);
             let result = self.with_retries("lease renewal", |conn| {
                 let mut pipe = redis::cluster::cluster_pipe();
                 for &id in chunk {
@@ -358,6 +401,7 @@ impl SegmentDevice for RedisSegments {
         let s = &self.shared;
         let key = s.key(id);
         let ttl = s.options.ttl.as_millis() as u64;
+        let _in_flight = s.memory.write(2, bytes.len());
         s.with_retries("write", |conn| {
             redis::cmd("SET")
                 .arg(&key)
@@ -367,7 +411,9 @@ impl SegmentDevice for RedisSegments {
                 .query::<()>(conn)?;
             Ok(replicated(conn, &key)?.then_some(()))
         })?;
-        s.live.lock().insert(id);
+        s.live_changed(|live| {
+            live.insert(id);
+        });
         Stats::inc(&s.stats.puts);
         Ok(0)
     }
@@ -381,6 +427,8 @@ impl SegmentDevice for RedisSegments {
         let s = &self.shared;
         let keys: Vec<String> = segments.iter().map(|&(id, _)| s.key(id)).collect();
         let ttl = s.options.ttl.as_millis() as u64;
+        let values = segments.iter().map(|(_, b)| b.len()).sum();
+        let _in_flight = s.memory.write(2 * segments.len(), values);
         s.with_retries("write", |conn| {
             let mut pipe = redis::cluster::cluster_pipe();
             for (key, &(_, bytes)) in keys.iter().zip(segments) {
@@ -403,7 +451,7 @@ impl SegmentDevice for RedisSegments {
             }
             Ok(Some(()))
         })?;
-        s.live.lock().extend(segments.iter().map(|&(id, _)| id));
+        s.live_changed(|live| live.extend(segments.iter().map(|&(id, _)| id)));
         Stats::add(&s.stats.puts, segments.len() as u64);
         Ok(vec![0; segments.len()])
     }
@@ -418,6 +466,7 @@ impl SegmentDevice for RedisSegments {
         let s = &self.shared;
         let key = s.key(id);
         let end = offset + out.len() - 1;
+        let _in_flight = s.memory.read(1, out.len());
         let bytes: Vec<u8> = s.with_retries("read", |conn| {
             let v: Value = redis::cmd("GETRANGE")
                 .arg(&key)
@@ -448,6 +497,9 @@ impl SegmentDevice for RedisSegments {
             return self.get(r.id, r.addr, r.offset, r.out).map_err(|e| (0, e));
         }
         let s = &self.shared;
+        let _in_flight = s
+            .memory
+            .read(reads.len(), reads.iter().map(|r| r.out.len()).sum());
         let values: Vec<Value> = s
             .with_retries("read", |conn| {
                 let mut pipe = redis::cluster::cluster_pipe();
@@ -480,10 +532,17 @@ impl SegmentDevice for RedisSegments {
         Ok(())
     }
 
+    fn memory_bytes(&self) -> u64 {
+        self.shared.memory.bytes()
+    }
+
     fn delete(&self, id: u64, _addr: SegmentAddr) {
         let s = &self.shared;
-        s.live.lock().remove(&id);
+        s.live_changed(|live| {
+            live.remove(&id);
+        });
         let key = s.key(id);
+        let _in_flight = s.memory.write(1, 0);
         // Best effort: a key left behind goes with its lease.
         let _ = s.with_retries("delete", |conn| {
             redis::cmd("UNLINK").arg(&key).query::<()>(conn).map(Some)

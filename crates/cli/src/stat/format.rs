@@ -324,6 +324,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("swap_segments", Gauge, Unit::None, "Segments held on the swap device."),
     ("swap_segment_bytes", Gauge, Unit::Bytes, "Bytes of the segments held on the swap device."),
     ("swap_segment_live_bytes", Gauge, Unit::Bytes, "Bytes of those segments still in use (the rest waits for compaction)."),
+    ("swap_device_memory_bytes", Gauge, Unit::Bytes, "Bytes of memory the swap device's client holds (a Redis Cluster's connections, and its copies of pipelines under way), charged to the limit as metadata."),
     // The region: faults.
     ("faults", Counter, Unit::None, "Faults served on a folio."),
     ("faults_staged", Counter, Unit::None, "Faults served from a folio still staged, without decompression."),

@@ -422,6 +422,10 @@ impl Zswap {
             ("swap_segments", log.map_or(0, |l| l.nr_segments())),
             ("swap_segment_bytes", held),
             ("swap_segment_live_bytes", live),
+            (
+                "swap_device_memory_bytes",
+                log.map_or(0, |l| l.device().memory_bytes()),
+            ),
         ])
     }
 

@@ -46,6 +46,12 @@ pub trait SegmentDevice: Send + Sync + std::fmt::Debug {
     }
     /// Segment `id` holds nothing any more: give its storage back.
     fn delete(&self, id: u64, addr: SegmentAddr);
+    /// Bytes of this process's memory the device holds beyond the caller's buffers (a
+    /// client's connections, and its copies of what it sends and receives while it does):
+    /// the log charges them with its table, as a region charges its metadata.
+    fn memory_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// One range of a segment to read: `out.len()` bytes from `offset` of segment `id` at `addr`.

@@ -228,9 +228,10 @@ impl SegmentLog {
     }
 
     /// Bytes of memory the table of places, tags and segments takes (a page written back
-    /// costs about 32 bytes here): charged to the region that owns the log.
+    /// costs about 32 bytes here), and what the device holds (`SegmentDevice::memory_bytes`):
+    /// charged to the region that owns the log.
     pub fn metadata_bytes(&self) -> u64 {
-        self.table_bytes.load(Relaxed)
+        self.table_bytes.load(Relaxed) + self.device.memory_bytes()
     }
 
     /// Segments held now.
