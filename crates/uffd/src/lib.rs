@@ -8,6 +8,7 @@
 //! - [`Event`]: what `read(2)` on a userfaultfd says.
 //! - [`sigbus`]: faults served in the faulting thread, from its SIGBUS handler.
 //! - [`descriptors`]: uzswap's descriptors moved out of a program's reach.
+//! - [`remote`]: a program's memory served from outside it (its userfaultfd and a parasite).
 //! - [`RawRegion`]: a mapping to register, which never hands out references into itself.
 //! - [`UffdError`]: errno turned into domain errors; `EEXIST` is the [`Filled::PageExists`]
 //!   outcome, not an error.
@@ -25,6 +26,8 @@ pub mod mapping;
 mod mmap;
 pub mod process;
 pub mod raw_region;
+#[cfg(target_arch = "x86_64")]
+pub mod remote;
 pub mod sigbus;
 pub mod staging;
 pub mod sys;

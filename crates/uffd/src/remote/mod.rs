@@ -1,0 +1,386 @@
+//! A program's memory served from outside it: uzswap in a process of its own, the program
+//! loading nothing of ours (a static binary, a Go program), as CRIU's lazy-pages daemon
+//! serves a restored process.
+//!
+//! What this rests on (tests/remote.rs checks each on the running kernel):
+//! - A userfaultfd acts on the memory of the process that made it, whoever holds it:
+//!   `UFFDIO_REGISTER`, `_COPY`, `_ZEROPAGE`, `_WRITEPROTECT` and its events work from uzswap's
+//!   process. `UFFDIO_MOVE` does not: the kernel refuses it (`EINVAL`) from outside the memory
+//!   it moves, and so does `madvise` (`process_madvise` takes only advice that frees nothing).
+//! - So the program holds a parasite (parasite.rs): a thread of its own, made at its exec,
+//!   that runs the calls uzswap posts to it. It has a descriptor table of its own (cloned
+//!   without `CLONE_FILES`) holding the userfaultfd alone: the program's table holds nothing
+//!   of uzswap's, so it can close, reuse or list its descriptors as it pleases.
+//! - The parasite's page, stack, mailbox and the staging area are mappings of the program
+//!   that uzswap made; they are `MADV_DONTFORK` (a child has none of them), which also keeps
+//!   the kernel from merging them with the program's own mappings.
+//! - Setup happens while the program is stopped at its exec (tracee.rs); after it the program
+//!   runs untraced, and a debugger can attach to it as to any program.
+
+mod parasite;
+mod tracee;
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use crate::error::UffdError;
+use crate::features::{Features, RegisterMode};
+use crate::sys;
+use crate::userfaultfd::Uffd;
+use crate::PAGE_SIZE;
+use parasite::Mailbox;
+use tracee::Tracee;
+
+/// The parasite's stack: it pushes nothing, but a signal frame would need room.
+const PARASITE_STACK: u64 = 64 << 10;
+/// Where the name of the mailbox's memfd lies in the parasite's page.
+const NAME_OFFSET: usize = 2048;
+
+/// A program started with its memory served from this process.
+#[derive(Debug)]
+pub struct RemoteProcess {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    uffd: Uffd,
+    /// The userfaultfd's number in the parasite's descriptor table.
+    parasite_uffd: u64,
+    mailbox: std::sync::Mutex<MailboxWithAddr>,
+    staging: std::ops::Range<usize>,
+}
+
+/// The mailbox, and its address in the program.
+struct MailboxWithAddr {
+    mailbox: Mailbox,
+    in_program: u64,
+}
+
+impl std::fmt::Debug for MailboxWithAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mailbox at {:#x}", self.in_program)
+    }
+}
+
+impl RemoteProcess {
+    /// Start `command` with its memory served from this process: a userfaultfd of its memory
+    /// with `features`, a parasite, and `staging_len` bytes of staging in it.
+    pub fn spawn(
+        command: &mut Command,
+        features: Features,
+        staging_len: usize,
+    ) -> io::Result<(Child, RemoteProcess)> {
+        // SAFETY: the closure runs in the child between fork and exec and makes one system
+        // call, which is async-signal-safe; it touches no memory of the parent's.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn()?;
+        let pid = child.id() as libc::pid_t;
+        match Self::install(pid, features, staging_len) {
+            Ok(remote) => Ok((child, remote)),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(e)
+            }
+        }
+    }
+
+    fn install(pid: libc::pid_t, features: Features, staging_len: usize) -> io::Result<Self> {
+        let mut t = Tracee::at_exec(pid)?;
+        let page = PAGE_SIZE as u64;
+        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        let private = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+        let none = u64::MAX; // fd -1
+
+        // The parasite's page: made writable, filled, then made executable.
+        t.borrow_entry()?;
+        let code = t.call("mmap", libc::SYS_mmap, [0, page, rw, private, none, 0])?;
+        let mut bytes = vec![0u8; PAGE_SIZE];
+        let blob = parasite::code();
+        bytes[..blob.len()].copy_from_slice(blob);
+        bytes[NAME_OFFSET..NAME_OFFSET + 7].copy_from_slice(b"uzswap\0");
+        write_memory(pid, code as usize, &bytes)?;
+        let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+        t.call("mprotect", libc::SYS_mprotect, [code, page, rx, 0, 0, 0])?;
+        t.give_entry_back(code)?;
+
+        let uffd_flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
+        let uffd_t = t.call(
+            "userfaultfd",
+            libc::SYS_userfaultfd,
+            [uffd_flags, 0, 0, 0, 0, 0],
+        )?;
+        let memfd_flags = libc::MFD_CLOEXEC as u64;
+        let name = code + NAME_OFFSET as u64;
+        let mfd_t = t.call(
+            "memfd_create",
+            libc::SYS_memfd_create,
+            [name, memfd_flags, 0, 0, 0, 0],
+        )?;
+        t.call("ftruncate", libc::SYS_ftruncate, [mfd_t, page, 0, 0, 0, 0])?;
+        let shared = libc::MAP_SHARED as u64;
+        let mailbox_t = t.call("mmap", libc::SYS_mmap, [0, page, rw, shared, mfd_t, 0])?;
+        let dontfork = libc::MADV_DONTFORK as u64;
+        let staging = t.call(
+            "mmap",
+            libc::SYS_mmap,
+            [0, staging_len as u64, rw, private, none, 0],
+        )?;
+        t.call(
+            "madvise",
+            libc::SYS_madvise,
+            [staging, staging_len as u64, dontfork, 0, 0, 0],
+        )?;
+        let stack = t.call(
+            "mmap",
+            libc::SYS_mmap,
+            [0, PARASITE_STACK, rw, private, none, 0],
+        )?;
+        t.call(
+            "madvise",
+            libc::SYS_madvise,
+            [stack, PARASITE_STACK, dontfork, 0, 0, 0],
+        )?;
+        t.call(
+            "madvise",
+            libc::SYS_madvise,
+            [code, page, dontfork, 0, 0, 0],
+        )?;
+
+        // Our copies of the userfaultfd and the memfd, and our mapping of the mailbox.
+        let pidfd = pidfd_open(pid)?;
+        let uffd_fd = pidfd_getfd(&pidfd, uffd_t as i32)?;
+        let memfd = pidfd_getfd(&pidfd, mfd_t as i32)?;
+        let mailbox = map_shared_page(&memfd)?;
+
+        // The parasite: its own descriptor table, a copy of the program's now.
+        let clone_flags = (libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_SIGHAND
+            | libc::CLONE_THREAD
+            | libc::CLONE_SYSVSEM) as u64;
+        let stack_top = stack + PARASITE_STACK - 64;
+        let tid = t.syscall(
+            libc::SYS_clone,
+            [clone_flags, stack_top, 0, 0, 0, 0],
+            mailbox_t,
+        )?;
+        if tid <= 0 {
+            return Err(io::Error::other(format!(
+                "clone in the program: {}",
+                io::Error::from_raw_os_error(-tid as i32)
+            )));
+        }
+        // The program's table: nothing of ours left in it.
+        t.call("close", libc::SYS_close, [uffd_t, 0, 0, 0, 0, 0])?;
+        t.call("close", libc::SYS_close, [mfd_t, 0, 0, 0, 0, 0])?;
+        t.detach()?;
+
+        let remote = RemoteProcess {
+            pid,
+            pidfd,
+            uffd: crate::builder::handshake(uffd_fd, features).map_err(io::Error::other)?,
+            parasite_uffd: uffd_t,
+            mailbox: std::sync::Mutex::new(MailboxWithAddr {
+                mailbox,
+                in_program: mailbox_t,
+            }),
+            staging: staging as usize..staging as usize + staging_len,
+        };
+        // The parasite's table: the userfaultfd alone.
+        if uffd_t > 0 {
+            remote.syscall(libc::SYS_close_range, [0, uffd_t - 1, 0, 0, 0, 0])?;
+        }
+        remote.syscall(
+            libc::SYS_close_range,
+            [uffd_t + 1, u32::MAX as u64, 0, 0, 0, 0],
+        )?;
+        Ok(remote)
+    }
+
+    /// The program's pid.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// The userfaultfd of the program's memory: register, copy, zeropage, write-protect and
+    /// events work on it from here. (`move_pages` is [`RemoteProcess::move_pages`].)
+    pub fn uffd(&self) -> &Uffd {
+        &self.uffd
+    }
+
+    /// The staging area in the program: where [`RemoteProcess::move_pages`] moves pages out to.
+    pub fn staging(&self) -> std::ops::Range<usize> {
+        self.staging.clone()
+    }
+
+    /// Register `start..start+len` of the program's memory.
+    pub fn register(&self, start: usize, len: usize, mode: RegisterMode) -> Result<(), UffdError> {
+        // SAFETY: the range is the program's memory, not this process's: no Rust reference
+        // of ours can point into it, which is what `register_range` asks.
+        unsafe { self.uffd.register_range(start, len, mode) }.map(|_| ())
+    }
+
+    /// Run system call `nr` in the program, on the parasite; returns what it returned (a
+    /// negative errno on failure), or an error if the program is gone.
+    pub fn syscall(&self, nr: libc::c_long, args: [u64; 6]) -> io::Result<i64> {
+        let m = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+        m.mailbox.post(nr, args);
+        self.wait(&m.mailbox)
+    }
+
+    fn wait(&self, mailbox: &Mailbox) -> io::Result<i64> {
+        loop {
+            if let Some(rc) = mailbox.wait(Duration::from_millis(100)) {
+                return Ok(rc);
+            }
+            if self.exited() {
+                return Err(io::Error::other("the program ended"));
+            }
+        }
+    }
+
+    /// Whether the program has ended (its pidfd is readable).
+    fn exited(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one live pollfd of ours, no timeout.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    /// `UFFDIO_MOVE` in the program (the kernel refuses it from here): move `len` bytes at
+    /// `src` to `dst`, both in the program, `dst` in a registered range. Returns the bytes
+    /// moved.
+    pub fn move_pages(
+        &self,
+        dst: usize,
+        src: usize,
+        len: usize,
+        allow_src_holes: bool,
+    ) -> Result<usize, UffdError> {
+        let m = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+        let mode = if allow_src_holes {
+            sys::UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES
+        } else {
+            0
+        };
+        // struct uffdio_move { dst, src, len, mode, move }
+        m.mailbox
+            .write_scratch(&[dst as u64, src as u64, len as u64, mode, 0]);
+        let arg = m.in_program + parasite::SCRATCH as u64;
+        m.mailbox.post(
+            libc::SYS_ioctl,
+            [self.parasite_uffd, sys::UFFDIO_MOVE, arg, 0, 0, 0],
+        );
+        let rc = self.wait(&m.mailbox).map_err(|_| UffdError::ProcessGone {
+            op: "UFFDIO_MOVE",
+            errno: libc::ESRCH,
+        })?;
+        let moved = m.mailbox.read_scratch(4) as i64;
+        if rc < 0 {
+            return Err(UffdError::from_errno(
+                "UFFDIO_MOVE",
+                -rc as i32,
+                moved.max(0) as usize,
+            ));
+        }
+        Ok(moved as usize)
+    }
+
+    /// Read the program's memory at `addr` into `out` (pages that are not present are
+    /// faulted in: a registered page that is missing waits for whoever serves it).
+    pub fn read(&self, addr: usize, out: &mut [u8]) -> io::Result<()> {
+        let local = libc::iovec {
+            iov_base: out.as_mut_ptr().cast(),
+            iov_len: out.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: out.len(),
+        };
+        // SAFETY: the local iovec is `out`, live and writable for its length; the remote one
+        // is only read by the kernel, in the program.
+        let n = unsafe { libc::process_vm_readv(self.pid, &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n as usize != out.len() {
+            return Err(io::Error::other(format!("read {n} of {} bytes", out.len())));
+        }
+        Ok(())
+    }
+}
+
+/// Write `bytes` into the program's memory at `addr` (a writable mapping).
+fn write_memory(pid: libc::pid_t, addr: usize, bytes: &[u8]) -> io::Result<()> {
+    let local = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: the local iovec is only read, from `bytes`; the remote one is the program's.
+    let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    if n as usize != bytes.len() {
+        return Err(io::Error::other(format!(
+            "writing the parasite into the program: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
+fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just made this descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn pidfd_getfd(pidfd: &OwnedFd, fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd takes a pidfd, a number in that process and flags, and returns a
+    // new descriptor of ours or -1.
+    let ours = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if ours < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("pidfd_getfd: {e}")));
+    }
+    // SAFETY: the kernel just made this descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(ours as i32) })
+}
+
+/// Map the page of `memfd` shared into this process, for the mailbox.
+fn map_shared_page(memfd: &OwnedFd) -> io::Result<Mailbox> {
+    // SAFETY: a new shared mapping of one page of a memfd of ours; nothing else uses it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGE_SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            memfd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `p` is a new page-sized shared mapping, handed to the mailbox alone.
+    Ok(unsafe { Mailbox::new(p.cast()) })
+}

@@ -1,0 +1,170 @@
+//! A child stopped at its exec, and system calls injected into it with ptrace: how the
+//! parasite and the userfaultfd get into a program that loads nothing of ours.
+//!
+//! The child asked to be traced (`PTRACE_TRACEME`, before its exec), so it stops with
+//! SIGTRAP once the new program is loaded, before its first instruction. A call is injected
+//! by pointing the stopped thread at a `syscall` instruction with the call in its registers
+//! and stepping it once; its registers are put back afterwards. The first `syscall`
+//! instruction is written over the program's entry point and taken back at once; the
+//! later ones are the parasite's page's.
+
+use std::io;
+
+/// The stopped child.
+pub(super) struct Tracee {
+    pid: libc::pid_t,
+    /// Its registers at the stop, put back before it runs.
+    saved: libc::user_regs_struct,
+    /// Where the `syscall` instruction that injected calls run is.
+    syscall_at: u64,
+    /// The program's word at its entry point while a `syscall` is written over it.
+    entry_word: Option<i64>,
+}
+
+fn check(rc: libc::c_long, what: &str) -> io::Result<libc::c_long> {
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+    }
+    Ok(rc)
+}
+
+impl Tracee {
+    /// Wait for `pid`, a child that asked to be traced, to stop at its exec.
+    pub(super) fn at_exec(pid: libc::pid_t) -> io::Result<Tracee> {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into our local.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) } as libc::c_long;
+        check(rc, "waitpid")?;
+        if !libc::WIFSTOPPED(status) || libc::WSTOPSIG(status) != libc::SIGTRAP {
+            return Err(io::Error::other(format!(
+                "the program did not stop at its exec (wait status {status:#x})"
+            )));
+        }
+        // SAFETY: an all-zero user_regs_struct is a valid value (plain integers).
+        let mut saved: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+        // SAFETY: PTRACE_GETREGS writes one user_regs_struct into `saved`.
+        let rc = unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut saved) };
+        check(rc, "PTRACE_GETREGS")?;
+        Ok(Tracee {
+            pid,
+            saved,
+            syscall_at: saved.rip,
+            entry_word: None,
+        })
+    }
+
+    /// Write a `syscall` instruction over the program's entry point, for the calls that make
+    /// the parasite's page.
+    pub(super) fn borrow_entry(&mut self) -> io::Result<()> {
+        // SAFETY: PEEKTEXT reads a word of the stopped child's memory; errors come in errno.
+        let word = unsafe {
+            *libc::__errno_location() = 0;
+            libc::ptrace(libc::PTRACE_PEEKTEXT, self.pid, self.saved.rip, 0)
+        };
+        // SAFETY: reading errno.
+        if unsafe { *libc::__errno_location() } != 0 {
+            return Err(io::Error::other(format!(
+                "PTRACE_PEEKTEXT: {}",
+                io::Error::last_os_error()
+            )));
+        }
+        let with_syscall = (word & !0xffff) | 0x050f;
+        // SAFETY: POKETEXT writes a word of the stopped child's text; it is put back by
+        // `give_entry_back` before the child runs.
+        let rc = unsafe {
+            libc::ptrace(
+                libc::PTRACE_POKETEXT,
+                self.pid,
+                self.saved.rip,
+                with_syscall,
+            )
+        };
+        check(rc, "PTRACE_POKETEXT")?;
+        self.entry_word = Some(word);
+        self.syscall_at = self.saved.rip;
+        Ok(())
+    }
+
+    /// Put the program's entry point back, and run later calls at `syscall_at`.
+    pub(super) fn give_entry_back(&mut self, syscall_at: u64) -> io::Result<()> {
+        if let Some(word) = self.entry_word.take() {
+            // SAFETY: writes back the word `borrow_entry` read.
+            let rc = unsafe { libc::ptrace(libc::PTRACE_POKETEXT, self.pid, self.saved.rip, word) };
+            check(rc, "PTRACE_POKETEXT")?;
+        }
+        self.syscall_at = syscall_at;
+        Ok(())
+    }
+
+    /// Run system call `nr` in the child, with `r15` set (the parasite's mailbox, for a
+    /// clone); returns what it returned (a negative errno on failure).
+    pub(super) fn syscall(
+        &mut self,
+        nr: libc::c_long,
+        args: [u64; 6],
+        r15: u64,
+    ) -> io::Result<i64> {
+        let mut regs = self.saved;
+        regs.rip = self.syscall_at;
+        regs.rax = nr as u64;
+        // Not in a system call: no restart for the kernel to make of the stop's.
+        regs.orig_rax = u64::MAX;
+        regs.rdi = args[0];
+        regs.rsi = args[1];
+        regs.rdx = args[2];
+        regs.r10 = args[3];
+        regs.r8 = args[4];
+        regs.r9 = args[5];
+        regs.r15 = r15;
+        // SAFETY: SETREGS reads one user_regs_struct from `regs`.
+        let rc = unsafe { libc::ptrace(libc::PTRACE_SETREGS, self.pid, 0, &regs) };
+        check(rc, "PTRACE_SETREGS")?;
+        // SAFETY: SINGLESTEP resumes the stopped child for one instruction.
+        let rc = unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, self.pid, 0, 0) };
+        check(rc, "PTRACE_SINGLESTEP")?;
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into our local.
+        let rc = unsafe { libc::waitpid(self.pid, &mut status, libc::__WALL) } as libc::c_long;
+        check(rc, "waitpid")?;
+        if !libc::WIFSTOPPED(status) {
+            return Err(io::Error::other(format!(
+                "the program ended during an injected system call (wait status {status:#x})"
+            )));
+        }
+        // SAFETY: GETREGS writes one user_regs_struct into `regs`.
+        let rc = unsafe { libc::ptrace(libc::PTRACE_GETREGS, self.pid, 0, &mut regs) };
+        check(rc, "PTRACE_GETREGS")?;
+        Ok(regs.rax as i64)
+    }
+
+    /// As `syscall`, with a negative result turned into an error naming `what`.
+    pub(super) fn call(&mut self, what: &str, nr: libc::c_long, args: [u64; 6]) -> io::Result<u64> {
+        let rc = self.syscall(nr, args, 0)?;
+        if rc < 0 {
+            let e = io::Error::from_raw_os_error(-rc as i32);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{what} in the program: {e}"),
+            ));
+        }
+        Ok(rc as u64)
+    }
+
+    /// Put the child's registers back and let it run, untraced.
+    pub(super) fn detach(mut self) -> io::Result<()> {
+        self.give_entry_back(self.syscall_at)?;
+        // SAFETY: SETREGS reads one user_regs_struct; DETACH resumes the child untraced.
+        unsafe {
+            check(
+                libc::ptrace(libc::PTRACE_SETREGS, self.pid, 0, &self.saved),
+                "PTRACE_SETREGS",
+            )?;
+            check(
+                libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0),
+                "PTRACE_DETACH",
+            )?;
+        }
+        Ok(())
+    }
+}
