@@ -68,7 +68,7 @@ fn go_program() -> PathBuf {
 fn start(program: &Path) -> (Child, RemoteProcess) {
     let mut cmd = Command::new(program);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-    RemoteProcess::spawn(&mut cmd, Features::MOVE, STAGING).expect("starting the program")
+    RemoteProcess::spawn(&mut cmd, Features::MOVE, STAGING, &[]).expect("starting the program")
 }
 
 /// The program's anonymous private read-write mappings of 1 MiB or more: its heap.
@@ -102,7 +102,7 @@ struct Stored {
 
 /// Register every range and move each of its pages out through the staging area, keeping its
 /// bytes here: the program is left with none of them.
-fn evict_all(remote: &RemoteProcess, ranges: &[Range<usize>]) -> Vec<Stored> {
+fn evict_all(remote: &RemoteProcess, ranges: &[Range<usize>], register: bool) -> Vec<Stored> {
     let staging = remote.staging();
     remote
         .register(staging.start, STAGING, RegisterMode::MISSING)
@@ -110,9 +110,11 @@ fn evict_all(remote: &RemoteProcess, ranges: &[Range<usize>]) -> Vec<Stored> {
     let pagemap = std::fs::File::open(format!("/proc/{}/pagemap", remote.pid())).unwrap();
     let mut stored = Vec::new();
     for range in ranges {
-        remote
-            .register(range.start, range.len(), RegisterMode::MISSING)
-            .unwrap();
+        if register {
+            remote
+                .register(range.start, range.len(), RegisterMode::MISSING)
+                .unwrap();
+        }
         let mut s = Stored {
             range: range.clone(),
             bytes: vec![0; range.len()],
@@ -166,8 +168,14 @@ fn evict_all(remote: &RemoteProcess, ranges: &[Range<usize>]) -> Vec<Stored> {
     stored
 }
 
-/// Serve the program's faults from `stored` until `stop`; returns how many.
-fn serve(remote: &RemoteProcess, stored: &[Stored], stop: &AtomicBool, faults: &AtomicU64) {
+/// Serve the program's faults from `stored` (zeros for a page it does not hold) until
+/// `stop`, counting them in `faults`.
+fn serve(
+    remote: &RemoteProcess,
+    stored: &std::sync::Mutex<Vec<Stored>>,
+    stop: &AtomicBool,
+    faults: &AtomicU64,
+) {
     let zero = vec![0u8; PAGE_SIZE];
     let mut events = Vec::new();
     while !stop.load(Relaxed) {
@@ -189,6 +197,7 @@ fn serve(remote: &RemoteProcess, stored: &[Stored], stop: &AtomicBool, faults: &
                 panic!("unexpected event {e:?}")
             };
             let page = addr & !(PAGE_SIZE - 1);
+            let stored = stored.lock().unwrap();
             let src = stored
                 .iter()
                 .find(|s| s.range.contains(&page) && s.held[(page - s.range.start) / PAGE_SIZE])
@@ -256,9 +265,11 @@ fn held_from_outside(program: &Path) {
         .filter(|r| r.start != staging.start)
         .collect();
     let rss_before = rss_kib(pid);
-    let stored = evict_all(&remote, &ranges);
+    let stored = std::sync::Mutex::new(evict_all(&remote, &ranges, true));
     let rss_after = rss_kib(pid);
     let moved: usize = stored
+        .lock()
+        .unwrap()
         .iter()
         .map(|s| s.held.iter().filter(|&&h| h).count())
         .sum();
@@ -271,6 +282,14 @@ fn held_from_outside(program: &Path) {
     let faults = AtomicU64::new(0);
     std::thread::scope(|s| {
         s.spawn(|| serve(&remote, &stored, &stop, &faults));
+        // The threads stop when this scope's body ends, by a panic too.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&stop);
         child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
         line.clear();
         stdout.read_line(&mut line).unwrap();
@@ -336,4 +355,138 @@ fn the_kernel_refuses_a_move_from_outside_the_memory_it_moves() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+#[test]
+fn a_static_binary_s_mappings_are_placed_and_held_from_outside() {
+    let mut cmd = Command::new(static_c_program());
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let (mut child, remote) =
+        RemoteProcess::spawn(&mut cmd, Features::MOVE, STAGING, &[libc::SYS_mmap]).unwrap();
+    let listener = remote.listener().expect("mmap is intercepted");
+    // A reservation in the program that its large anonymous mappings are placed in.
+    let reserved_len = 1usize << 30;
+    let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+    let reserved = remote
+        .syscall(
+            libc::SYS_mmap,
+            [
+                0,
+                reserved_len as u64,
+                libc::PROT_NONE as u64,
+                flags | libc::MAP_NORESERVE as u64,
+                u64::MAX,
+                0,
+            ],
+        )
+        .unwrap();
+    assert!(reserved > 0, "reservation: {reserved}");
+    let reserved = reserved as usize..reserved as usize + reserved_len;
+
+    let stop = AtomicBool::new(false);
+    let placed = std::sync::Mutex::new(Vec::<Range<usize>>::new());
+    let faults = AtomicU64::new(0);
+    let stored = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        // Faults from the start: a placed mapping is registered before the program first
+        // writes it.
+        s.spawn(|| serve(&remote, &stored, &stop, &faults));
+        // The threads stop when this scope's body ends, by a panic too.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&stop);
+        // The placer: a private anonymous mapping of 1 MiB or more at no address asked is
+        // made in the reservation (on the parasite) and registered before the program
+        // learns where it is; any other call runs as made.
+        s.spawn(|| {
+            let mut next = reserved.start;
+            while !stop.load(Relaxed) {
+                if !listener
+                    .wait(std::time::Duration::from_millis(20))
+                    .unwrap_or(false)
+                {
+                    continue;
+                }
+                let Ok(call) = listener.recv() else { continue };
+                let [addr, len, prot, f, fd, _] = call.args;
+                let len_pages = (len as usize).next_multiple_of(PAGE_SIZE);
+                let ours = call.nr == libc::SYS_mmap
+                    && addr == 0
+                    && f & !(libc::MAP_NORESERVE as u64) == flags
+                    && fd as u32 == u32::MAX
+                    && len >= 1 << 20
+                    && next + len_pages <= reserved.end;
+                if !ours {
+                    listener
+                        .answer(call.id, uffd::remote::Answer::Continue)
+                        .unwrap();
+                    continue;
+                }
+                let at = remote
+                    .syscall(
+                        libc::SYS_mmap,
+                        [
+                            next as u64,
+                            len,
+                            prot,
+                            f | libc::MAP_FIXED as u64,
+                            u64::MAX,
+                            0,
+                        ],
+                    )
+                    .unwrap();
+                assert_eq!(at as usize, next, "placing a mapping");
+                remote
+                    .register(next, len_pages, RegisterMode::MISSING)
+                    .unwrap();
+                placed.lock().unwrap().push(next..next + len_pages);
+                listener
+                    .answer(call.id, uffd::remote::Answer::Return(at))
+                    .unwrap();
+                next += len_pages;
+            }
+        });
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let heap = usize::from_str_radix(
+            line.split_whitespace()
+                .next()
+                .unwrap()
+                .trim_start_matches("0x"),
+            16,
+        )
+        .unwrap();
+        assert!(
+            reserved.contains(&heap),
+            "the heap at {heap:#x} is outside {reserved:x?}"
+        );
+        let ranges = placed.lock().unwrap().clone();
+        assert_eq!(ranges.len(), 1, "placed: {ranges:x?}");
+
+        // Every page the program filled faulted here first (served as zeros); now they are
+        // moved out and served back.
+        let first_touch = faults.load(Relaxed);
+        assert!(
+            first_touch >= 16 << 10,
+            "{first_touch} faults while the heap was filled"
+        );
+        *stored.lock().unwrap() = evict_all(&remote, &ranges, false);
+        child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        let status = child.wait().unwrap();
+        stop.store(true, Relaxed);
+        assert_eq!(line.trim(), "bad 0", "the program found its heap changed");
+        assert!(status.success(), "{status}");
+    });
+    assert!(
+        faults.load(Relaxed) >= 16 << 10,
+        "{} faults",
+        faults.load(Relaxed)
+    );
 }

@@ -18,7 +18,10 @@
 //!   runs untraced, and a debugger can attach to it as to any program.
 
 mod parasite;
+mod seccomp;
 mod tracee;
+
+pub use seccomp::{Answer, SyscallListener, SyscallNotice};
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -38,6 +41,8 @@ use tracee::Tracee;
 const PARASITE_STACK: u64 = 64 << 10;
 /// Where the name of the mailbox's memfd lies in the parasite's page.
 const NAME_OFFSET: usize = 2048;
+/// Where the seccomp filter's `sock_fprog` lies in the parasite's page, the filter after it.
+const FPROG_OFFSET: usize = 3072;
 
 /// A program started with its memory served from this process.
 #[derive(Debug)]
@@ -49,6 +54,7 @@ pub struct RemoteProcess {
     parasite_uffd: u64,
     mailbox: std::sync::Mutex<MailboxWithAddr>,
     staging: std::ops::Range<usize>,
+    listener: Option<SyscallListener>,
 }
 
 /// The mailbox, and its address in the program.
@@ -65,11 +71,13 @@ impl std::fmt::Debug for MailboxWithAddr {
 
 impl RemoteProcess {
     /// Start `command` with its memory served from this process: a userfaultfd of its memory
-    /// with `features`, a parasite, and `staging_len` bytes of staging in it.
+    /// with `features`, a parasite, and `staging_len` bytes of staging in it; the calls
+    /// `intercept` names (the mmap family) stop for [`RemoteProcess::listener`] to answer.
     pub fn spawn(
         command: &mut Command,
         features: Features,
         staging_len: usize,
+        intercept: &[libc::c_long],
     ) -> io::Result<(Child, RemoteProcess)> {
         // SAFETY: the closure runs in the child between fork and exec and makes one system
         // call, which is async-signal-safe; it touches no memory of the parent's.
@@ -83,7 +91,7 @@ impl RemoteProcess {
         }
         let mut child = command.spawn()?;
         let pid = child.id() as libc::pid_t;
-        match Self::install(pid, features, staging_len) {
+        match Self::install(pid, features, staging_len, intercept) {
             Ok(remote) => Ok((child, remote)),
             Err(e) => {
                 let _ = child.kill();
@@ -93,7 +101,12 @@ impl RemoteProcess {
         }
     }
 
-    fn install(pid: libc::pid_t, features: Features, staging_len: usize) -> io::Result<Self> {
+    fn install(
+        pid: libc::pid_t,
+        features: Features,
+        staging_len: usize,
+        intercept: &[libc::c_long],
+    ) -> io::Result<Self> {
         let mut t = Tracee::at_exec(pid)?;
         let page = PAGE_SIZE as u64;
         let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
@@ -107,6 +120,14 @@ impl RemoteProcess {
         let blob = parasite::code();
         bytes[..blob.len()].copy_from_slice(blob);
         bytes[NAME_OFFSET..NAME_OFFSET + 7].copy_from_slice(b"uzswap\0");
+        // struct sock_fprog { unsigned short len; struct sock_filter *filter; }
+        let filter = seccomp::filter(intercept, code);
+        let filter_at = FPROG_OFFSET + 16;
+        bytes[FPROG_OFFSET..FPROG_OFFSET + 2]
+            .copy_from_slice(&((filter.len() / 8) as u16).to_ne_bytes());
+        bytes[FPROG_OFFSET + 8..FPROG_OFFSET + 16]
+            .copy_from_slice(&(code + filter_at as u64).to_ne_bytes());
+        bytes[filter_at..filter_at + filter.len()].copy_from_slice(&filter);
         write_memory(pid, code as usize, &bytes)?;
         let rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
         t.call("mprotect", libc::SYS_mprotect, [code, page, rx, 0, 0, 0])?;
@@ -155,11 +176,53 @@ impl RemoteProcess {
             [code, page, dontfork, 0, 0, 0],
         )?;
 
+        // The filter, before the parasite exists (it inherits it, and its calls pass).
+        let listener_t = if intercept.is_empty() {
+            None
+        } else {
+            let fprog = code + FPROG_OFFSET as u64;
+            let install = |t: &mut Tracee| {
+                t.syscall(
+                    libc::SYS_seccomp,
+                    [
+                        libc::SECCOMP_SET_MODE_FILTER as u64,
+                        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                        fprog,
+                        0,
+                        0,
+                        0,
+                    ],
+                    0,
+                )
+            };
+            let mut rc = install(&mut t)?;
+            if rc == -(libc::EACCES as i64) {
+                // Without CAP_SYS_ADMIN a filter needs no_new_privs.
+                t.call(
+                    "prctl",
+                    libc::SYS_prctl,
+                    [libc::PR_SET_NO_NEW_PRIVS as u64, 1, 0, 0, 0, 0],
+                )?;
+                rc = install(&mut t)?;
+            }
+            if rc < 0 {
+                return Err(io::Error::other(format!(
+                    "seccomp in the program: {}",
+                    io::Error::from_raw_os_error(-rc as i32)
+                )));
+            }
+            Some(rc as u64)
+        };
+
         // Our copies of the userfaultfd and the memfd, and our mapping of the mailbox.
         let pidfd = pidfd_open(pid)?;
         let uffd_fd = pidfd_getfd(&pidfd, uffd_t as i32)?;
         let memfd = pidfd_getfd(&pidfd, mfd_t as i32)?;
         let mailbox = map_shared_page(&memfd)?;
+        let listener = match listener_t {
+            Some(fd) => Some(SyscallListener::new(pidfd_getfd(&pidfd, fd as i32)?)),
+            None => None,
+        };
 
         // The parasite: its own descriptor table, a copy of the program's now.
         let clone_flags = (libc::CLONE_VM
@@ -182,6 +245,9 @@ impl RemoteProcess {
         // The program's table: nothing of ours left in it.
         t.call("close", libc::SYS_close, [uffd_t, 0, 0, 0, 0, 0])?;
         t.call("close", libc::SYS_close, [mfd_t, 0, 0, 0, 0, 0])?;
+        if let Some(fd) = listener_t {
+            t.call("close", libc::SYS_close, [fd, 0, 0, 0, 0, 0])?;
+        }
         t.detach()?;
 
         let remote = RemoteProcess {
@@ -194,6 +260,7 @@ impl RemoteProcess {
                 in_program: mailbox_t,
             }),
             staging: staging as usize..staging as usize + staging_len,
+            listener,
         };
         // The parasite's table: the userfaultfd alone.
         if uffd_t > 0 {
@@ -204,6 +271,11 @@ impl RemoteProcess {
             [uffd_t + 1, u32::MAX as u64, 0, 0, 0, 0],
         )?;
         Ok(remote)
+    }
+
+    /// The program's calls that `spawn` was asked to intercept, to answer.
+    pub fn listener(&self) -> Option<&SyscallListener> {
+        self.listener.as_ref()
     }
 
     /// The program's pid.

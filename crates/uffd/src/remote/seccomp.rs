@@ -1,0 +1,184 @@
+//! The program's system calls that make, move and drop mappings, stopped for uzswap to see
+//! (seccomp user notification): uzswap places a new anonymous mapping itself (where it can
+//! be held, registered before the program has its address), or lets the call run.
+//!
+//! The filter is installed at the program's exec stop and applies to every thread it makes
+//! (the parasite's calls excepted: the filter lets through any call made from the
+//! parasite's page, so that the calls uzswap makes on the parasite to serve a notification
+//! are never notified themselves).
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Duration;
+
+/// `AUDIT_ARCH_X86_64` (linux/audit.h).
+const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+
+// Offsets in `struct seccomp_data`.
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+const IP_LOW: u32 = 8;
+const IP_HIGH: u32 = 12;
+
+fn stmt(code: u32, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump_eq(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// The filter: a call in `notified` from outside `parasite_page` is notified, any other
+/// call allowed. As bytes, to be copied into the program.
+pub(super) fn filter(notified: &[libc::c_long], parasite_page: u64) -> Vec<u8> {
+    let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    let and = libc::BPF_ALU | libc::BPF_AND | libc::BPF_K;
+    let ret = libc::BPF_RET | libc::BPF_K;
+    let n = notified.len() as u8;
+    // Layout: 0-7 as below, 8.. one jump a notified call, then 8+n allow, 9+n notify,
+    // 10+n allow (the target of the early exits). A jump's offsets count from the next
+    // instruction.
+    let mut prog = vec![
+        /* 0 */ stmt(load, ARCH),
+        /* 1 */ jump_eq(AUDIT_ARCH_X86_64, 0, 8 + n), // another ABI: allowed
+        /* 2 */ stmt(load, IP_HIGH),
+        /* 3 */ jump_eq((parasite_page >> 32) as u32, 0, 3),
+        /* 4 */ stmt(load, IP_LOW),
+        /* 5 */ stmt(and, !(crate::PAGE_SIZE as u32 - 1)),
+        /* 6 */ jump_eq(parasite_page as u32, 3 + n, 0), // the parasite's: allowed
+        /* 7 */ stmt(load, NR),
+    ];
+    for (i, &nr) in notified.iter().enumerate() {
+        prog.push(jump_eq(nr as u32, n - i as u8, 0));
+    }
+    prog.push(stmt(ret, libc::SECCOMP_RET_ALLOW));
+    prog.push(stmt(ret, libc::SECCOMP_RET_USER_NOTIF));
+    prog.push(stmt(ret, libc::SECCOMP_RET_ALLOW));
+    prog.iter()
+        .flat_map(|f| {
+            let mut b = f.code.to_ne_bytes().to_vec();
+            b.extend([f.jt, f.jf]);
+            b.extend(f.k.to_ne_bytes());
+            b
+        })
+        .collect()
+}
+
+/// A system call of the program's, stopped until it is answered.
+#[derive(Debug, Clone, Copy)]
+pub struct SyscallNotice {
+    /// The notification's id, for the answer.
+    pub id: u64,
+    /// The thread that made the call.
+    pub tid: u32,
+    /// The call.
+    pub nr: i64,
+    /// Its arguments.
+    pub args: [u64; 6],
+}
+
+/// The answer to a notified call.
+#[derive(Debug, Clone, Copy)]
+pub enum Answer {
+    /// Run the call as the program made it.
+    Continue,
+    /// The call returns this value, without running.
+    Return(i64),
+    /// The call fails with this errno, without running.
+    Fail(i32),
+}
+
+/// The program's notified calls.
+#[derive(Debug)]
+pub struct SyscallListener {
+    fd: OwnedFd,
+}
+
+impl SyscallListener {
+    pub(super) fn new(fd: OwnedFd) -> Self {
+        SyscallListener { fd }
+    }
+
+    /// Wait up to `timeout` for a call: false if none came.
+    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        let mut p = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one live pollfd of ours.
+        let rc = unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if p.revents & libc::POLLHUP != 0 {
+            return Err(io::Error::other("the program ended"));
+        }
+        Ok(rc == 1)
+    }
+
+    /// The next call (blocks until one comes).
+    pub fn recv(&self) -> io::Result<SyscallNotice> {
+        // SAFETY: an all-zero seccomp_notif is valid (plain integers), and the kernel wants it
+        // zeroed.
+        let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+        // SAFETY: NOTIF_RECV writes one seccomp_notif into `n`.
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                &mut n as *mut libc::seccomp_notif,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SyscallNotice {
+            id: n.id,
+            tid: n.pid,
+            nr: n.data.nr as i64,
+            args: n.data.args,
+        })
+    }
+
+    /// Answer call `id`. A call whose thread went away meanwhile is not an error.
+    pub fn answer(&self, id: u64, answer: Answer) -> io::Result<()> {
+        let (val, error, flags) = match answer {
+            Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+            Answer::Return(v) => (v, 0, 0),
+            Answer::Fail(e) => (0, -e, 0),
+        };
+        let mut resp = libc::seccomp_notif_resp {
+            id,
+            val,
+            error,
+            flags,
+        };
+        // SAFETY: NOTIF_SEND reads one seccomp_notif_resp from `resp`.
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &mut resp as *mut libc::seccomp_notif_resp,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENOENT) {
+                return Ok(());
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+}
