@@ -7,10 +7,10 @@
 //! manner of redb's `fuzz_redb.rs`. After every step every byte of every page is checked
 //! against the model, the region's usage against its limit (`Run::check_limit`), and its
 //! counters (`Run::check_counters`: none goes back, none of those that count what must not
-//! happen moves); at the
-//! end of each sequence, once the region is back under its limit, `Region::audit` (reclaim
-//! held off) checks where each page is against the region's counts, and the engine's audit
-//! its entries against its gauges.
+//! happen moves). Each time the region comes back under its limit during a sequence, and
+//! at the end of each sequence once it is, `Region::audit` (reclaim held off) checks where
+//! each page is against the region's counts, and the engine's audit its entries against its
+//! gauges.
 //!
 //! Each sequence gets a fresh region of a few folios (folios of 4 KiB, 16 KiB, 64 KiB and
 //! 2 MiB, one test each) with a randomly drawn configuration and limit, from the least

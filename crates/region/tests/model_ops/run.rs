@@ -1243,6 +1243,7 @@ fn run_sequence(
         run.note(format!("{op:?}"));
         applied.push(op.clone());
         let counters = run.counters();
+        let was_settled = run.settled;
         let t = Instant::now();
         run.apply(&op);
         run.tally.time(op_name(&op), t.elapsed());
@@ -1262,6 +1263,15 @@ fn run_sequence(
         run.tally.time("check_all", t.elapsed());
         run.check_limit();
         run.check_counters(&counters);
+        // Each time the region comes back under its limit, every page is where the
+        // region's counts say (reclaim held off while it is checked).
+        if run.settled && !was_settled {
+            let t = Instant::now();
+            if let Err(e) = run.region.audit() {
+                run.fail(&format!("audit after the region settled: {e}"));
+            }
+            run.tally.time("audit", t.elapsed());
+        }
         run.tally.steps += 1;
     }
     run.settle();
