@@ -40,6 +40,9 @@ pub(crate) struct Lru {
     active: Mutex<FolioQueue>,
     /// One bit a folio: it is active (its entries in `fifo` and `inactive` are stale).
     is_active: SparseBitmap<512>,
+    /// Whether folios are tested for writes before they go (`Policies::referenced_writes`):
+    /// without, the two bitmaps below stay empty.
+    write_tests: bool,
     /// One bit a folio: sent round write-protected (`second_trip`), not written since.
     going_round: SparseBitmap<512>,
     /// One bit a folio: aged out of the active queue, not yet sent round since.
@@ -64,9 +67,22 @@ pub(crate) struct Coldest {
 
 impl Lru {
     /// Empty queues for a region of `nr_folios` folios of `folio_pages` pages, the first
-    /// `pinned_folios` of which are never reclaimed.
+    /// `pinned_folios` of which are never reclaimed, testing folios for writes.
+    #[cfg(test)]
     pub fn new(folio_pages: u32, nr_folios: usize, pinned_folios: u32) -> Self {
+        Self::with_write_tests(folio_pages, nr_folios, pinned_folios, true)
+    }
+
+    /// As `new`; with `write_tests` off (`Policies::referenced_writes` off), folios aged
+    /// out of the active queue are not marked, and none is ever sent round.
+    pub fn with_write_tests(
+        folio_pages: u32,
+        nr_folios: usize,
+        pinned_folios: u32,
+        write_tests: bool,
+    ) -> Self {
         Lru {
+            write_tests,
             fifo: Mutex::new(&lock_order::LRU, FolioQueue::new(folio_pages, nr_folios)),
             inactive: Mutex::new(&lock_order::LRU, VecDeque::with_capacity(INACTIVE_MAX)),
             active: Mutex::new(
@@ -80,6 +96,13 @@ impl Lru {
             seq: AtomicU32::new(0),
             folio_pages,
             pinned_end: pinned_folios * folio_pages,
+        }
+    }
+
+    /// The folio at `start` aged out of the active queue: to be tested for writes.
+    fn mark_deactivated(&self, start: u32) {
+        if self.write_tests {
+            self.deactivated.assign(self.folio(start), true);
         }
     }
 
@@ -159,7 +182,7 @@ impl Lru {
     /// Whether the folio at `start` (locked, at the FIFO's head) was aged out of the active
     /// queue since it was last sent round; the mark is taken off.
     pub fn take_deactivated(&self, start: u32) -> bool {
-        self.deactivated.assign(self.folio(start), false)
+        self.write_tests && self.deactivated.assign(self.folio(start), false)
     }
 
     /// The folio at `start` (locked), taken off the FIFO's head, has been write-protected:
@@ -181,6 +204,9 @@ impl Lru {
 
     /// The folio at `start` (locked) left: its marks go with it.
     pub fn evicted(&self, start: u32) {
+        if !self.write_tests {
+            return;
+        }
         self.going_round.assign(self.folio(start), false);
         self.deactivated.assign(self.folio(start), false);
     }
@@ -212,7 +238,7 @@ impl Lru {
                 return;
             };
             if self.is_active.assign(self.folio(start), false) {
-                self.deactivated.assign(self.folio(start), true);
+                self.mark_deactivated(start);
                 let seq = self.seq.fetch_add(1, Relaxed);
                 self.queued_at.entry(self.folio(start)).store(seq, Relaxed);
                 fifo.push_back(start, |_| true);
@@ -256,7 +282,7 @@ impl Lru {
                 None => {
                     let s = active.pop_front()?;
                     self.is_active.assign(self.folio(s), false);
-                    self.deactivated.assign(self.folio(s), true);
+                    self.mark_deactivated(s);
                     s
                 }
             };
@@ -394,6 +420,23 @@ mod tests {
         q.second_trip(0);
         q.forget(0);
         assert!(!q.written(0));
+    }
+
+    /// Without write tests (the policy off), a folio aged out of the active queue is not
+    /// marked, and its bitmaps stay empty.
+    #[test]
+    fn without_write_tests_nothing_is_marked() {
+        let q = Lru::with_write_tests(1, 8, 0, false);
+        q.queue(0);
+        q.queue(1);
+        q.activate(0);
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop_coldest())
+            .map(|c| c.start)
+            .collect();
+        assert_eq!(order, [1, 0]);
+        assert!(!q.take_deactivated(0));
+        let empty = SparseBitmap::<512>::new(8).bytes();
+        assert_eq!(q.deactivated.bytes() + q.going_round.bytes(), 2 * empty);
     }
 
     #[test]

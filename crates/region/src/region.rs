@@ -305,7 +305,12 @@ impl Region {
             folio_pages,
             folio_order: folio_pages.trailing_zeros() as u8,
             pages: PageFlags::new(nr_pages),
-            lru: Lru::new(folio_pages, nr_folios, config.pinned.div_ceil(fs) as u32),
+            lru: Lru::with_write_tests(
+                folio_pages,
+                nr_folios,
+                config.pinned.div_ceil(fs) as u32,
+                referenced_writes,
+            ),
             staged: StagedFolios::new(staged_budget, folio_pages, nr_folios),
             discards: Default::default(),
             deferred,

@@ -692,6 +692,20 @@ fn a_region_of_incompressible_data_still_keeps_its_limit() {
 /// the limit.
 #[test]
 fn kswapd_keeps_a_run_of_incompressible_folios() {
+    // A fault that passes the limit between the test's wait and its write reclaims for
+    // itself, which this test must not see much of (below): on a loaded machine that happens
+    // in runs (103 direct reclaims once in CI, none alone), so a run with many is tried again.
+    for attempt in 1..=3 {
+        if kswapd_keeps_a_run_of_incompressible_folios_once(attempt == 3) {
+            return;
+        }
+        eprintln!("attempt {attempt}: faults reclaimed for themselves too often; again");
+    }
+}
+
+/// One run of `kswapd_keeps_a_run_of_incompressible_folios`: false if faults reclaimed for
+/// themselves too often to tell (unless `last`, which asserts regardless).
+fn kswapd_keeps_a_run_of_incompressible_folios_once(last: bool) -> bool {
     const RANDOM: usize = 2048;
     const PAGES: usize = 3 * RANDOM;
     let limit: u64 = 20 << 20;
@@ -732,13 +746,18 @@ fn kswapd_keeps_a_run_of_incompressible_folios() {
          {took:?}",
         s.incompressible_kept, s.folios_evicted, s.direct_reclaim
     );
+    for (i, p) in r.as_mut_slice().chunks(PAGE).enumerate() {
+        assert!(p == &expected(i)[..], "page {i} read back wrong");
+    }
     // Mostly kswapd alone: a fault reclaims for itself only when the usage passes the limit
-    // between the wait above and the fault after it. That is rare, and each time it is brief
-    // (none in most runs; 160 direct reclaims in CI on a loaded machine). Such faults cannot
-    // hide what is under test: direct reclaim stores one kept folio in 17 as-is, so 320
-    // direct reclaims add at most 20 pages to the count below (33-57 seen alone), while a
-    // kswapd that gave up after `KEPT_PER_CALL` kept folios, as direct reclaim does, would
-    // store 97-127 in the two epochs the test spans alone.
+    // between the wait above and the fault after it; that is rare and brief. Such faults
+    // cannot hide what is under test while they are few: direct reclaim stores one kept
+    // folio in 17 as-is, so 32 direct reclaims add at most 2 pages to the count below
+    // (33-57 seen alone), while a kswapd that gave up after `KEPT_PER_CALL` kept folios, as
+    // direct reclaim does, would store 97-127 in the two epochs the test spans alone.
+    if s.direct_reclaim > 32 && !last {
+        return false;
+    }
     assert!(
         s.direct_reclaim <= 320,
         "faults reclaimed {} times: not kswapd alone",
@@ -754,9 +773,7 @@ fn kswapd_keeps_a_run_of_incompressible_folios() {
         as_is <= probes + s.direct_reclaim / 16,
         "{as_is} random pages stored as-is in {epochs} epochs"
     );
-    for (i, p) in r.as_mut_slice().chunks(PAGE).enumerate() {
-        assert!(p == &expected(i)[..], "page {i} read back wrong");
-    }
+    true
 }
 
 /// Incompressible data that is not used again still leaves. Reclaim meeting random pages
