@@ -267,6 +267,11 @@ impl RedisSegments {
     pub fn client_bytes(&self) -> u64 {
         self.shared.memory.bytes()
     }
+
+    /// The most the client held in this process's memory since the last call, in bytes.
+    pub fn take_client_peak(&self) -> u64 {
+        self.shared.memory.take_peak()
+    }
 }
 
 impl Shared {

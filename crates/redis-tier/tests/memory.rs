@@ -5,7 +5,7 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 use common::Cluster;
 use redis_tier::{RedisSegments, TierOptions};
@@ -44,25 +44,16 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static COUNTING: Counting = Counting;
 
-/// The most the heap and the tier's charge grew over `before` while `op` ran.
+/// The most the heap and the tier's charge grew while `op` ran.
 fn peaks(store: &RedisSegments, op: impl FnOnce()) -> (i64, i64) {
     let charged_before = store.client_bytes();
-    let done = AtomicBool::new(false);
-    let most_charged = AtomicU64::new(charged_before);
+    store.take_client_peak();
     let live_before = LIVE.load(Relaxed);
     PEAK.store(live_before, Relaxed);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while !done.load(Relaxed) {
-                most_charged.fetch_max(store.client_bytes(), Relaxed);
-            }
-        });
-        op();
-        done.store(true, Relaxed);
-    });
+    op();
     (
         PEAK.load(Relaxed) - live_before,
-        most_charged.load(Relaxed) as i64 - charged_before as i64,
+        store.take_client_peak() as i64 - charged_before as i64,
     )
 }
 

@@ -182,12 +182,13 @@ impl Lru {
     /// Whether the folio at `start` (locked, at the FIFO's head) was aged out of the active
     /// queue since it was last sent round; the mark is taken off.
     pub fn take_deactivated(&self, start: u32) -> bool {
-        self.write_tests && self.deactivated.assign(self.folio(start), false)
+        self.deactivated.assign(self.folio(start), false)
     }
 
     /// The folio at `start` (locked), taken off the FIFO's head, has been write-protected:
     /// it goes round once more, marked, at the FIFO's young end.
     pub fn second_trip(&self, start: u32) {
+        debug_assert!(self.write_tests, "a folio sent round with write tests off");
         self.going_round.assign(self.folio(start), true);
         self.queue(start);
     }

@@ -224,7 +224,6 @@ fn open_via_device(flags: libc::c_int) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(rc) })
 }
 
-/// The `UFFDIO_API` handshake: returns what the kernel supports and the API ioctls.
 /// The handshake of a userfaultfd made elsewhere (in a program uzswap serves from outside,
 /// remote/), in kernel mode, asking for `features`.
 pub(crate) fn handshake(fd: OwnedFd, features: Features) -> Result<Uffd, UffdError> {
@@ -232,6 +231,7 @@ pub(crate) fn handshake(fd: OwnedFd, features: Features) -> Result<Uffd, UffdErr
     Ok(Uffd::new(fd, features, supported, api_ioctls, false))
 }
 
+/// The `UFFDIO_API` handshake: returns what the kernel supports and the API ioctls.
 fn api(fd: &OwnedFd, features: Features) -> Result<(Features, Ioctls), UffdError> {
     let mut arg = sys::uffdio_api {
         api: sys::UFFD_API,

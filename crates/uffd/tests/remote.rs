@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-use uffd::remote::RemoteProcess;
+use uffd::remote::{Answer, RemoteProcess};
 use uffd::{CopyMode, Event, Features, Filled, RegisterMode, UffdError, PAGE_SIZE};
 
 const STAGING: usize = 1 << 20;
@@ -25,19 +25,25 @@ fn out_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
 }
 
+/// The static C program, built once (the tests run at once).
 fn static_c_program() -> PathBuf {
-    let out = out_dir().join("static_heap");
-    let status = Command::new("cc")
-        .args(["-O2", "-static", "-o"])
-        .arg(&out)
-        .arg(programs().join("static_heap.c"))
-        .status()
-        .expect("this test needs a C compiler: apt-get install build-essential");
-    assert!(
-        status.success(),
-        "cc -static failed: static glibc (libc6-dev) is needed"
-    );
-    out
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let out = out_dir().join("static_heap");
+            let status = Command::new("cc")
+                .args(["-O2", "-static", "-o"])
+                .arg(&out)
+                .arg(programs().join("static_heap.c"))
+                .status()
+                .expect("this test needs a C compiler: apt-get install build-essential");
+            assert!(
+                status.success(),
+                "cc -static failed: static glibc (libc6-dev) is needed"
+            );
+            out
+        })
+        .clone()
 }
 
 fn go() -> PathBuf {
@@ -148,20 +154,9 @@ fn evict_all(remote: &RemoteProcess, ranges: &[Range<usize>], register: bool) ->
                     .unwrap();
                 s.held[at / PAGE_SIZE] = true;
             }
-            let rc = remote
-                .syscall(
-                    libc::SYS_madvise,
-                    [
-                        staging.start as u64,
-                        STAGING as u64,
-                        libc::MADV_DONTNEED as u64,
-                        0,
-                        0,
-                        0,
-                    ],
-                )
+            remote
+                .madvise(staging.start, STAGING, libc::MADV_DONTNEED)
                 .unwrap();
-            assert_eq!(rc, 0, "madvise in the program");
         }
         stored.push(s);
     }
@@ -225,14 +220,7 @@ fn held_from_outside(program: &Path) {
     stdout.read_line(&mut line).unwrap();
 
     // Nothing of ours in the program's descriptor table (only what it inherited).
-    let ours: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
-        .filter(|f| {
-            let f = f.to_string_lossy();
-            f.contains("userfaultfd") || f.contains("uzswap")
-        })
-        .collect();
+    let ours = ours_in_table(pid);
     assert!(
         ours.is_empty(),
         "uzswap's descriptors in the program: {ours:?}"
@@ -281,7 +269,8 @@ fn held_from_outside(program: &Path) {
     let stop = AtomicBool::new(false);
     let faults = AtomicU64::new(0);
     std::thread::scope(|s| {
-        s.spawn(|| serve(&remote, &stored, &stop, &faults));
+        let _stop = StopOnDrop(&stop);
+        s.spawn(|| or_kill(pid, || serve(&remote, &stored, &stop, &faults)));
         // The threads stop when this scope's body ends, by a panic too.
         struct StopOnDrop<'a>(&'a AtomicBool);
         impl Drop for StopOnDrop<'_> {
@@ -303,6 +292,13 @@ fn held_from_outside(program: &Path) {
         "{} faults for {moved} pages moved out",
         faults.load(Relaxed)
     );
+    // The program has ended: a call posted to its parasite fails, it does not wait forever.
+    let t = std::time::Instant::now();
+    let staging = remote.staging();
+    assert!(remote
+        .madvise(staging.start, STAGING, libc::MADV_DONTNEED)
+        .is_err());
+    assert!(t.elapsed() < std::time::Duration::from_secs(5));
 }
 
 #[test]
@@ -357,136 +353,151 @@ fn the_kernel_refuses_a_move_from_outside_the_memory_it_moves() {
     let _ = child.wait();
 }
 
+/// Run `f` (a helper thread's body); if it panics, kill `pid` first, so that the test fails
+/// instead of waiting forever on a program left waiting for the helper.
+fn or_kill<T>(pid: i32, f: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(t) => t,
+        Err(panic) => {
+            // SAFETY: kill sends a signal to the test's child, not reaped while the test runs.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+/// Sets the flag when dropped: the helper threads stop when a test's body ends, by a panic
+/// too.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Relaxed);
+    }
+}
+
+/// uzswap's descriptors in the program's table: none may be there.
+fn ours_in_table(pid: i32) -> Vec<PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .filter(|f| {
+            let f = f.to_string_lossy();
+            f.contains("userfaultfd") || f.contains("uzswap") || f.contains("seccomp")
+        })
+        .collect()
+}
+
 #[test]
 fn a_static_binary_s_mappings_are_placed_and_held_from_outside() {
     let mut cmd = Command::new(static_c_program());
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
     let (mut child, remote) =
         RemoteProcess::spawn(&mut cmd, Features::MOVE, STAGING, &[libc::SYS_mmap]).unwrap();
+    let pid = remote.pid();
     let listener = remote.listener().expect("mmap is intercepted");
     // A reservation in the program that its large anonymous mappings are placed in.
     let reserved_len = 1usize << 30;
-    let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     let reserved = remote
-        .syscall(
-            libc::SYS_mmap,
-            [
-                0,
-                reserved_len as u64,
-                libc::PROT_NONE as u64,
-                flags | libc::MAP_NORESERVE as u64,
-                u64::MAX,
-                0,
-            ],
+        .map_anonymous(
+            0,
+            reserved_len,
+            libc::PROT_NONE,
+            flags | libc::MAP_NORESERVE,
         )
         .unwrap();
-    assert!(reserved > 0, "reservation: {reserved}");
-    let reserved = reserved as usize..reserved as usize + reserved_len;
+    let reserved = reserved..reserved + reserved_len;
 
     let stop = AtomicBool::new(false);
     let placed = std::sync::Mutex::new(Vec::<Range<usize>>::new());
     let faults = AtomicU64::new(0);
     let stored = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
         // Faults from the start: a placed mapping is registered before the program first
         // writes it.
-        s.spawn(|| serve(&remote, &stored, &stop, &faults));
-        // The threads stop when this scope's body ends, by a panic too.
-        struct StopOnDrop<'a>(&'a AtomicBool);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Relaxed);
-            }
-        }
-        let _stop = StopOnDrop(&stop);
-        // The placer: a private anonymous mapping of 1 MiB or more at no address asked is
-        // made in the reservation (on the parasite) and registered before the program
-        // learns where it is; any other call runs as made.
+        s.spawn(|| or_kill(pid, || serve(&remote, &stored, &stop, &faults)));
+        // The placer: a private anonymous mapping of 1 MiB or more at no address asked, by
+        // the program itself, is made in the reservation (on the parasite) and registered
+        // before the program learns where it is; any other call runs as made.
         s.spawn(|| {
-            let mut next = reserved.start;
-            while !stop.load(Relaxed) {
-                if !listener
-                    .wait(std::time::Duration::from_millis(20))
-                    .unwrap_or(false)
-                {
-                    continue;
-                }
-                let Ok(call) = listener.recv() else { continue };
-                let [addr, len, prot, f, fd, _] = call.args;
-                let len_pages = (len as usize).next_multiple_of(PAGE_SIZE);
-                let ours = call.nr == libc::SYS_mmap
-                    && addr == 0
-                    && f & !(libc::MAP_NORESERVE as u64) == flags
-                    && fd as u32 == u32::MAX
-                    && len >= 1 << 20
-                    && next + len_pages <= reserved.end;
-                if !ours {
-                    listener
-                        .answer(call.id, uffd::remote::Answer::Continue)
+            or_kill(pid, || {
+                let mut next = reserved.start;
+                while !stop.load(Relaxed) {
+                    if !listener
+                        .wait(std::time::Duration::from_millis(20))
+                        .unwrap_or(false)
+                    {
+                        continue;
+                    }
+                    let Ok(call) = listener.recv() else { continue };
+                    let [addr, len, prot, f, fd, _] = call.args;
+                    let len = (len as usize).next_multiple_of(PAGE_SIZE);
+                    let ours = call.pid == pid
+                        && call.nr == libc::SYS_mmap
+                        && addr == 0
+                        && f as i32 & !libc::MAP_NORESERVE == flags
+                        && fd as u32 == u32::MAX
+                        && len >= 1 << 20
+                        && next + len <= reserved.end;
+                    if !ours {
+                        listener.answer(call.id, Answer::Continue).unwrap();
+                        continue;
+                    }
+                    let at = remote
+                        .map_anonymous(next, len, prot as i32, f as i32 | libc::MAP_FIXED)
                         .unwrap();
-                    continue;
+                    assert_eq!(at, next, "placing a mapping");
+                    remote.register(next, len, RegisterMode::MISSING).unwrap();
+                    placed.lock().unwrap().push(next..next + len);
+                    listener.answer(call.id, Answer::Return(at as i64)).unwrap();
+                    next += len;
                 }
-                let at = remote
-                    .syscall(
-                        libc::SYS_mmap,
-                        [
-                            next as u64,
-                            len,
-                            prot,
-                            f | libc::MAP_FIXED as u64,
-                            u64::MAX,
-                            0,
-                        ],
-                    )
-                    .unwrap();
-                assert_eq!(at as usize, next, "placing a mapping");
-                remote
-                    .register(next, len_pages, RegisterMode::MISSING)
-                    .unwrap();
-                placed.lock().unwrap().push(next..next + len_pages);
-                listener
-                    .answer(call.id, uffd::remote::Answer::Return(at))
-                    .unwrap();
-                next += len_pages;
-            }
+            })
         });
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
-        let heap = usize::from_str_radix(
-            line.split_whitespace()
-                .next()
-                .unwrap()
-                .trim_start_matches("0x"),
-            16,
-        )
-        .unwrap();
+        let heap = line.split_whitespace().next().unwrap_or("?");
+        let heap = usize::from_str_radix(heap.trim_start_matches("0x"), 16)
+            .unwrap_or_else(|_| panic!("the program said {line:?}"));
         assert!(
             reserved.contains(&heap),
             "the heap at {heap:#x} is outside {reserved:x?}"
         );
         let ranges = placed.lock().unwrap().clone();
         assert_eq!(ranges.len(), 1, "placed: {ranges:x?}");
+        let ours = ours_in_table(pid);
+        assert!(
+            ours.is_empty(),
+            "uzswap's descriptors in the program: {ours:?}"
+        );
 
         // Every page the program filled faulted here first (served as zeros); now they are
-        // moved out and served back.
+        // moved out, and faults bring them back.
         let first_touch = faults.load(Relaxed);
         assert!(
             first_touch >= 16 << 10,
             "{first_touch} faults while the heap was filled"
         );
-        *stored.lock().unwrap() = evict_all(&remote, &ranges, false);
+        let evicted = evict_all(&remote, &ranges, false);
+        let moved: usize = evicted
+            .iter()
+            .map(|s| s.held.iter().filter(|&&h| h).count())
+            .sum();
+        assert!(moved >= 16 << 10, "{moved} pages moved out");
+        *stored.lock().unwrap() = evicted;
         child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
         line.clear();
         stdout.read_line(&mut line).unwrap();
         let status = child.wait().unwrap();
-        stop.store(true, Relaxed);
         assert_eq!(line.trim(), "bad 0", "the program found its heap changed");
         assert!(status.success(), "{status}");
+        let served_back = faults.load(Relaxed) - first_touch;
+        assert!(
+            served_back as usize >= moved,
+            "{served_back} faults for {moved} pages moved out"
+        );
     });
-    assert!(
-        faults.load(Relaxed) >= 16 << 10,
-        "{} faults",
-        faults.load(Relaxed)
-    );
 }

@@ -16,6 +16,13 @@
 //!   the kernel from merging them with the program's own mappings.
 //! - Setup happens while the program is stopped at its exec (tracee.rs); after it the program
 //!   runs untraced, and a debugger can attach to it as to any program.
+//! - The parasite lives as long as the program's image: an `execve` ends it (and the memory
+//!   the userfaultfd is of), and calls posted to it then fail with `ProcessGone`.
+//! - A seccomp filter stays with the program's children and with the programs it runs; where
+//!   the program lacks `CAP_SYS_ADMIN`, installing it sets `no_new_privs`, which a setuid
+//!   program started from it then runs without.
+//! - Dropping a `RemoteProcess` kills the program: pages moved out of it could not come
+//!   back, and its threads that fault would wait forever.
 
 mod parasite;
 mod seccomp;
@@ -52,6 +59,8 @@ pub struct RemoteProcess {
     uffd: Uffd,
     /// The userfaultfd's number in the parasite's descriptor table.
     parasite_uffd: u64,
+    /// The parasite's thread id: while `/proc/PID/task/TID` is there, it serves calls.
+    parasite_tid: libc::pid_t,
     mailbox: std::sync::Mutex<MailboxWithAddr>,
     staging: std::ops::Range<usize>,
     listener: Option<SyscallListener>,
@@ -79,6 +88,12 @@ impl RemoteProcess {
         staging_len: usize,
         intercept: &[libc::c_long],
     ) -> io::Result<(Child, RemoteProcess)> {
+        if intercept.len() > seccomp::MAX_NOTIFIED {
+            return Err(io::Error::other(format!(
+                "at most {} system calls can be intercepted",
+                seccomp::MAX_NOTIFIED
+            )));
+        }
         // SAFETY: the closure runs in the child between fork and exec and makes one system
         // call, which is async-signal-safe; it touches no memory of the parent's.
         unsafe {
@@ -134,11 +149,18 @@ impl RemoteProcess {
         t.give_entry_back(code)?;
 
         let uffd_flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
-        let uffd_t = t.call(
-            "userfaultfd",
-            libc::SYS_userfaultfd,
-            [uffd_flags, 0, 0, 0, 0, 0],
-        )?;
+        let uffd_t = t.syscall(libc::SYS_userfaultfd, [uffd_flags, 0, 0, 0, 0, 0], 0)?;
+        if uffd_t < 0 {
+            let e = io::Error::from_raw_os_error(-uffd_t as i32);
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "userfaultfd in the program: {e}: {}",
+                    crate::PERMISSION_HINT
+                ),
+            ));
+        }
+        let uffd_t = uffd_t as u64;
         let memfd_flags = libc::MFD_CLOEXEC as u64;
         let name = code + NAME_OFFSET as u64;
         let mfd_t = t.call(
@@ -150,6 +172,11 @@ impl RemoteProcess {
         let shared = libc::MAP_SHARED as u64;
         let mailbox_t = t.call("mmap", libc::SYS_mmap, [0, page, rw, shared, mfd_t, 0])?;
         let dontfork = libc::MADV_DONTFORK as u64;
+        t.call(
+            "madvise",
+            libc::SYS_madvise,
+            [mailbox_t, page, dontfork, 0, 0, 0],
+        )?;
         let staging = t.call(
             "mmap",
             libc::SYS_mmap,
@@ -181,7 +208,7 @@ impl RemoteProcess {
             None
         } else {
             let fprog = code + FPROG_OFFSET as u64;
-            let install = |t: &mut Tracee| {
+            let add_filter = |t: &mut Tracee| {
                 t.syscall(
                     libc::SYS_seccomp,
                     [
@@ -195,7 +222,7 @@ impl RemoteProcess {
                     0,
                 )
             };
-            let mut rc = install(&mut t)?;
+            let mut rc = add_filter(&mut t)?;
             if rc == -(libc::EACCES as i64) {
                 // Without CAP_SYS_ADMIN a filter needs no_new_privs.
                 t.call(
@@ -203,7 +230,7 @@ impl RemoteProcess {
                     libc::SYS_prctl,
                     [libc::PR_SET_NO_NEW_PRIVS as u64, 1, 0, 0, 0, 0],
                 )?;
-                rc = install(&mut t)?;
+                rc = add_filter(&mut t)?;
             }
             if rc < 0 {
                 return Err(io::Error::other(format!(
@@ -255,6 +282,7 @@ impl RemoteProcess {
             pidfd,
             uffd: crate::builder::handshake(uffd_fd, features).map_err(io::Error::other)?,
             parasite_uffd: uffd_t,
+            parasite_tid: tid as libc::pid_t,
             mailbox: std::sync::Mutex::new(MailboxWithAddr {
                 mailbox,
                 in_program: mailbox_t,
@@ -264,11 +292,17 @@ impl RemoteProcess {
         };
         // The parasite's table: the userfaultfd alone.
         if uffd_t > 0 {
-            remote.syscall(libc::SYS_close_range, [0, uffd_t - 1, 0, 0, 0, 0])?;
+            remote.call(
+                "close_range",
+                libc::SYS_close_range,
+                [0, uffd_t - 1, 0, 0, 0, 0],
+            )?;
         }
-        remote.syscall(
+        let last = u32::MAX as u64;
+        remote.call(
+            "close_range",
             libc::SYS_close_range,
-            [uffd_t + 1, u32::MAX as u64, 0, 0, 0, 0],
+            [uffd_t + 1, last, 0, 0, 0, 0],
         )?;
         Ok(remote)
     }
@@ -301,9 +335,53 @@ impl RemoteProcess {
         unsafe { self.uffd.register_range(start, len, mode) }.map(|_| ())
     }
 
+    /// `madvise(addr, len, advice)` in the program (the kernel takes most advice only from
+    /// the process itself).
+    pub fn madvise(&self, addr: usize, len: usize, advice: libc::c_int) -> io::Result<()> {
+        let args = [addr as u64, len as u64, advice as u64, 0, 0, 0];
+        self.call("madvise", libc::SYS_madvise, args).map(|_| ())
+    }
+
+    /// An anonymous mapping in the program (`mmap(addr, len, prot, flags, -1, 0)`, `flags`
+    /// with `MAP_ANONYMOUS`): its address.
+    pub fn map_anonymous(
+        &self,
+        addr: usize,
+        len: usize,
+        prot: libc::c_int,
+        flags: libc::c_int,
+    ) -> io::Result<usize> {
+        if flags & libc::MAP_ANONYMOUS == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let args = [
+            addr as u64,
+            len as u64,
+            prot as u64,
+            flags as u64,
+            u64::MAX,
+            0,
+        ];
+        self.call("mmap", libc::SYS_mmap, args).map(|a| a as usize)
+    }
+
+    /// As `syscall`, with a negative result turned into an error naming `what`.
+    fn call(&self, what: &str, nr: libc::c_long, args: [u64; 6]) -> io::Result<u64> {
+        let rc = self.syscall(nr, args)?;
+        if rc < 0 {
+            let e = io::Error::from_raw_os_error(-rc as i32);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{what} in the program: {e}"),
+            ));
+        }
+        Ok(rc as u64)
+    }
+
     /// Run system call `nr` in the program, on the parasite; returns what it returned (a
-    /// negative errno on failure), or an error if the program is gone.
-    pub fn syscall(&self, nr: libc::c_long, args: [u64; 6]) -> io::Result<i64> {
+    /// negative errno on failure), or an error once the parasite is gone. Not public: a call
+    /// in the program could reach this process too (`process_vm_writev`).
+    fn syscall(&self, nr: libc::c_long, args: [u64; 6]) -> io::Result<i64> {
         let m = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
         m.mailbox.post(nr, args);
         self.wait(&m.mailbox)
@@ -314,21 +392,19 @@ impl RemoteProcess {
             if let Some(rc) = mailbox.wait(Duration::from_millis(100)) {
                 return Ok(rc);
             }
-            if self.exited() {
-                return Err(io::Error::other("the program ended"));
+            if !self.parasite_alive() {
+                return Err(io::Error::other(
+                    "the program ended or ran another program: its parasite is gone",
+                ));
             }
         }
     }
 
-    /// Whether the program has ended (its pidfd is readable).
-    fn exited(&self) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.pidfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: poll on one live pollfd of ours, no timeout.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    /// Whether the parasite still serves calls: its thread is there (an exit or an `execve`
+    /// of the program ends it).
+    fn parasite_alive(&self) -> bool {
+        let task = format!("/proc/{}/task/{}", self.pid, self.parasite_tid);
+        std::path::Path::new(&task).exists()
     }
 
     /// `UFFDIO_MOVE` in the program (the kernel refuses it from here): move `len` bytes at
@@ -394,6 +470,23 @@ impl RemoteProcess {
     }
 }
 
+impl Drop for RemoteProcess {
+    /// The program is killed (module doc): what was moved out of it is lost with this.
+    fn drop(&mut self) {
+        // SAFETY: pidfd_send_signal on our pidfd: it names the program, never a process that
+        // reused its pid.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+    }
+}
+
 /// Write `bytes` into the program's memory at `addr` (a writable mapping).
 fn write_memory(pid: libc::pid_t, addr: usize, bytes: &[u8]) -> io::Result<()> {
     let local = libc::iovec {
@@ -406,10 +499,17 @@ fn write_memory(pid: libc::pid_t, addr: usize, bytes: &[u8]) -> io::Result<()> {
     };
     // SAFETY: the local iovec is only read, from `bytes`; the remote one is the program's.
     let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("writing into the program: {e}"),
+        ));
+    }
     if n as usize != bytes.len() {
         return Err(io::Error::other(format!(
-            "writing the parasite into the program: {}",
-            io::Error::last_os_error()
+            "writing into the program: {n} of {} bytes",
+            bytes.len()
         )));
     }
     Ok(())

@@ -11,6 +11,9 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
+/// The most calls a filter notifies (it must fit in the parasite's page beside the rest).
+pub(super) const MAX_NOTIFIED: usize = 64;
+
 /// `AUDIT_ARCH_X86_64` (linux/audit.h).
 const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 
@@ -45,17 +48,16 @@ pub(super) fn filter(notified: &[libc::c_long], parasite_page: u64) -> Vec<u8> {
     let and = libc::BPF_ALU | libc::BPF_AND | libc::BPF_K;
     let ret = libc::BPF_RET | libc::BPF_K;
     let n = notified.len() as u8;
-    // Layout: 0-7 as below, 8.. one jump a notified call, then 8+n allow, 9+n notify,
-    // 10+n allow (the target of the early exits). A jump's offsets count from the next
-    // instruction.
+    // Layout: 0-7 as below, 8.. one jump a notified call, then 8+n allow, 9+n notify. A
+    // jump's offsets count from the next instruction.
     let mut prog = vec![
         /* 0 */ stmt(load, ARCH),
-        /* 1 */ jump_eq(AUDIT_ARCH_X86_64, 0, 8 + n), // another ABI: allowed
+        /* 1 */ jump_eq(AUDIT_ARCH_X86_64, 0, 6 + n), // another ABI: allowed
         /* 2 */ stmt(load, IP_HIGH),
         /* 3 */ jump_eq((parasite_page >> 32) as u32, 0, 3),
         /* 4 */ stmt(load, IP_LOW),
         /* 5 */ stmt(and, !(crate::PAGE_SIZE as u32 - 1)),
-        /* 6 */ jump_eq(parasite_page as u32, 3 + n, 0), // the parasite's: allowed
+        /* 6 */ jump_eq(parasite_page as u32, 1 + n, 0), // the parasite's: allowed
         /* 7 */ stmt(load, NR),
     ];
     for (i, &nr) in notified.iter().enumerate() {
@@ -63,7 +65,6 @@ pub(super) fn filter(notified: &[libc::c_long], parasite_page: u64) -> Vec<u8> {
     }
     prog.push(stmt(ret, libc::SECCOMP_RET_ALLOW));
     prog.push(stmt(ret, libc::SECCOMP_RET_USER_NOTIF));
-    prog.push(stmt(ret, libc::SECCOMP_RET_ALLOW));
     prog.iter()
         .flat_map(|f| {
             let mut b = f.code.to_ne_bytes().to_vec();
@@ -81,6 +82,9 @@ pub struct SyscallNotice {
     pub id: u64,
     /// The thread that made the call.
     pub tid: u32,
+    /// Its process (the filter stays with the program's children): 0 if it went away
+    /// before it could be told.
+    pub pid: i32,
     /// The call.
     pub nr: i64,
     /// Its arguments.
@@ -116,8 +120,9 @@ impl SyscallListener {
             events: libc::POLLIN,
             revents: 0,
         };
+        let ms = timeout.as_millis().min(libc::c_int::MAX as u128) as libc::c_int;
         // SAFETY: poll on one live pollfd of ours.
-        let rc = unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
+        let rc = unsafe { libc::poll(&mut p, 1, ms) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -146,9 +151,36 @@ impl SyscallListener {
         Ok(SyscallNotice {
             id: n.id,
             tid: n.pid,
+            pid: self.process_of(n.id, n.pid),
             nr: n.data.nr as i64,
             args: n.data.args,
         })
+    }
+
+    /// The process of thread `tid`, which made notified call `id`: read from its status,
+    /// then checked to be still the one waiting on `id` (a tid read after the thread went
+    /// away could be another's).
+    fn process_of(&self, id: u64, tid: u32) -> i32 {
+        let status = std::fs::read_to_string(format!("/proc/{tid}/status")).unwrap_or_default();
+        let pid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Tgid:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        let mut id = id;
+        // SAFETY: NOTIF_ID_VALID reads one u64 from `id`.
+        let valid = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+                &mut id as *mut u64,
+            )
+        };
+        if valid == 0 {
+            pid
+        } else {
+            0
+        }
     }
 
     /// Answer call `id`. A call whose thread went away meanwhile is not an error.
