@@ -367,15 +367,7 @@ impl RemoteProcess {
 
     /// As `syscall`, with a negative result turned into an error naming `what`.
     fn call(&self, what: &str, nr: libc::c_long, args: [u64; 6]) -> io::Result<u64> {
-        let rc = self.syscall(nr, args)?;
-        if rc < 0 {
-            let e = io::Error::from_raw_os_error(-rc as i32);
-            return Err(io::Error::new(
-                e.kind(),
-                format!("{what} in the program: {e}"),
-            ));
-        }
-        Ok(rc as u64)
+        returned(what, self.syscall(nr, args)?)
     }
 
     /// Run system call `nr` in the program, on the parasite; returns what it returned (a
@@ -485,6 +477,18 @@ impl Drop for RemoteProcess {
             )
         };
     }
+}
+
+/// A system call's result in the program: a negative one turned into an error naming `what`.
+fn returned(what: &str, rc: i64) -> io::Result<u64> {
+    if rc < 0 {
+        let e = io::Error::from_raw_os_error(-rc as i32);
+        return Err(io::Error::new(
+            e.kind(),
+            format!("{what} in the program: {e}"),
+        ));
+    }
+    Ok(rc as u64)
 }
 
 /// Write `bytes` into the program's memory at `addr` (a writable mapping).

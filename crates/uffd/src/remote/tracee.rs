@@ -194,15 +194,7 @@ impl Tracee {
 
     /// As `syscall`, with a negative result turned into an error naming `what`.
     pub(super) fn call(&mut self, what: &str, nr: libc::c_long, args: [u64; 6]) -> io::Result<u64> {
-        let rc = self.syscall(nr, args, 0)?;
-        if rc < 0 {
-            let e = io::Error::from_raw_os_error(-rc as i32);
-            return Err(io::Error::new(
-                e.kind(),
-                format!("{what} in the program: {e}"),
-            ));
-        }
-        Ok(rc as u64)
+        super::returned(what, self.syscall(nr, args, 0)?)
     }
 
     /// Put the child's registers back and let it run, untraced, with the signals that came
