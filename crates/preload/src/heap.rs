@@ -23,23 +23,6 @@ static END: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     /// Calls into mimalloc this thread is inside.
     static DEPTH: Cell<u32> = const { Cell::new(0) };
-    /// Whether an allocation the region heap cannot satisfy goes unsaid (`may_fail`).
-    static MAY_FAIL: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Held while this thread's allocations may fail unsaid (`may_fail`): what it was before.
-pub struct MayFail(bool);
-
-impl Drop for MayFail {
-    fn drop(&mut self) {
-        MAY_FAIL.with(|m| m.set(self.0));
-    }
-}
-
-/// Until the guard drops, an allocation the region heap cannot satisfy is not said: the
-/// caller has somewhere else to go (a large block, or the kernel for a reservation).
-pub fn may_fail() -> MayFail {
-    MayFail(MAY_FAIL.with(|m| m.replace(true)))
 }
 
 /// Held while a thread is inside mimalloc (`enter`).
@@ -149,39 +132,28 @@ pub fn start(region: *mut u8, len: usize) -> Result<(), String> {
     crate::large_blocks::init(region as usize + arena_len, len - arena_len);
     START.store(region as usize, Release);
     END.store(region as usize + len, Release);
-    // SAFETY: `on_mimalloc_error` is an `extern "C" fn` that lives as long as the process and
-    // ignores its argument, which may be null.
-    unsafe { mi::mi_register_error(Some(on_mimalloc_error), std::ptr::null_mut()) };
     HEAP.store(heap, Release);
     Ok(())
 }
 
-/// mimalloc's error callback: an allocation it could not satisfy (`ENOMEM`) means the heap's
-/// address space, `--max-heap`, is used up (or too small for one request), where without
-/// uzswap the allocation would have succeeded. Said once, so that a program that then aborts
-/// (node's "malloc returned NULL") does not die unexplained.
-extern "C" fn on_mimalloc_error(err: std::ffi::c_int, _arg: *mut std::ffi::c_void) {
-    if err == libc::ENOMEM && !MAY_FAIL.with(Cell::get) {
-        say_heap_exhausted();
-    }
-}
-
-/// Say, once, that an allocation failed for want of the heap's address space.
-pub fn say_heap_exhausted() {
+/// Say, once, that what the heap has no room for is allocated outside it (malloc.rs,
+/// mmap.rs).
+pub fn say_allocations_outside() {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
         return;
     }
     let len = END.load(Acquire) - START.load(Acquire);
-    // Made on the stack and written straight to the descriptor: this runs inside a failing
+    // Made on the stack and written straight to the descriptor: this runs inside an
     // allocation, which must not allocate again.
-    let mut line = [0u8; 256];
+    let mut line = [0u8; 320];
     use std::io::Write;
     let mut cursor = std::io::Cursor::new(&mut line[..]);
     let _ = writeln!(
         cursor,
-        "uzswap: an allocation failed: the heap's address space (--max-heap, {} MiB) is used \
-         up or too small for it; run with a larger --max-heap (at most 15G)",
+        "uzswap: the heap's address space (--max-heap, {} MiB) is used up or too small \
+         for a request: what it has no room for is allocated outside the limit (a larger \
+         --max-heap, at most 15G, keeps more of it held)",
         len >> 20
     );
     let end = cursor.position() as usize;

@@ -3,6 +3,10 @@
 //! region's own threads. A pointer outside the region is glibc's (including a library's
 //! bound to libc's malloc with `RTLD_DEEPBIND`) and goes back to glibc.
 //!
+//! Where the heap's address space (`--max-heap`) has no room for a request, it goes to
+//! glibc's malloc too: memory outside the limit, said once (`heap::say_heap_exhausted`),
+//! rather than an allocation that would fail where it succeeds without uzswap.
+//!
 //! `free` keeps `errno`, as glibc's does. Not compiled into this crate's unit tests, whose
 //! process would otherwise allocate through them.
 #![cfg(not(test))]
@@ -40,11 +44,12 @@ fn alloc_aligned(size: usize, align: usize) -> *mut c_void {
     // SAFETY: mimalloc takes any size and power-of-two alignment; the heap is the live region
     // heap.
     unsafe {
-        match region_heap() {
+        let p = match region_heap() {
             Some(h) if align > MIMALLOC_ALIGN_MAX => over_aligned::alloc(h, size, align),
             Some(h) => mi::mi_heap_malloc_aligned(h, size, align),
-            None => __libc_memalign(align, size),
-        }
+            None => return __libc_memalign(align, size),
+        };
+        or_outside(p, || __libc_memalign(align, size))
     }
 }
 
@@ -56,7 +61,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     // SAFETY: any size.
     unsafe {
         match region_heap() {
-            Some(h) => mi::mi_heap_malloc(h, size),
+            Some(h) => or_outside(mi::mi_heap_malloc(h, size), || __libc_malloc(size)),
             None => __libc_malloc(size),
         }
     }
@@ -70,7 +75,9 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
     // SAFETY: mimalloc checks `count * size` for overflow.
     unsafe {
         match region_heap() {
-            Some(h) => mi::mi_heap_calloc(h, count, size),
+            Some(h) => or_outside(mi::mi_heap_calloc(h, count, size), || {
+                __libc_calloc(count, size)
+            }),
             None => __libc_calloc(count, size),
         }
     }
@@ -90,6 +97,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
         // SAFETY: the region heap handed `block` out, and it is live (the caller's part).
         unsafe { mi::mi_free(block) };
     } else {
+        program_frees_libc_block(p);
         // SAFETY: not ours: libc's own malloc handed it out.
         unsafe { __libc_free(p) };
     }
@@ -105,8 +113,15 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         return unsafe { malloc(size) };
     }
     if !in_region(p) {
+        program_frees_libc_block(p);
         // SAFETY: libc's own allocation, resized by libc.
-        return unsafe { __libc_realloc(p, size) };
+        let q = unsafe { __libc_realloc(p, size) };
+        if !q.is_null() && region_heap().is_some() {
+            // SAFETY: glibc's live block.
+            let n = unsafe { malloc_usable_size(q) } as u64;
+            PROGRAM_IN_LIBC.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+        return q;
     }
     if size == 0 {
         // glibc frees and returns null.
@@ -130,9 +145,63 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         }
         return new;
     }
-    let _inside = enter();
-    // SAFETY: `p` is the region heap's and live; it is resized there.
-    unsafe { mi::mi_heap_realloc(shared_heap(), p, size) }
+    let new = {
+        let _inside = enter();
+        // SAFETY: `p` is the region heap's and live; it is resized there (left as it is on
+        // failure).
+        unsafe { mi::mi_heap_realloc(shared_heap(), p, size) }
+    };
+    if !new.is_null() {
+        return new;
+    }
+    // No room in the heap: the block moves out of it (module doc).
+    // SAFETY: glibc's malloc, any size.
+    let outside = or_outside(new, || unsafe { __libc_malloc(size) });
+    if !outside.is_null() {
+        // SAFETY: `p` is live and ours, `outside` a distinct live block of `size` bytes.
+        unsafe {
+            let old = malloc_usable_size(p);
+            std::ptr::copy_nonoverlapping(p.cast::<u8>(), outside.cast(), old.min(size));
+            free(p);
+        }
+    }
+    outside
+}
+
+/// `p` from the region heap; where it is null (no room in the heap's address space), what
+/// `libc` allocates instead, outside the limit, said once.
+fn or_outside(p: *mut c_void, libc: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    if !p.is_null() {
+        return p;
+    }
+    let q = libc();
+    if !q.is_null() {
+        crate::heap::say_allocations_outside();
+        // SAFETY: glibc's live block.
+        let n = unsafe { malloc_usable_size(q) } as u64;
+        PROGRAM_IN_LIBC.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    q
+}
+
+/// Bytes of the program's in glibc's malloc (what the heap had no room for), as near as can
+/// be told: a program thread's free of a glibc block takes its size off (the blocks it made
+/// before the region existed too, hence the floor at 0). The `--stats` split counts them
+/// with the program's anonymous memory, not uzswap's own (not_held.rs).
+pub static PROGRAM_IN_LIBC: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A program thread gives a glibc block of `p` back: off `PROGRAM_IN_LIBC`.
+fn program_frees_libc_block(p: *mut c_void) {
+    if region_heap().is_none() || PROGRAM_IN_LIBC.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return;
+    }
+    // SAFETY: glibc's live block.
+    let n = unsafe { malloc_usable_size(p) } as u64;
+    let _ = PROGRAM_IN_LIBC.fetch_update(
+        std::sync::atomic::Ordering::Relaxed,
+        std::sync::atomic::Ordering::Relaxed,
+        |v| Some(v.saturating_sub(n)),
+    );
 }
 
 /// # Safety

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 
 use libmimalloc_sys as mi;
 
-use crate::heap::{enter, in_region, inside, may_fail, overlaps_region, region_heap};
+use crate::heap::{enter, in_region, inside, overlaps_region, region_heap};
 use crate::thread_role::is_uzswap_thread;
 
 const PAGE: usize = 4096;
@@ -170,8 +170,9 @@ pub unsafe extern "C" fn mmap(
             }
             return raw_mmap(addr, len, prot, flags, fd, off);
         }
-        crate::heap::say_heap_exhausted();
-        return fail(libc::ENOMEM);
+        // No room for a mapping to be held: the kernel's, outside the limit, said once.
+        crate::heap::say_allocations_outside();
+        return raw_mmap(addr, len, prot, flags, fd, off);
     };
     // A reservation holds no page, and traps as it does without uzswap until the program
     // commits it: discarded (the zeroes a reused block would be written with would stay
@@ -213,7 +214,6 @@ fn alloc_block(
     }
     let p = {
         let _inside = enter();
-        let _quiet = may_fail();
         match reservation {
             // SAFETY: the live region heap; any size, page alignment.
             true => unsafe { mi::mi_heap_malloc_aligned(heap, len, PAGE) },

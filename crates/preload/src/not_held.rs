@@ -8,7 +8,8 @@
 //! - **stacks**: the main thread's stack and every thread's (an anonymous read-write mapping
 //!   right above its `PROT_NONE` guard, as glibc makes them);
 //! - **uzswap**: uzswap's own allocations, glibc's malloc in use (`mallinfo2`), which only
-//!   uzswap and the program's start-up before the region use;
+//!   uzswap and the program's start-up before the region use (and the program's blocks the
+//!   heap had no room for, which are counted apart and left to the anonymous part);
 //! - **anonymous**: the rest, anonymous memory the program mapped past uzswap: a runtime's
 //!   heap mapped at addresses it chose (a JVM's), reservations too large for the heap,
 //!   executable mappings.
@@ -119,7 +120,10 @@ pub fn measure(heap: std::ops::Range<usize>, outside: u64) -> NotHeld {
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
     // SAFETY: mallinfo2 reads glibc's arenas under their locks and returns a plain struct.
     let info = unsafe { libc::mallinfo2() };
-    split(&smaps, heap, outside, (info.uordblks + info.hblkhd) as u64)
+    // Less the program's blocks glibc holds (those the heap had no room for, malloc.rs).
+    let program = crate::malloc::PROGRAM_IN_LIBC.load(std::sync::atomic::Ordering::Relaxed);
+    let uzswap = ((info.uordblks + info.hblkhd) as u64).saturating_sub(program);
+    split(&smaps, heap, outside, uzswap)
 }
 
 #[cfg(test)]
