@@ -274,6 +274,31 @@ fn reservations_past_the_allocators_largest_block_are_held() {
 
 /// Run the C program `name` of tests/programs plainly, where it must print `plain`, then
 /// under `--memory-high limit --stats=full`, where it must exit 0 and print the same.
+/// Memory past the heap's address space (`--max-heap`) is allocated outside the limit, said
+/// once, where it would otherwise fail and does not without uzswap: malloc's blocks and
+/// anonymous mappings alike (no ceiling a program can run into).
+#[test]
+fn allocations_past_the_heaps_address_space_succeed_outside_the_limit() {
+    let program = compile("past_the_heap");
+    let alone = Command::new(&program).output().unwrap();
+    assert_eq!(stdout(&alone), "ok wrong 0\n");
+    let o = run_within(
+        120,
+        &["--memory-high", "64M", "--max-heap", "256M"],
+        &[program.to_str().unwrap()],
+    );
+    std::fs::remove_file(&program).unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&o), "ok wrong 0\n");
+    assert_eq!(
+        err.matches("what it has no room for is allocated outside the limit")
+            .count(),
+        1,
+        "{err}"
+    );
+}
+
 fn same_as_plain(name: &str, limit: &str, plain: &str) -> std::process::Output {
     let program = compile(name);
     let alone = Command::new(&program).output().unwrap();
