@@ -4,55 +4,31 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
-
 use common::Cluster;
+use peak_alloc::PeakAlloc;
 use redis_tier::{RedisSegments, TierOptions};
 use zswap::swap::segments::SegmentRead;
 use zswap::swap::SegmentDevice;
 
-/// The process's heap, counted: bytes live now and the most since `PEAK` was reset.
-struct Counting;
-static LIVE: AtomicI64 = AtomicI64::new(0);
-static PEAK: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: every call is System's, with the caller's arguments; the counting only adds and
-// subtracts sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size() as i64, Relaxed) + layout.size() as i64;
-        PEAK.fetch_max(live, Relaxed);
-        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
-        unsafe { System.alloc(layout) }
-    }
-    /// Counted as a change of size, as glibc's realloc moves a large block by remapping it.
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let grow = new_size as i64 - layout.size() as i64;
-        let live = LIVE.fetch_add(grow, Relaxed) + grow;
-        PEAK.fetch_max(live, Relaxed);
-        // SAFETY: the caller's block, layout and size, as GlobalAlloc::realloc requires.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Relaxed);
-        // SAFETY: `ptr` came from System.alloc with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
+/// The process's heap, counted: bytes live now and the most since the peak was reset. Its
+/// realloc copies (a new block, then the old freed), where glibc's remaps a large block:
+/// a growing buffer's peak counts its old size once more than glibc would hold.
 #[global_allocator]
-static COUNTING: Counting = Counting;
+static HEAP: PeakAlloc = PeakAlloc;
+
+fn live() -> i64 {
+    HEAP.current_usage() as i64
+}
 
 /// The most the heap and the tier's charge grew while `op` ran.
 fn peaks(store: &RedisSegments, op: impl FnOnce()) -> (i64, i64) {
     let charged_before = store.client_bytes();
     store.take_client_peak();
-    let live_before = LIVE.load(Relaxed);
-    PEAK.store(live_before, Relaxed);
+    let live_before = live();
+    HEAP.reset_peak_usage();
     op();
     (
-        PEAK.load(Relaxed) - live_before,
+        HEAP.peak_usage() as i64 - live_before,
         store.take_client_peak() as i64 - charged_before as i64,
     )
 }
@@ -60,7 +36,7 @@ fn peaks(store: &RedisSegments, op: impl FnOnce()) -> (i64, i64) {
 fn within(what: &str, charged: i64, counted: i64) {
     eprintln!("{what}: charged {charged}, counted {counted}");
     assert!(
-        charged as f64 >= 0.8 * counted as f64 && charged as f64 <= 2.5 * counted as f64,
+        charged as f64 >= 0.7 * counted as f64 && charged as f64 <= 2.5 * counted as f64,
         "{what}: the tier charged {charged} bytes, the allocator counted {counted}"
     );
 }
@@ -70,7 +46,7 @@ fn the_client_s_memory_is_charged() {
     let cluster = Cluster::start(7250, false);
     let segment = vec![7u8; 64 << 10];
     let mut outs = vec![vec![0u8; 4096]; 16];
-    let base = LIVE.load(Relaxed);
+    let base = live();
     let store = RedisSegments::connect(&cluster.url, "t-memory", TierOptions::default()).unwrap();
 
     // A pipelined write of eight segments, then a read of sixteen ranges.
@@ -113,7 +89,7 @@ fn the_client_s_memory_is_charged() {
     within(
         "at rest, four connections and 344 live segments",
         store.client_bytes() as i64,
-        LIVE.load(Relaxed) - base,
+        live() - base,
     );
     assert_eq!(store.nr_live(), 344);
 }
