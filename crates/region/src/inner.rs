@@ -127,9 +127,12 @@ pub(crate) struct Inner {
     pub pool_share: Option<crate::pool_share::PoolShare>,
     /// Which fault handler polls the userfaultfd between faults (busy_poll.rs).
     pub busy_poll: crate::busy_poll::BusyPoll,
-    /// This process's memory, read where it is (reclaim's try of a folio's compression);
-    /// None where `/proc` is not mounted: folios are then tried after they moved out.
-    pub own_memory: Option<uffd::process::OwnMemory>,
+    /// The memory of the process the range is in (this one, or a program served from
+    /// here), read where it is (reclaim's try of a folio's compression); None where `/proc`
+    /// is not mounted: folios are then tried after they moved out.
+    pub program_memory: Option<uffd::process::ProcessMemory>,
+    /// The program's threads in `/proc`, for its CPU time (pool_share.rs).
+    pub program_tasks: std::path::PathBuf,
     /// Faults served in the faulting thread (in_thread.rs): None where handlers serve them.
     pub in_thread: Option<InThreadFaults>,
     /// kswapd's wake-ups, and reclaim's progress for those who wait on it.

@@ -44,6 +44,7 @@ mod lazy_threads;
 mod lock_order;
 mod lru;
 mod mapping;
+mod memory;
 mod over_limit;
 mod page_flags;
 mod pool_share;
@@ -52,6 +53,8 @@ mod readahead;
 mod reclaim;
 mod reclaim_wait;
 mod region;
+#[cfg(target_arch = "x86_64")]
+mod remote_region;
 mod serving_threads;
 mod spare;
 mod staged;
@@ -67,5 +70,7 @@ pub use config::{ConfigError, Policies, RegionConfig, SwapFormat};
 pub use inner::Usage;
 pub use over_limit::{OnLimit, OverLimit, SharedLimit};
 pub use region::{ForkGuard, Region, RegionError, UsageProbe};
+#[cfg(target_arch = "x86_64")]
+pub use remote_region::RemoteRegion;
 pub use stats::RegionStatsSnapshot;
 pub use zswap::params::Writethrough;

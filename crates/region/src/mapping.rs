@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lock_order::{self, RwLock, RwLockReadGuard};
+use crate::memory::Memory;
 use uffd::{
-    CopyMode, Doorbell, Event, Filled, RawRegion, RegisterMode, StageError, StagedFolio, Staging,
+    CopyMode, Doorbell, Event, Filled, PageTables, RegisterMode, StageError, StagedFolio, Staging,
     Uffd, UffdError,
 };
 use zswap::PAGE_SIZE;
@@ -36,6 +37,8 @@ const MOVE_BACK_FAILED: &str = "moving a staged folio back into the region faile
 /// The region's range and its userfaultfd.
 pub(crate) struct Mapping {
     uffd: Uffd,
+    /// The page tables of the process the range is in, for the probes below.
+    tables: PageTables,
     /// Where the region is mapped now (an mremap moves it).
     base: AtomicUsize,
     len: usize,
@@ -47,12 +50,13 @@ pub(crate) struct Mapping {
 }
 
 impl Mapping {
-    /// The range of `len` bytes at `base`, served through `uffd` (registered later:
-    /// `register`).
-    pub fn new(uffd: Uffd, base: usize, len: usize) -> Self {
+    /// The range of `len` bytes at `base` in the process whose page tables are `tables`,
+    /// served through `uffd` (registered later: `register`).
+    pub fn new(uffd: Uffd, tables: PageTables, base: usize, len: usize) -> Self {
         Mapping {
             sigbus: uffd.features().contains(uffd::Features::SIGBUS),
             uffd,
+            tables,
             base: AtomicUsize::new(base),
             len,
             gate: RwLock::new(&lock_order::EVENT_GATE, ()),
@@ -97,34 +101,28 @@ impl Mapping {
     /// Whether page `page` is mapped now, as the kernel's page tables say (`mincore`); None
     /// when they cannot be read (the range gone).
     pub fn is_mapped(&self, page: u32) -> Option<bool> {
-        uffd::page_mapped(self.page_addr(page)).ok()
+        self.tables.mapped(self.page_addr(page)).ok()
     }
 
     /// Whether page `page` is in the mapping: mapped, or swapped out by the kernel (uffd's
     /// `page_in_mapping`); None when that cannot be told.
     pub fn in_mapping(&self, page: u32) -> Option<bool> {
-        uffd::page_in_mapping(self.page_addr(page)).ok()
+        self.tables.in_mapping(self.page_addr(page)).ok()
     }
 
     /// Whether every page of `nr_pages` from `page` is in memory (present, or in the kernel's
     /// swap cache: `mincore`); None when that cannot be told.
     pub fn in_core(&self, page: u32, nr_pages: u32) -> Option<bool> {
-        uffd::pages_in_core(self.page_addr(page), nr_pages as usize * PAGE_SIZE).ok()
+        self.tables
+            .in_core(self.page_addr(page), nr_pages as usize * PAGE_SIZE)
+            .ok()
     }
 
     /// The kernel's pagemap entry of page `page` (present, swap or migration entry, or
     /// nothing), in hex, or why it could not be read: for a report of a lost page.
     pub fn pagemap_entry(&self, page: u32) -> String {
-        use std::io::{Read, Seek, SeekFrom};
-        let mut e = [0u8; 8];
-        let r = std::fs::File::open("/proc/self/pagemap").and_then(|mut f| {
-            f.seek(SeekFrom::Start(
-                (self.page_addr(page) / PAGE_SIZE * 8) as u64,
-            ))?;
-            f.read_exact(&mut e)
-        });
-        match r {
-            Ok(()) => format!("{:#018x}", u64::from_le_bytes(e)),
+        match self.tables.entry(self.page_addr(page)) {
+            Ok(e) => format!("{e:#018x}"),
             Err(err) => err.to_string(),
         }
     }
@@ -366,9 +364,9 @@ impl Mapping {
         Ok(n)
     }
 
-    /// Register the range for `mode` faults.
-    pub fn register(&self, mem: &RawRegion, mode: RegisterMode) -> Result<(), UffdError> {
-        self.uffd.register(mem, 0, self.len, mode).map(|_| ())
+    /// Register the range, `mem`, for `mode` faults.
+    pub fn register(&self, mem: &Memory, mode: RegisterMode) -> Result<(), UffdError> {
+        mem.register(&self.uffd, mode)
     }
 
     /// Unregister the range where it is now: nothing serves it any more.
@@ -464,7 +462,7 @@ mod tests {
             .non_blocking(true)
             .create()
             .expect("a userfaultfd");
-        Mapping::new(uffd, base, pages * PAGE_SIZE)
+        Mapping::new(uffd, PageTables::Own, base, pages * PAGE_SIZE)
     }
 
     const BASE: usize = 0x7f00_0000_0000;

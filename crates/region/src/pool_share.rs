@@ -185,14 +185,14 @@ impl PoolShare {
     }
 }
 
-/// The program's CPU time so far, in nanoseconds: the user time of this process's threads
-/// but uzswap's own (named `uzswap-...` and `zswap-...`), from `/proc/self/task`.
-/// None where `/proc` cannot be read.
-pub(crate) fn program_cpu_ns() -> Option<u64> {
+/// The program's CPU time so far, in nanoseconds: the user time of the threads in `tasks`
+/// (`/proc/self/task`, or a program's served from here) but uzswap's own (named `uzswap-...`
+/// and `zswap-...`). None where `/proc` cannot be read.
+pub(crate) fn program_cpu_ns(tasks: &std::path::Path) -> Option<u64> {
     /// `/proc`'s clock ticks a second (USER_HZ, fixed by the kernel's ABI).
     const USER_HZ: u64 = 100;
     let mut ticks = 0u64;
-    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+    for task in std::fs::read_dir(tasks).ok()?.flatten() {
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
             continue; // the thread ended meanwhile
         };
@@ -331,6 +331,6 @@ mod tests {
         assert_eq!(program_ticks(&line("a) b (c")), Some(7));
         assert_eq!(program_ticks(&line("uzswap-fault-0")), None);
         assert_eq!(program_ticks(&line("zswap-shrink")), None);
-        assert!(program_cpu_ns().is_some());
+        assert!(program_cpu_ns("/proc/self/task".as_ref()).is_some());
     }
 }

@@ -48,7 +48,7 @@ fn size_pool(inner: &Inner, share: &crate::pool_share::PoolShare) {
                 written_back: stats.get("zswpwb"),
             }
         },
-        || crate::pool_share::program_cpu_ns().unwrap_or(0),
+        || crate::pool_share::program_cpu_ns(&inner.program_tasks).unwrap_or(0),
     );
     if let Some(percent) = moved {
         inner.zswap.set_pool_share_percent(percent);
@@ -756,11 +756,11 @@ fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Ev
 /// Whether the folio's `bytes` from page `start`, read where they are, would be stored compressed
 /// enough not to count as incompressible (`incompressible::saved_too_little`). None for a folio that
 /// cannot be read: it is moved out and its store decides. Called with the folio locked: the
-/// read must not wait on a fault handler (who would wait for that lock), and `OwnMemory`
+/// read must not wait on a fault handler (who would wait for that lock), and `ProcessMemory`
 /// fails on a missing page instead of waiting; nor on the disk (reclaim would stall), so a
 /// folio with a page in system swap is not tried.
 fn compresses_in_place(inner: &Inner, start: u32, bytes: usize) -> Option<bool> {
-    let mem = inner.own_memory.as_ref()?;
+    let mem = inner.program_memory.as_ref()?;
     let nr_pages = bytes / PAGE_SIZE;
     if !inner
         .mapping

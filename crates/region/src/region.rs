@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use uffd::{RawRegion, RegisterMode, Staging, UffdBuilder};
+use uffd::{RawRegion, RegisterMode, Uffd, UffdBuilder};
 use zswap::swap::{BackingDevice, FileDevice};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
@@ -22,6 +22,7 @@ use crate::inner::{Inner, Usage};
 use crate::lazy_threads::{LazyKind, LazyThreads};
 use crate::lru::Lru;
 use crate::mapping::Mapping;
+use crate::memory::Memory;
 use crate::page_flags::PageFlags;
 use crate::readahead::Readahead;
 use crate::spare::SpareHandlers;
@@ -85,10 +86,8 @@ impl UsageProbe {
 pub struct Region {
     inner: Arc<Inner>,
     threads: Vec<JoinHandle<()>>,
-    /// The mapping. Only its address is shared with the handler threads; the memory itself
-    /// is reached from Rust only through `as_mut_slice(&mut self)`. Dropped last, after the
-    /// threads stopped and the range was unregistered.
-    mem: RawRegion,
+    /// The memory. Dropped last, after the threads stopped and the range was unregistered.
+    mem: Memory,
 }
 
 impl std::fmt::Debug for Region {
@@ -151,17 +150,8 @@ impl Region {
     /// ```
     pub fn new(size: usize, config: RegionConfig) -> Result<Region, RegionError> {
         config.validate(size)?;
-        let fs = config.folio_size;
-        let nr_pages = config.nr_pages(size).expect("validated");
-        let len = nr_pages as usize * PAGE_SIZE;
-        let folio_pages = (fs / PAGE_SIZE) as u32;
-        let fixed = FixedCharge::of(&config, nr_pages);
-
-        let uffd = UffdBuilder::new()
-            .user_mode_only(config.user_mode_only)
-            .non_blocking(true)
-            .sigbus(config.in_thread_faults)
-            .create()?;
+        let len = config.nr_pages(size).expect("validated") as usize * PAGE_SIZE;
+        let uffd = Self::uffd_builder(&config).create()?;
         if let Some(w) = uffd.mode_warning() {
             log::warn!("{w}");
         }
@@ -174,6 +164,31 @@ impl Region {
         // swap-out too), and that split is the one path where MOVE meets states we do not
         // otherwise see.
         mem.no_huge_pages()?;
+        Self::over(Memory::Own(mem), len, uffd, config)
+    }
+
+    /// How the region's userfaultfd is made under `config` (`RemoteRegion::features` asks
+    /// for what this gets).
+    pub(crate) fn uffd_builder(config: &RegionConfig) -> UffdBuilder {
+        UffdBuilder::new()
+            .user_mode_only(config.user_mode_only)
+            .non_blocking(true)
+            .sigbus(config.in_thread_faults)
+    }
+
+    /// The region over `len` bytes of `mem`, served through `uffd`, with `config` validated
+    /// for that length.
+    pub(crate) fn over(
+        mem: Memory,
+        len: usize,
+        uffd: Uffd,
+        config: RegionConfig,
+    ) -> Result<Region, RegionError> {
+        let fs = config.folio_size;
+        let nr_pages = (len / PAGE_SIZE) as u32;
+        let folio_pages = (fs / PAGE_SIZE) as u32;
+        let fixed = FixedCharge::of(&config, nr_pages);
+        let program_tasks = mem.tasks_dir();
 
         let swap_pages = u32::try_from(config.swap_size.unwrap_or(len as u64) / PAGE_SIZE as u64)
             .expect("validated");
@@ -217,7 +232,7 @@ impl Region {
         zswap.params().set_writethrough_mode(config.writethrough);
         // Sized by the program's CPU time, read from /proc: fixed where it cannot be read.
         let pool_share = (config.policies.auto_pool_share
-            && crate::pool_share::program_cpu_ns().is_some())
+            && crate::pool_share::program_cpu_ns(&program_tasks).is_some())
         .then(crate::pool_share::PoolShare::default);
         if let Some(share) = &pool_share {
             zswap.set_pool_share_percent(share.percent());
@@ -250,12 +265,12 @@ impl Region {
             })?
             + 4;
         fail::fail_point!("region::new::staging", |_| Err(injected("mmap staging")));
-        let staging = Staging::new(slots, fs, batch_slots as usize)?;
+        let staging = mem.staging(slots, fs, batch_slots as usize)?;
         // Batch evictions (4 KiB folios) stage in slots of their own, one per evicting thread
         // (charged as in flight) and a few freed ones waiting for their batched discard
         // (charged in the fixed charge's `dirty_reserve`).
         let batch_staging = match batching(&config) {
-            true => Some(Staging::new(
+            true => Some(mem.staging(
                 (evicting as usize + BATCH_DISCARD_SLOTS) as u32,
                 crate::config::BATCH_PAGES * PAGE_SIZE,
                 BATCH_DISCARD_SLOTS,
@@ -274,6 +289,10 @@ impl Region {
 
         let nr_folios = nr_pages.div_ceil(folio_pages) as usize;
         let deferred = DeferredEvents::new()?;
+        let tables = mem.page_tables().map_err(|source| uffd::UffdError::Os {
+            op: "opening the program's pagemap",
+            source,
+        })?;
         let kswapd_threads = config.kswapd_threads;
         let thread_start = config.thread_start;
         let inner = Arc::new_cyclic(|me| Inner {
@@ -291,7 +310,7 @@ impl Region {
                 ),
                 thread_start,
             ),
-            mapping: Mapping::new(uffd, mem.addr(), len),
+            mapping: Mapping::new(uffd, tables, mem.addr(), len),
             zswap,
             group,
             staging,
@@ -330,7 +349,8 @@ impl Region {
             spares: SpareHandlers::new(config.fault_threads),
             pool_share,
             busy_poll: Default::default(),
-            own_memory: uffd::process::OwnMemory::open().ok(),
+            program_memory: mem.process_memory(),
+            program_tasks,
             // The handlers serve no faults then: program threads reclaim in their places.
             in_thread: config.in_thread_faults.then(|| {
                 crate::serving_threads::InThreadFaults::new(
@@ -412,7 +432,7 @@ impl Region {
 
     /// The region's memory as a byte slice.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        self.mem.as_managed_slice()
+        self.mem.own_mut().as_managed_slice()
     }
 
     /// The shared state, for the crate's own tests.
@@ -423,7 +443,7 @@ impl Region {
 
     /// The region's memory as atomic 64-bit words that any number of threads may share.
     pub fn as_atomic_words(&self) -> &[std::sync::atomic::AtomicU64] {
-        self.mem.as_atomic_words()
+        self.mem.own().as_atomic_words()
     }
 
     /// The region's size in bytes: the size it was made with, rounded up to whole folios.
@@ -502,7 +522,7 @@ impl Region {
     pub fn discard(&self, offset: usize, len: usize) -> Result<(), uffd::RawRegionError> {
         // It returns once a handler has read its event: see lock_order.rs.
         crate::lock_order::assert_none_held("a discard of the range");
-        self.mem.discard(offset, len)
+        self.mem.own().discard(offset, len)
     }
 
     /// Change the protection of `len` bytes at `offset` (page aligned) to `prot` (`PROT_*`
@@ -524,9 +544,9 @@ impl Region {
             // Before the change: reclaim, seeing the mark, no longer tries to move them.
             let end = end.min(inner.nr_pages());
             inner.unevictable.set_protected(first.min(end), end, true);
-            return self.mem.protect(offset, len, prot);
+            return self.mem.own().protect(offset, len, prot);
         }
-        self.mem.protect(offset, len, prot)?;
+        self.mem.own().protect(offset, len, prot)?;
         for f in inner.unevictable.rescue(first, end.min(inner.nr_pages())) {
             let resident = (f..f + inner.folio_pages)
                 .filter(|&p| inner.pages.is_resident(p))
@@ -579,7 +599,7 @@ impl Region {
     pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), uffd::RawRegionError> {
         // It returns once a handler has read its event: see lock_order.rs.
         crate::lock_order::assert_none_held("an madvise(MADV_FREE) of the range");
-        self.mem.free_lazily(offset, len)
+        self.mem.own().free_lazily(offset, len)
     }
 
     /// Reclaim until the region holds at most `target` bytes (or nothing more can go).
@@ -606,7 +626,7 @@ impl Region {
             .over_limit
             .fork_allowance
             .fetch_max(brought_back, Relaxed);
-        self.mem.do_fork()?;
+        self.mem.own().do_fork()?;
         Ok(ForkGuard {
             region: self,
             _held_off: held_off,
@@ -621,7 +641,7 @@ impl Region {
     pub fn relocate(&mut self) -> Result<(), uffd::RawRegionError> {
         // It returns once a handler has read its event: see lock_order.rs.
         crate::lock_order::assert_none_held("an mremap of the range");
-        self.mem.relocate()
+        self.mem.own_mut().relocate()
     }
 
     /// Check where every page is against the region's counts and the engine's entries, with
@@ -649,7 +669,7 @@ pub struct ForkGuard<'a> {
 
 impl Drop for ForkGuard<'_> {
     fn drop(&mut self) {
-        let _ = self.region.mem.dont_fork();
+        let _ = self.region.mem.own().dont_fork();
     }
 }
 

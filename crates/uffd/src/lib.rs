@@ -24,6 +24,7 @@ pub mod event;
 pub mod features;
 pub mod mapping;
 mod mmap;
+pub mod page_tables;
 pub mod process;
 pub mod raw_region;
 #[cfg(target_arch = "x86_64")]
@@ -40,6 +41,7 @@ pub use event::{Event, PagefaultFlags};
 pub use features::USER_MODE_ONLY_WARNING;
 pub use features::{Features, Ioctls, RegisterMode};
 pub use mapping::{AnonMapping, MappingError};
+pub use page_tables::PageTables;
 pub use raw_region::{
     madvise, page_aligned, page_in_mapping, page_mapped, page_out, page_size, pages_in_core,
     Advice, RawRegion,

@@ -1,7 +1,7 @@
 //! Acting on a process's memory, and waiting for termination signals: system calls that
 //! neither std nor rustix wraps.
 //!
-//! - [`OwnMemory`]: reclaim tries whether a folio compresses where it is, before it moves it
+//! - [`ProcessMemory`]: reclaim tries whether a folio compresses where it is, before it moves it
 //!   out (a copy by the kernel, so the program's concurrent writes are no data race, and a
 //!   missing page is an error rather than a userfault to wait for).
 //! - [`process_madvise`]: the benchmark's memory.high stand-in pages out chunks of a worker
@@ -16,23 +16,32 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// This process's memory read through `/proc/self/mem`: a copy by the kernel, so memory
-/// other threads write meanwhile is read without a data race (the copy may mix old and new
-/// bytes), and an address that is not mapped is an error, not a crash. A page of a range
+/// A process's memory read through `/proc/PID/mem` (this process's, or a program's served
+/// from here): a copy by the kernel, so memory other threads write meanwhile is read without
+/// a data race (the copy may mix old and new bytes), and an address that is not mapped is an error, not a crash. A page of a range
 /// registered with a userfaultfd that is not present makes the read fail (`EIO`) rather
 /// than wait for the userfault: the kernel reads another address space's view of memory
 /// with faults that cannot be retried, and `handle_userfault` answers those with SIGBUS. So
 /// a reader that holds what a fault handler would wait for cannot deadlock with it. (A
 /// page in system swap is read in.)
 #[derive(Debug)]
-pub struct OwnMemory(std::fs::File);
+pub struct ProcessMemory(std::fs::File);
 
-impl OwnMemory {
+impl ProcessMemory {
     /// Open `/proc/self/mem` for reading.
-    pub fn open() -> io::Result<OwnMemory> {
-        std::fs::File::open("/proc/self/mem")
+    pub fn own() -> io::Result<ProcessMemory> {
+        Self::open("/proc/self/mem")
+    }
+
+    /// Open process `pid`'s memory for reading (it must be ours to trace: a child).
+    pub fn of(pid: libc::pid_t) -> io::Result<ProcessMemory> {
+        Self::open(&format!("/proc/{pid}/mem"))
+    }
+
+    fn open(path: &str) -> io::Result<ProcessMemory> {
+        std::fs::File::open(path)
             .map(crate::descriptors::out_of_reach)
-            .map(OwnMemory)
+            .map(ProcessMemory)
     }
 
     /// Copy the bytes at `addr` into `buf`; returns how many were copied, fewer than asked
@@ -195,7 +204,7 @@ mod tests {
 
     #[test]
     fn reads_its_own_memory_and_refuses_an_unmapped_address() {
-        let mem = OwnMemory::open().unwrap();
+        let mem = ProcessMemory::own().unwrap();
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         let mut buf = vec![0u8; data.len()];
         assert_eq!(

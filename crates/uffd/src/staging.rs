@@ -21,6 +21,12 @@
 //! [`StagedFolio`] that owns it, and the bytes are only handed out while every page of the slot
 //! is present (after a complete move in), so a reference never sees a missing page (which would
 //! block forever, nobody serving this userfaultfd) or a change.
+//!
+//! The staging area of a program served from outside ([`Staging::in_program`], remote/) lies
+//! in that program: a folio moves out into a slot there (on its parasite), and its bytes are
+//! copied here at once, the slot freed for the next batched discard. The copy is the staged
+//! folio: its bytes are handed out from here, and moving it back is a `UFFDIO_COPY` (which
+//! works from outside, where a move does not).
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -32,21 +38,39 @@ use crate::raw_region::{page_size, Advice, RawRegion};
 use crate::userfaultfd::{CopyMode, Filled, MoveMode, Uffd};
 use crate::UffdBuilder;
 
+#[cfg(target_arch = "x86_64")]
+mod program;
+
 /// Fixed-size slots of private memory to stage folios in.
 #[derive(Debug)]
 pub struct Staging {
-    region: RawRegion,
-    uffd: Uffd,
+    area: Area,
     slot_bytes: usize,
     slots: Mutex<Slots>,
     /// Bytes of the dirty slots, until their discard has completed.
     dirty_bytes: AtomicUsize,
     /// Dirty slots that make a batch.
     batch_slots: usize,
-    /// This process, for `process_madvise`; None where pidfds are not available.
-    self_pidfd: Option<OwnedFd>,
-    /// Cleared once `process_madvise` refuses `MADV_DONTNEED` (kernels before 6.13).
-    batched_discard: AtomicBool,
+}
+
+/// Where the slots are.
+#[derive(Debug)]
+enum Area {
+    /// In this process.
+    Own {
+        region: RawRegion,
+        uffd: Uffd,
+        /// This process, for `process_madvise`; None where pidfds are not available.
+        self_pidfd: Option<OwnedFd>,
+        /// Cleared once `process_madvise` refuses `MADV_DONTNEED` (kernels before 6.13).
+        batched_discard: AtomicBool,
+    },
+    /// In a program served from here.
+    #[cfg(target_arch = "x86_64")]
+    Program {
+        process: Arc<crate::remote::RemoteProcess>,
+        range: std::ops::Range<usize>,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -62,6 +86,10 @@ struct Slots {
 pub struct StagedFolio {
     staging: Arc<Staging>,
     slot: u32,
+    /// In a program's staging area: the slot's pages copied here when it moved in (the
+    /// slot itself freed then), and which of them there were.
+    #[cfg(target_arch = "x86_64")]
+    copy: Option<program::Copied>,
     len: usize,
     /// Bytes from the start already moved back by a `move_back` that stopped part way: the
     /// next call goes on from here (the kernel checks the destination before the source, so
@@ -120,9 +148,37 @@ impl Staging {
                 source: std::io::Error::other(e.to_string()),
             })?;
         }
-        Ok(Arc::new(Staging {
+        let area = Area::Own {
             region,
             uffd,
+            self_pidfd: open_self_pidfd(),
+            batched_discard: AtomicBool::new(true),
+        };
+        Ok(Self::with_area(area, nr_slots, slot_bytes, batch_slots))
+    }
+
+    /// As `new`, with the slots in `process`, a program served from here (module doc).
+    #[cfg(target_arch = "x86_64")]
+    pub fn in_program(
+        process: Arc<crate::remote::RemoteProcess>,
+        nr_slots: u32,
+        slot_bytes: usize,
+        batch_slots: usize,
+    ) -> Result<Arc<Self>, UffdError> {
+        assert!(slot_bytes > 0 && slot_bytes.is_multiple_of(page_size()));
+        let range = process
+            .map_staging(nr_slots as usize * slot_bytes)
+            .map_err(|source| UffdError::Os {
+                op: "mmap staging in the program",
+                source,
+            })?;
+        let area = Area::Program { process, range };
+        Ok(Self::with_area(area, nr_slots, slot_bytes, batch_slots))
+    }
+
+    fn with_area(area: Area, nr_slots: u32, slot_bytes: usize, batch_slots: usize) -> Arc<Self> {
+        Arc::new(Staging {
+            area,
             slot_bytes,
             slots: Mutex::new(Slots {
                 free: (0..nr_slots).rev().collect(),
@@ -130,9 +186,7 @@ impl Staging {
             }),
             dirty_bytes: AtomicUsize::new(0),
             batch_slots: batch_slots.max(1),
-            self_pidfd: open_self_pidfd(),
-            batched_discard: AtomicBool::new(true),
-        }))
+        })
     }
 
     /// The size of a slot, in bytes: the largest folio it stages.
@@ -181,35 +235,53 @@ impl Staging {
         }
     }
 
-    /// Empty these slots, which nobody owns (their `StagedFolio`s are gone).
+    /// Empty these slots, which nobody owns (their `StagedFolio`s are gone, or hold copies).
     fn discard(&self, batch: &[u32]) {
         let ranges: Vec<(usize, usize)> = batch
             .iter()
             .map(|&s| (self.slot_addr(s), self.slot_bytes))
             .collect();
-        if let Some(pidfd) = &self.self_pidfd {
-            if self.batched_discard.load(Relaxed) {
-                // SAFETY: every range is a slot of our own mapping that no StagedFolio owns,
-                // so no reference into it exists and nothing relies on its contents.
-                match unsafe { crate::raw_region::discard_ranges(pidfd, &ranges) } {
-                    Ok(()) => return,
-                    Err(_) => self.batched_discard.store(false, Relaxed),
+        match &self.area {
+            Area::Own {
+                self_pidfd,
+                batched_discard,
+                ..
+            } => {
+                if let Some(pidfd) = self_pidfd {
+                    if batched_discard.load(Relaxed) {
+                        // SAFETY: every range is a slot of our own mapping that no
+                        // StagedFolio owns, so no reference into it exists and nothing
+                        // relies on its contents.
+                        match unsafe { crate::raw_region::discard_ranges(pidfd, &ranges) } {
+                            Ok(()) => return,
+                            Err(_) => batched_discard.store(false, Relaxed),
+                        }
+                    }
+                }
+                for (addr, len) in ranges {
+                    // SAFETY: as above.
+                    let _ = unsafe { crate::raw_region::madvise(addr, len, Advice::DontNeed) };
                 }
             }
-        }
-        for (addr, len) in ranges {
-            // SAFETY: as above.
-            let _ = unsafe { crate::raw_region::madvise(addr, len, Advice::DontNeed) };
+            // A program gone has no slots left to empty.
+            #[cfg(target_arch = "x86_64")]
+            Area::Program { process, .. } => {
+                let _ = process.discard_staging(&ranges);
+            }
         }
     }
 
-    /// The staging mapping's addresses.
+    /// The staging mapping's addresses (in the program, for `in_program`).
     pub fn range(&self) -> std::ops::Range<usize> {
-        self.region.range()
+        match &self.area {
+            Area::Own { region, .. } => region.range(),
+            #[cfg(target_arch = "x86_64")]
+            Area::Program { range, .. } => range.clone(),
+        }
     }
 
     fn slot_addr(&self, slot: u32) -> usize {
-        self.region.addr() + slot as usize * self.slot_bytes
+        self.range().start + slot as usize * self.slot_bytes
     }
 
     /// Move `len` bytes of pages at `src` (page aligned, in a managed mapping)
@@ -231,12 +303,19 @@ impl Staging {
         let folio = StagedFolio {
             staging: self.clone(),
             slot,
+            #[cfg(target_arch = "x86_64")]
+            copy: None,
             len,
             moved_back: 0,
             needs_discard: true,
             copied_back: false,
         };
         let dst = self.slot_addr(slot);
+        let uffd = match &self.area {
+            Area::Own { uffd, .. } => uffd,
+            #[cfg(target_arch = "x86_64")]
+            Area::Program { process, .. } => return program::stage(process, folio, src),
+        };
         // SAFETY: `src..src+len` is managed memory registered with a userfaultfd; its owner
         // never hands out references into it across evictions (the program sees only raw
         // memory, and moving a page out and back later leaves every byte it can observe as it
@@ -249,7 +328,7 @@ impl Staging {
         // meets those very pages in the slot and reports `EEXIST` with a short count. The
         // "stray" pages are the program's, just moved; the caller moves back whatever the
         // slot holds (discarding it here would lose them whenever page migration races a move).
-        let moved = unsafe { self.uffd.move_pages(dst, src, len, MoveMode::default()) };
+        let moved = unsafe { uffd.move_pages(dst, src, len, MoveMode::default()) };
         match moved {
             Ok(Filled::All) => Ok(folio),
             Ok(Filled::PageExists { done }) => {
@@ -294,6 +373,10 @@ impl StagedFolio {
 
     /// The staged bytes.
     pub fn bytes(&self) -> &[u8] {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(copy) = &self.copy {
+            return &copy.bytes[..self.len];
+        }
         let addr = self.staging.slot_addr(self.slot);
         // SAFETY: the slot's `len` bytes were all moved in (present) and belong to this
         // StagedFolio alone: nothing else moves into, out of, or writes the slot while it
@@ -313,6 +396,10 @@ impl StagedFolio {
     pub fn move_back(&mut self, dst_uffd: &Uffd, dst: usize) -> Result<Filled, UffdError> {
         if self.len == 0 {
             return Ok(Filled::All); // nothing moved in
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.copy.is_some() {
+            return program::move_back(self, dst_uffd, dst);
         }
         let src = self.staging.slot_addr(self.slot);
         let mode = MoveMode {
@@ -392,6 +479,10 @@ impl StagedFolio {
         if (index + 1) * ps > self.len {
             return Ok(Filled::All); // that page never moved in
         }
+        #[cfg(target_arch = "x86_64")]
+        if self.copy.is_some() {
+            return program::move_back_page(self, dst_uffd, dst, index);
+        }
         let src = self.staging.slot_addr(self.slot) + index * ps;
         let mode = MoveMode {
             allow_src_holes: true,
@@ -462,6 +553,10 @@ impl StagedFolio {
     /// that found its destination present, tells a page that never moved in (nothing here)
     /// from one present on both sides.
     pub fn page_present(&self, index: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(copy) = &self.copy {
+            return copy.present.get(index).copied().unwrap_or(false);
+        }
         let addr = self.staging.slot_addr(self.slot) + index * page_size();
         // The slot lies inside the staging mapping, which self keeps alive: mincore cannot
         // fail on it; if it did, say present, the case that is counted and looked into.
@@ -471,6 +566,11 @@ impl StagedFolio {
 
 impl Drop for StagedFolio {
     fn drop(&mut self) {
+        // A copy's slot was freed when its pages were copied.
+        #[cfg(target_arch = "x86_64")]
+        if self.copy.is_some() {
+            return;
+        }
         // Whatever is left in the slot is discarded with the next batch; until then the
         // slot is neither free nor counted as anyone's but the staging area's.
         self.staging.release(self.slot, self.needs_discard);

@@ -114,6 +114,19 @@ impl Uffd {
         }
     }
 
+    /// Another handle on this userfaultfd (a duplicate descriptor: the same registrations,
+    /// events and features).
+    pub fn try_clone(&self) -> Result<Self, UffdError> {
+        let fd = self.fd.try_clone().map_err(|source| UffdError::Os {
+            op: "dup userfaultfd",
+            source,
+        })?;
+        Ok(Self {
+            fd: crate::descriptors::out_of_reach(fd),
+            ..*self
+        })
+    }
+
     /// Shorthand for `UffdBuilder::new().create()`.
     pub fn new_default() -> Result<Self, UffdError> {
         crate::UffdBuilder::new().create()

@@ -81,7 +81,7 @@ fn user_mode_only_read_fails_with_efault() {
     assert_eq!(events.len(), 1, "{events:?}");
 }
 
-/// Reclaim reads a folio where it is (`OwnMemory`) while holding what a fault handler would
+/// Reclaim reads a folio where it is (`ProcessMemory`) while holding what a fault handler would
 /// wait for: a registered page that is not present must make that read fail, not raise a
 /// userfault and wait for it. No handler runs here: a wait would never end.
 #[test]
@@ -93,7 +93,7 @@ fn reading_own_memory_fails_on_a_missing_page_without_a_userfault() {
     let addr = region.as_ptr() as usize;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mem = uffd::process::OwnMemory::open().unwrap();
+        let mem = uffd::process::ProcessMemory::own().unwrap();
         let mut buf = vec![0u8; 2 * page()];
         let _ = tx.send(mem.read(addr, &mut buf).map_err(|e| e.kind()));
     });

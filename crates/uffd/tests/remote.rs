@@ -74,7 +74,7 @@ fn go_program() -> PathBuf {
 fn start(program: &Path) -> (Child, RemoteProcess) {
     let mut cmd = Command::new(program);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-    RemoteProcess::spawn(&mut cmd, Features::MOVE, STAGING, &[]).expect("starting the program")
+    RemoteProcess::spawn(&mut cmd, Features::MOVE, &[]).expect("starting the program")
 }
 
 /// The program's anonymous private read-write mappings of 1 MiB or more: its heap.
@@ -109,10 +109,7 @@ struct Stored {
 /// Register every range and move each of its pages out through the staging area, keeping its
 /// bytes here: the program is left with none of them.
 fn evict_all(remote: &RemoteProcess, ranges: &[Range<usize>], register: bool) -> Vec<Stored> {
-    let staging = remote.staging();
-    remote
-        .register(staging.start, STAGING, RegisterMode::MISSING)
-        .unwrap();
+    let staging = remote.map_staging(STAGING).unwrap();
     let pagemap = std::fs::File::open(format!("/proc/{}/pagemap", remote.pid())).unwrap();
     let mut stored = Vec::new();
     for range in ranges {
@@ -129,7 +126,7 @@ fn evict_all(remote: &RemoteProcess, ranges: &[Range<usize>], register: bool) ->
         for off in (0..range.len()).step_by(STAGING) {
             let len = STAGING.min(range.len() - off);
             remote
-                .move_pages(staging.start, range.start + off, len, true)
+                .move_out(staging.start, range.start + off, len, true)
                 .unwrap();
             // Which staging pages hold one (a hole in the source left its slot empty).
             let mut entries = vec![0u8; len / PAGE_SIZE * 8];
@@ -154,9 +151,7 @@ fn evict_all(remote: &RemoteProcess, ranges: &[Range<usize>], register: bool) ->
                     .unwrap();
                 s.held[at / PAGE_SIZE] = true;
             }
-            remote
-                .madvise(staging.start, STAGING, libc::MADV_DONTNEED)
-                .unwrap();
+            remote.discard_staging(&[(staging.start, STAGING)]).unwrap();
         }
         stored.push(s);
     }
@@ -225,7 +220,7 @@ fn held_from_outside(program: &Path) {
         ours.is_empty(),
         "uzswap's descriptors in the program: {ours:?}"
     );
-    // The parasite's own table holds the userfaultfd alone.
+    // The parasite's tables: one holds the staging userfaultfd alone (for its moves out).
     let tables: Vec<Vec<PathBuf>> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .map(|t| {
@@ -247,11 +242,7 @@ fn held_from_outside(program: &Path) {
         "tables holding a userfaultfd: {parasite:?}"
     );
 
-    let staging = remote.staging();
-    let ranges: Vec<Range<usize>> = heap_ranges(pid)
-        .into_iter()
-        .filter(|r| r.start != staging.start)
-        .collect();
+    let ranges = heap_ranges(pid);
     let rss_before = rss_kib(pid);
     let stored = std::sync::Mutex::new(evict_all(&remote, &ranges, true));
     let rss_after = rss_kib(pid);
@@ -294,10 +285,7 @@ fn held_from_outside(program: &Path) {
     );
     // The program has ended: a call posted to its parasite fails, it does not wait forever.
     let t = std::time::Instant::now();
-    let staging = remote.staging();
-    assert!(remote
-        .madvise(staging.start, STAGING, libc::MADV_DONTNEED)
-        .is_err());
+    assert!(remote.map_staging(STAGING).is_err());
     assert!(t.elapsed() < std::time::Duration::from_secs(5));
 }
 
@@ -317,26 +305,24 @@ fn the_kernel_refuses_a_move_from_outside_the_memory_it_moves() {
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
-    let staging = remote.staging();
-    remote
-        .register(staging.start, STAGING, RegisterMode::MISSING)
-        .unwrap();
-    let heap = heap_ranges(remote.pid())
-        .into_iter()
-        .find(|r| r.start != staging.start)
-        .unwrap();
+    let heap = heap_ranges(remote.pid()).into_iter().next().unwrap();
+    let staging = remote.map_staging(STAGING).unwrap();
     remote
         .register(heap.start, heap.len(), RegisterMode::MISSING)
         .unwrap();
-    // From here: refused, so reclaim's moves go through the parasite.
+    // From here, into a range registered with the userfaultfd that moves: refused, so
+    // reclaim's moves go through the parasite.
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    let private = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let dst = remote.map_anonymous(0, STAGING, rw, private).unwrap();
+    remote
+        .register(dst, STAGING, RegisterMode::MISSING)
+        .unwrap();
     // SAFETY: both addresses are the program's, not this process's memory.
     let from_here = unsafe {
-        remote.uffd().move_pages(
-            staging.start,
-            heap.start,
-            PAGE_SIZE,
-            uffd::MoveMode::default(),
-        )
+        remote
+            .uffd()
+            .move_pages(dst, heap.start, PAGE_SIZE, uffd::MoveMode::default())
     };
     assert!(
         matches!(from_here, Err(UffdError::InvalidArgument { .. })),
@@ -345,7 +331,7 @@ fn the_kernel_refuses_a_move_from_outside_the_memory_it_moves() {
     // Through the parasite: moved.
     assert_eq!(
         remote
-            .move_pages(staging.start, heap.start, PAGE_SIZE, false)
+            .move_out(staging.start, heap.start, PAGE_SIZE, false)
             .unwrap(),
         PAGE_SIZE
     );
@@ -393,7 +379,7 @@ fn a_static_binary_s_mappings_are_placed_and_held_from_outside() {
     let mut cmd = Command::new(static_c_program());
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
     let (mut child, remote) =
-        RemoteProcess::spawn(&mut cmd, Features::MOVE, STAGING, &[libc::SYS_mmap]).unwrap();
+        RemoteProcess::spawn(&mut cmd, Features::MOVE, &[libc::SYS_mmap]).unwrap();
     let pid = remote.pid();
     let listener = remote.listener().expect("mmap is intercepted");
     // A reservation in the program that its large anonymous mappings are placed in.

@@ -7,11 +7,21 @@
 //!   `UFFDIO_REGISTER`, `_COPY`, `_ZEROPAGE`, `_WRITEPROTECT` and its events work from uzswap's
 //!   process. `UFFDIO_MOVE` does not: the kernel refuses it (`EINVAL`) from outside the memory
 //!   it moves, and so does `madvise` (`process_madvise` takes only advice that frees nothing).
-//! - So the program holds a parasite (parasite.rs): a thread of its own, made at its exec,
-//!   that runs the calls uzswap posts to it. It has a descriptor table of its own (cloned
-//!   without `CLONE_FILES`) holding the userfaultfd alone: the program's table holds nothing
-//!   of uzswap's, so it can close, reuse or list its descriptors as it pleases.
-//! - The parasite's page, stack, mailbox and the staging area are mappings of the program
+//! - So the program holds a parasite (parasite.rs): two threads of its own, made at its exec,
+//!   that run the calls uzswap posts to them, one at a time each. The reclaim lane moves
+//!   pages out and discards staging slots: calls that never wait for the reader of the
+//!   program's userfaultfd. The program lane runs the rest (`madvise` of the program's
+//!   memory, which waits until its event is read; mappings). Were they one, a discard
+//!   waiting for its event would wait for a reader waiting for reclaim waiting for the lane.
+//!   Each has a descriptor table of its own (cloned without `CLONE_FILES`): the reclaim
+//!   lane's holds the staging userfaultfd alone, the program lane's nothing. The program's
+//!   table holds nothing of uzswap's, so it can close, reuse or list its descriptors as it
+//!   pleases.
+//! - Pages move out into staging areas in the program (`map_staging`), registered with a
+//!   second userfaultfd of the program's, made without events (as `Staging`'s own is): a
+//!   move needs its destination registered with the userfaultfd that issues it, and a
+//!   discard of a staging slot then raises no event and waits for no reader.
+//! - The parasite's page, stack, mailbox and the staging areas are mappings of the program
 //!   that uzswap made; they are `MADV_DONTFORK` (a child has none of them), which also keeps
 //!   the kernel from merging them with the program's own mappings.
 //! - Setup happens while the program is stopped at its exec (tracee.rs); after it the program
@@ -57,13 +67,29 @@ pub struct RemoteProcess {
     pid: libc::pid_t,
     pidfd: OwnedFd,
     uffd: Uffd,
-    /// The userfaultfd's number in the parasite's descriptor table.
-    parasite_uffd: u64,
-    /// The parasite's thread id: while `/proc/PID/task/TID` is there, it serves calls.
-    parasite_tid: libc::pid_t,
-    mailbox: std::sync::Mutex<MailboxWithAddr>,
-    staging: std::ops::Range<usize>,
+    /// The userfaultfd of the staging areas (without events).
+    staging_uffd: Uffd,
+    /// The staging userfaultfd's number in the reclaim lane's descriptor table.
+    parasite_staging_uffd: u64,
+    reclaim_lane: Lane,
+    program_lane: Lane,
     listener: Option<SyscallListener>,
+    /// Cleared once `process_madvise` on the program itself is refused (kernels before
+    /// 6.14 have no `PIDFD_SELF`): `discard` then makes one `madvise` a range.
+    batched_discard: std::sync::atomic::AtomicBool,
+}
+
+/// `PIDFD_SELF_THREAD_GROUP` (Linux 6.14): the calling process, for `process_madvise`.
+const PIDFD_SELF: u64 = -10001i64 as u64;
+/// The ranges one `discard` call takes: the `iovec`s fit the mailbox's scratch area.
+const DISCARD_RANGES: usize = (PAGE_SIZE - parasite::SCRATCH) / 16;
+
+/// A parasite thread and its mailbox (module doc).
+#[derive(Debug)]
+struct Lane {
+    mailbox: std::sync::Mutex<MailboxWithAddr>,
+    /// The thread's id: while `/proc/PID/task/TID` is there, it serves calls.
+    tid: libc::pid_t,
 }
 
 /// The mailbox, and its address in the program.
@@ -80,12 +106,11 @@ impl std::fmt::Debug for MailboxWithAddr {
 
 impl RemoteProcess {
     /// Start `command` with its memory served from this process: a userfaultfd of its memory
-    /// with `features`, a parasite, and `staging_len` bytes of staging in it; the calls
-    /// `intercept` names (the mmap family) stop for [`RemoteProcess::listener`] to answer.
+    /// with `features`, and a parasite; the calls `intercept` names (the mmap family) stop for
+    /// [`RemoteProcess::listener`] to answer.
     pub fn spawn(
         command: &mut Command,
         features: Features,
-        staging_len: usize,
         intercept: &[libc::c_long],
     ) -> io::Result<(Child, RemoteProcess)> {
         if intercept.len() > seccomp::MAX_NOTIFIED {
@@ -106,7 +131,7 @@ impl RemoteProcess {
         }
         let mut child = command.spawn()?;
         let pid = child.id() as libc::pid_t;
-        match Self::install(pid, features, staging_len, intercept) {
+        match Self::install(pid, features, intercept) {
             Ok(remote) => Ok((child, remote)),
             Err(e) => {
                 let _ = child.kill();
@@ -119,7 +144,6 @@ impl RemoteProcess {
     fn install(
         pid: libc::pid_t,
         features: Features,
-        staging_len: usize,
         intercept: &[libc::c_long],
     ) -> io::Result<Self> {
         let mut t = Tracee::at_exec(pid)?;
@@ -161,6 +185,12 @@ impl RemoteProcess {
             ));
         }
         let uffd_t = uffd_t as u64;
+        // Made second, so its number is the higher (the lowest free one is taken).
+        let staging_uffd_t = t.call(
+            "userfaultfd",
+            libc::SYS_userfaultfd,
+            [uffd_flags, 0, 0, 0, 0, 0],
+        )?;
         let memfd_flags = libc::MFD_CLOEXEC as u64;
         let name = code + NAME_OFFSET as u64;
         let mfd_t = t.call(
@@ -168,34 +198,23 @@ impl RemoteProcess {
             libc::SYS_memfd_create,
             [name, memfd_flags, 0, 0, 0, 0],
         )?;
-        t.call("ftruncate", libc::SYS_ftruncate, [mfd_t, page, 0, 0, 0, 0])?;
+        // A mailbox page a lane.
+        let pages = 2 * page;
+        t.call("ftruncate", libc::SYS_ftruncate, [mfd_t, pages, 0, 0, 0, 0])?;
         let shared = libc::MAP_SHARED as u64;
-        let mailbox_t = t.call("mmap", libc::SYS_mmap, [0, page, rw, shared, mfd_t, 0])?;
+        let mailbox_t = t.call("mmap", libc::SYS_mmap, [0, pages, rw, shared, mfd_t, 0])?;
         let dontfork = libc::MADV_DONTFORK as u64;
         t.call(
             "madvise",
             libc::SYS_madvise,
-            [mailbox_t, page, dontfork, 0, 0, 0],
+            [mailbox_t, pages, dontfork, 0, 0, 0],
         )?;
-        let staging = t.call(
-            "mmap",
-            libc::SYS_mmap,
-            [0, staging_len as u64, rw, private, none, 0],
-        )?;
+        let stacks = 2 * PARASITE_STACK;
+        let stack = t.call("mmap", libc::SYS_mmap, [0, stacks, rw, private, none, 0])?;
         t.call(
             "madvise",
             libc::SYS_madvise,
-            [staging, staging_len as u64, dontfork, 0, 0, 0],
-        )?;
-        let stack = t.call(
-            "mmap",
-            libc::SYS_mmap,
-            [0, PARASITE_STACK, rw, private, none, 0],
-        )?;
-        t.call(
-            "madvise",
-            libc::SYS_madvise,
-            [stack, PARASITE_STACK, dontfork, 0, 0, 0],
+            [stack, stacks, dontfork, 0, 0, 0],
         )?;
         t.call(
             "madvise",
@@ -244,66 +263,81 @@ impl RemoteProcess {
         // Our copies of the userfaultfd and the memfd, and our mapping of the mailbox.
         let pidfd = pidfd_open(pid)?;
         let uffd_fd = pidfd_getfd(&pidfd, uffd_t as i32)?;
+        let staging_uffd_fd = pidfd_getfd(&pidfd, staging_uffd_t as i32)?;
         let memfd = pidfd_getfd(&pidfd, mfd_t as i32)?;
-        let mailbox = map_shared_page(&memfd)?;
         let listener = match listener_t {
             Some(fd) => Some(SyscallListener::new(pidfd_getfd(&pidfd, fd as i32)?)),
             None => None,
         };
 
-        // The parasite: its own descriptor table, a copy of the program's now.
+        // The lanes: each its own descriptor table, a copy of the program's now.
         let clone_flags = (libc::CLONE_VM
             | libc::CLONE_FS
             | libc::CLONE_SIGHAND
             | libc::CLONE_THREAD
             | libc::CLONE_SYSVSEM) as u64;
-        let stack_top = stack + PARASITE_STACK - 64;
-        let tid = t.syscall(
-            libc::SYS_clone,
-            [clone_flags, stack_top, 0, 0, 0, 0],
-            mailbox_t,
-        )?;
-        if tid <= 0 {
-            return Err(io::Error::other(format!(
-                "clone in the program: {}",
-                io::Error::from_raw_os_error(-tid as i32)
-            )));
+        let mut lanes = Vec::new();
+        for i in 0..2 {
+            let stack_top = stack + (i + 1) * PARASITE_STACK - 64;
+            let in_program = mailbox_t + i * page;
+            let tid = t.syscall(
+                libc::SYS_clone,
+                [clone_flags, stack_top, 0, 0, 0, 0],
+                in_program,
+            )?;
+            if tid <= 0 {
+                return Err(io::Error::other(format!(
+                    "clone in the program: {}",
+                    io::Error::from_raw_os_error(-tid as i32)
+                )));
+            }
+            let mailbox = map_shared_page(&memfd, (i * page) as libc::off_t)?;
+            lanes.push(Lane {
+                mailbox: std::sync::Mutex::new(MailboxWithAddr {
+                    mailbox,
+                    in_program,
+                }),
+                tid: tid as libc::pid_t,
+            });
         }
+        let program_lane = lanes.pop().expect("two lanes");
+        let reclaim_lane = lanes.pop().expect("two lanes");
         // The program's table: nothing of ours left in it.
         t.call("close", libc::SYS_close, [uffd_t, 0, 0, 0, 0, 0])?;
+        t.call("close", libc::SYS_close, [staging_uffd_t, 0, 0, 0, 0, 0])?;
         t.call("close", libc::SYS_close, [mfd_t, 0, 0, 0, 0, 0])?;
         if let Some(fd) = listener_t {
             t.call("close", libc::SYS_close, [fd, 0, 0, 0, 0, 0])?;
         }
         t.detach()?;
 
+        let staging_features = Features::MOVE | Features::SIGBUS;
         let remote = RemoteProcess {
             pid,
             pidfd,
             uffd: crate::builder::handshake(uffd_fd, features).map_err(io::Error::other)?,
-            parasite_uffd: uffd_t,
-            parasite_tid: tid as libc::pid_t,
-            mailbox: std::sync::Mutex::new(MailboxWithAddr {
-                mailbox,
-                in_program: mailbox_t,
-            }),
-            staging: staging as usize..staging as usize + staging_len,
+            staging_uffd: crate::builder::handshake(staging_uffd_fd, staging_features)
+                .map_err(io::Error::other)?,
+            parasite_staging_uffd: staging_uffd_t,
+            reclaim_lane,
+            program_lane,
             listener,
+            batched_discard: std::sync::atomic::AtomicBool::new(true),
         };
-        // The parasite's table: the userfaultfd alone.
-        if uffd_t > 0 {
-            remote.call(
-                "close_range",
-                libc::SYS_close_range,
-                [0, uffd_t - 1, 0, 0, 0, 0],
-            )?;
-        }
+        // The lanes' tables: the staging userfaultfd alone in the reclaim lane's, nothing in
+        // the program lane's.
         let last = u32::MAX as u64;
-        remote.call(
-            "close_range",
-            libc::SYS_close_range,
-            [uffd_t + 1, last, 0, 0, 0, 0],
-        )?;
+        let closed = [
+            (&remote.reclaim_lane, 0, staging_uffd_t),
+            (&remote.reclaim_lane, staging_uffd_t + 1, last + 1),
+            (&remote.program_lane, 0, last + 1),
+        ];
+        for (lane, from, to) in closed {
+            if from < to {
+                let args = [from, to - 1, 0, 0, 0, 0];
+                remote.call(lane, "close_range", libc::SYS_close_range, args)?;
+            }
+        }
         Ok(remote)
     }
 
@@ -318,14 +352,29 @@ impl RemoteProcess {
     }
 
     /// The userfaultfd of the program's memory: register, copy, zeropage, write-protect and
-    /// events work on it from here. (`move_pages` is [`RemoteProcess::move_pages`].)
+    /// events work on it from here. (A move out is [`RemoteProcess::move_out`].)
     pub fn uffd(&self) -> &Uffd {
         &self.uffd
     }
 
-    /// The staging area in the program: where [`RemoteProcess::move_pages`] moves pages out to.
-    pub fn staging(&self) -> std::ops::Range<usize> {
-        self.staging.clone()
+    /// A staging area of `len` bytes in the program, for [`RemoteProcess::move_out`]: private
+    /// anonymous memory, `MADV_DONTFORK`, base pages only, registered with the staging
+    /// userfaultfd (nobody serves its faults: with `SIGBUS`, a read of an empty page of it
+    /// fails at once).
+    pub fn map_staging(&self, len: usize) -> io::Result<std::ops::Range<usize>> {
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let private = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        let at = self.map_anonymous(0, len, rw, private)?;
+        self.madvise(at, len, libc::MADV_DONTFORK)?;
+        self.madvise(at, len, libc::MADV_NOHUGEPAGE)?;
+        // SAFETY: the range is the program's memory, not this process's: no Rust reference
+        // of ours can point into it, which is what `register_range` asks.
+        unsafe {
+            self.staging_uffd
+                .register_range(at, len, RegisterMode::MISSING)
+        }
+        .map_err(io::Error::other)?;
+        Ok(at..at + len)
     }
 
     /// Register `start..start+len` of the program's memory.
@@ -339,7 +388,8 @@ impl RemoteProcess {
     /// the process itself).
     pub fn madvise(&self, addr: usize, len: usize, advice: libc::c_int) -> io::Result<()> {
         let args = [addr as u64, len as u64, advice as u64, 0, 0, 0];
-        self.call("madvise", libc::SYS_madvise, args).map(|_| ())
+        self.call(&self.program_lane, "madvise", libc::SYS_madvise, args)
+            .map(|_| ())
     }
 
     /// An anonymous mapping in the program (`mmap(addr, len, prot, flags, -1, 0)`, `flags`
@@ -362,29 +412,33 @@ impl RemoteProcess {
             u64::MAX,
             0,
         ];
-        self.call("mmap", libc::SYS_mmap, args).map(|a| a as usize)
+        self.call(&self.program_lane, "mmap", libc::SYS_mmap, args)
+            .map(|a| a as usize)
     }
 
     /// As `syscall`, with a negative result turned into an error naming `what`.
-    fn call(&self, what: &str, nr: libc::c_long, args: [u64; 6]) -> io::Result<u64> {
-        returned(what, self.syscall(nr, args)?)
+    fn call(&self, lane: &Lane, what: &str, nr: libc::c_long, args: [u64; 6]) -> io::Result<u64> {
+        returned(what, self.syscall(lane, nr, args)?)
     }
 
-    /// Run system call `nr` in the program, on the parasite; returns what it returned (a
-    /// negative errno on failure), or an error once the parasite is gone. Not public: a call
-    /// in the program could reach this process too (`process_vm_writev`).
-    fn syscall(&self, nr: libc::c_long, args: [u64; 6]) -> io::Result<i64> {
-        let m = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+    /// Run system call `nr` in the program, on `lane`; returns what it returned (a negative
+    /// errno on failure), or an error once the parasite is gone. Not public: a call in the
+    /// program could reach this process too (`process_vm_writev`).
+    fn syscall(&self, lane: &Lane, nr: libc::c_long, args: [u64; 6]) -> io::Result<i64> {
+        let m = lane.mailbox.lock().unwrap_or_else(|e| e.into_inner());
         m.mailbox.post(nr, args);
-        self.wait(&m.mailbox)
+        self.wait(lane, &m.mailbox)
     }
 
-    fn wait(&self, mailbox: &Mailbox) -> io::Result<i64> {
+    /// The result of the call posted to `lane`'s `mailbox` (which the caller holds locked).
+    fn wait(&self, lane: &Lane, mailbox: &Mailbox) -> io::Result<i64> {
         loop {
             if let Some(rc) = mailbox.wait(Duration::from_millis(100)) {
                 return Ok(rc);
             }
-            if !self.parasite_alive() {
+            // Its thread is gone after an exit or an `execve` of the program.
+            let task = format!("/proc/{}/task/{}", self.pid, lane.tid);
+            if !std::path::Path::new(&task).exists() {
                 return Err(io::Error::other(
                     "the program ended or ran another program: its parasite is gone",
                 ));
@@ -392,24 +446,19 @@ impl RemoteProcess {
         }
     }
 
-    /// Whether the parasite still serves calls: its thread is there (an exit or an `execve`
-    /// of the program ends it).
-    fn parasite_alive(&self) -> bool {
-        let task = format!("/proc/{}/task/{}", self.pid, self.parasite_tid);
-        std::path::Path::new(&task).exists()
-    }
-
     /// `UFFDIO_MOVE` in the program (the kernel refuses it from here): move `len` bytes at
-    /// `src` to `dst`, both in the program, `dst` in a registered range. Returns the bytes
-    /// moved.
-    pub fn move_pages(
+    /// `src` to `dst`, both in the program, `dst` in a staging area (`map_staging`). Returns
+    /// the bytes moved; an error says how many moved before it (`done`, as a move's error
+    /// does).
+    pub fn move_out(
         &self,
         dst: usize,
         src: usize,
         len: usize,
         allow_src_holes: bool,
     ) -> Result<usize, UffdError> {
-        let m = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+        let lane = &self.reclaim_lane;
+        let m = lane.mailbox.lock().unwrap_or_else(|e| e.into_inner());
         let mode = if allow_src_holes {
             sys::UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES
         } else {
@@ -421,12 +470,14 @@ impl RemoteProcess {
         let arg = m.in_program + parasite::SCRATCH as u64;
         m.mailbox.post(
             libc::SYS_ioctl,
-            [self.parasite_uffd, sys::UFFDIO_MOVE, arg, 0, 0, 0],
+            [self.parasite_staging_uffd, sys::UFFDIO_MOVE, arg, 0, 0, 0],
         );
-        let rc = self.wait(&m.mailbox).map_err(|_| UffdError::ProcessGone {
-            op: "UFFDIO_MOVE",
-            errno: libc::ESRCH,
-        })?;
+        let rc = self
+            .wait(lane, &m.mailbox)
+            .map_err(|_| UffdError::ProcessGone {
+                op: "UFFDIO_MOVE",
+                errno: libc::ESRCH,
+            })?;
         let moved = m.mailbox.read_scratch(4) as i64;
         if rc < 0 {
             return Err(UffdError::from_errno(
@@ -436,6 +487,63 @@ impl RemoteProcess {
             ));
         }
         Ok(moved as usize)
+    }
+
+    /// `madvise(MADV_DONTNEED)` on each range `(address, length)` of the program's memory,
+    /// in as few calls to the parasite as the mailbox allows (one `process_madvise` of the
+    /// program on itself for up to `DISCARD_RANGES` ranges). A discard of a range registered
+    /// with the program's userfaultfd returns once its event is read.
+    pub fn discard(&self, ranges: &[(usize, usize)]) -> io::Result<()> {
+        self.discard_on(&self.program_lane, ranges)
+    }
+
+    /// `discard` for ranges of a staging area (`map_staging`), on the reclaim lane: their
+    /// discard raises no event.
+    pub fn discard_staging(&self, ranges: &[(usize, usize)]) -> io::Result<()> {
+        self.discard_on(&self.reclaim_lane, ranges)
+    }
+
+    fn discard_on(&self, lane: &Lane, ranges: &[(usize, usize)]) -> io::Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.batched_discard.load(Relaxed) {
+            for &(addr, len) in ranges {
+                let args = [addr as u64, len as u64, libc::MADV_DONTNEED as u64, 0, 0, 0];
+                self.call(lane, "madvise", libc::SYS_madvise, args)?;
+            }
+            return Ok(());
+        }
+        for chunk in ranges.chunks(DISCARD_RANGES) {
+            let m = lane.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+            // struct iovec { base, len }, one a range.
+            let iov: Vec<u64> = chunk
+                .iter()
+                .flat_map(|&(addr, len)| [addr as u64, len as u64])
+                .collect();
+            m.mailbox.write_scratch(&iov);
+            let arg = m.in_program + parasite::SCRATCH as u64;
+            let dontneed = libc::MADV_DONTNEED as u64;
+            let n = chunk.len() as u64;
+            m.mailbox.post(
+                libc::SYS_process_madvise,
+                [PIDFD_SELF, arg, n, dontneed, 0, 0],
+            );
+            let rc = self.wait(lane, &m.mailbox)?;
+            drop(m);
+            let total: usize = chunk.iter().map(|r| r.1).sum();
+            if rc == total as i64 {
+                continue;
+            }
+            if rc == -(libc::EBADF as i64) || rc == -(libc::EINVAL as i64) {
+                // No PIDFD_SELF here (or a refusal of the advice on itself): a range at a time.
+                self.batched_discard.store(false, Relaxed);
+                return self.discard_on(lane, ranges);
+            }
+            returned("process_madvise", rc)?;
+            return Err(io::Error::other(format!(
+                "process_madvise in the program discarded {rc} of {total} bytes"
+            )));
+        }
+        Ok(())
     }
 
     /// Read the program's memory at `addr` into `out` (pages that are not present are
@@ -541,8 +649,8 @@ fn pidfd_getfd(pidfd: &OwnedFd, fd: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(ours as i32) })
 }
 
-/// Map the page of `memfd` shared into this process, for the mailbox.
-fn map_shared_page(memfd: &OwnedFd) -> io::Result<Mailbox> {
+/// Map the page at `offset` of `memfd` shared into this process, for a mailbox.
+fn map_shared_page(memfd: &OwnedFd, offset: libc::off_t) -> io::Result<Mailbox> {
     // SAFETY: a new shared mapping of one page of a memfd of ours; nothing else uses it.
     let p = unsafe {
         libc::mmap(
@@ -551,7 +659,7 @@ fn map_shared_page(memfd: &OwnedFd) -> io::Result<Mailbox> {
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED,
             memfd.as_raw_fd(),
-            0,
+            offset,
         )
     };
     if p == libc::MAP_FAILED {

@@ -92,7 +92,7 @@ pub struct SyscallNotice {
 }
 
 /// The answer to a notified call.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
     /// Run the call as the program made it.
     Continue,

@@ -1,0 +1,109 @@
+//! Where a region's memory is: a mapping of this process's (`Region::new`), or a range of a
+//! program served from here (`RemoteRegion`, uffd::remote). The parts that differ between
+//! the two are chosen here, once, when the region is made: how the range is registered, the
+//! staging area's place, how its pages and the program's memory and CPU time are read.
+
+use std::sync::Arc;
+
+use uffd::process::ProcessMemory;
+#[cfg(target_arch = "x86_64")]
+use uffd::remote::RemoteProcess;
+use uffd::{PageTables, RawRegion, RegisterMode, Staging, Uffd, UffdError};
+
+/// The region's memory.
+pub(crate) enum Memory {
+    /// A mapping of this process. Only its address is shared with the region's threads; the
+    /// memory itself is reached from Rust only through `Region::as_mut_slice`.
+    Own(RawRegion),
+    /// `range` in `process`.
+    #[cfg(target_arch = "x86_64")]
+    Program {
+        process: Arc<RemoteProcess>,
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl Memory {
+    /// The mapping of this process. A region in a program is only reached through
+    /// `RemoteRegion`, which never asks for it.
+    pub fn own(&self) -> &RawRegion {
+        match self {
+            Memory::Own(mem) => mem,
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { .. } => unreachable!("a region in a program has no mapping here"),
+        }
+    }
+
+    /// As `own`, to write.
+    pub fn own_mut(&mut self) -> &mut RawRegion {
+        match self {
+            Memory::Own(mem) => mem,
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { .. } => unreachable!("a region in a program has no mapping here"),
+        }
+    }
+
+    /// Where the range starts.
+    pub fn addr(&self) -> usize {
+        match self {
+            Memory::Own(mem) => mem.addr(),
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { range, .. } => range.start,
+        }
+    }
+
+    /// Register the whole range with `uffd` (the region's: for a program, a handle on the
+    /// program's userfaultfd).
+    pub fn register(&self, uffd: &Uffd, mode: RegisterMode) -> Result<(), UffdError> {
+        match self {
+            Memory::Own(mem) => uffd.register(mem, 0, mem.len(), mode).map(|_| ()),
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { process, range } => process.register(range.start, range.len(), mode),
+        }
+    }
+
+    /// A staging area of `nr_slots` slots of `slot_bytes`, where the range's folios can move
+    /// (the same process).
+    pub fn staging(
+        &self,
+        nr_slots: u32,
+        slot_bytes: usize,
+        batch_slots: usize,
+    ) -> Result<Arc<Staging>, UffdError> {
+        match self {
+            Memory::Own(_) => Staging::new(nr_slots, slot_bytes, batch_slots),
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { process, .. } => {
+                Staging::in_program(process.clone(), nr_slots, slot_bytes, batch_slots)
+            }
+        }
+    }
+
+    /// The page tables the range is in.
+    pub fn page_tables(&self) -> std::io::Result<PageTables> {
+        match self {
+            Memory::Own(_) => Ok(PageTables::Own),
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { process, .. } => PageTables::of(process.pid()),
+        }
+    }
+
+    /// The memory of the process the range is in, to read (None where `/proc` cannot be
+    /// read).
+    pub fn process_memory(&self) -> Option<ProcessMemory> {
+        match self {
+            Memory::Own(_) => ProcessMemory::own().ok(),
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { process, .. } => ProcessMemory::of(process.pid()).ok(),
+        }
+    }
+
+    /// The program's threads' directory in `/proc`, for its CPU time (pool_share.rs).
+    pub fn tasks_dir(&self) -> std::path::PathBuf {
+        match self {
+            Memory::Own(_) => "/proc/self/task".into(),
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { process, .. } => format!("/proc/{}/task", process.pid()).into(),
+        }
+    }
+}
