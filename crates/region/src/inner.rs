@@ -133,6 +133,9 @@ pub(crate) struct Inner {
     pub program_memory: Option<uffd::process::ProcessMemory>,
     /// The program's threads in `/proc`, for its CPU time (pool_share.rs).
     pub program_tasks: std::path::PathBuf,
+    /// The program, where it is not this process (a `RemoteRegion`'s): what a kill at the
+    /// hard limit kills (throttle.rs).
+    pub program_pid: Option<rustix::process::Pid>,
     /// Faults served in the faulting thread (in_thread.rs): None where handlers serve them.
     pub in_thread: Option<InThreadFaults>,
     /// kswapd's wake-ups, and reclaim's progress for those who wait on it.

@@ -98,6 +98,15 @@ impl Memory {
         }
     }
 
+    /// The program, where it is not this process.
+    pub fn program_pid(&self) -> Option<rustix::process::Pid> {
+        match self {
+            Memory::Own(_) => None,
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { process, .. } => rustix::process::Pid::from_raw(process.pid()),
+        }
+    }
+
     /// The program's threads' directory in `/proc`, for its CPU time (pool_share.rs).
     pub fn tasks_dir(&self) -> std::path::PathBuf {
         match self {

@@ -351,6 +351,7 @@ impl Region {
             busy_poll: Default::default(),
             program_memory: mem.process_memory(),
             program_tasks,
+            program_pid: mem.program_pid(),
             // The handlers serve no faults then: program threads reclaim in their places.
             in_thread: config.in_thread_faults.then(|| {
                 crate::serving_threads::InThreadFaults::new(
@@ -433,6 +434,15 @@ impl Region {
     /// The region's memory as a byte slice.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         self.mem.own_mut().as_managed_slice()
+    }
+
+    /// The program a region in a program is in (`RemoteRegion`).
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn process(&self) -> &Arc<uffd::remote::RemoteProcess> {
+        match &self.mem {
+            Memory::Program { process, .. } => process,
+            Memory::Own(_) => unreachable!("a region of this process is in no other"),
+        }
     }
 
     /// The shared state, for the crate's own tests.
@@ -536,6 +546,18 @@ impl Region {
         len: usize,
         prot: i32,
     ) -> Result<(), uffd::RawRegionError> {
+        let mem = self.mem.own();
+        self.protect_with(offset, len, prot, || mem.protect(offset, len, prot))
+    }
+
+    /// `protect`, the change itself made by `apply` (for a region in a program, there).
+    pub(crate) fn protect_with<E>(
+        &self,
+        offset: usize,
+        len: usize,
+        prot: i32,
+        apply: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
         let inner = &self.inner;
         let first = (offset / PAGE_SIZE) as u32;
         let end = (offset + len).div_ceil(PAGE_SIZE) as u32;
@@ -544,9 +566,9 @@ impl Region {
             // Before the change: reclaim, seeing the mark, no longer tries to move them.
             let end = end.min(inner.nr_pages());
             inner.unevictable.set_protected(first.min(end), end, true);
-            return self.mem.own().protect(offset, len, prot);
+            return apply();
         }
-        self.mem.own().protect(offset, len, prot)?;
+        apply()?;
         for f in inner.unevictable.rescue(first, end.min(inner.nr_pages())) {
             let resident = (f..f + inner.folio_pages)
                 .filter(|&p| inner.pages.is_resident(p))

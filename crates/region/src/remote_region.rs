@@ -82,6 +82,21 @@ impl RemoteRegion {
         start..start + self.0.len()
     }
 
+    /// `mprotect` of `len` bytes at `offset` of the range in the program, as
+    /// `Region::protect`: pages under another protection than read-write stay resident,
+    /// off reclaim's queue.
+    pub fn protect(&self, offset: usize, len: usize, prot: i32) -> std::io::Result<()> {
+        let addr = self.range().start + offset;
+        self.0.protect_with(offset, len, prot, || {
+            self.process().mprotect(addr, len, prot)
+        })
+    }
+
+    /// The program.
+    pub fn process(&self) -> &Arc<RemoteProcess> {
+        self.0.process()
+    }
+
     /// The memory limit in bytes.
     pub fn limit(&self) -> u64 {
         self.0.limit()

@@ -55,7 +55,7 @@ pub(crate) fn handle_over_limit(inner: &Inner, need: u64) {
         if usage > max {
             inner.stats.max.fetch_add(1, Relaxed);
             match config.on_limit {
-                OnLimit::Kill => kill(inner, usage, max),
+                OnLimit::Kill => return kill(inner, usage, max),
                 OnLimit::Exceed => {
                     if state.over_max_starts() && config.say {
                         say(&format!(
@@ -103,8 +103,10 @@ pub(crate) fn handle_over_limit(inner: &Inner, need: u64) {
         .fetch_add(delay.as_nanos() as u64, Relaxed);
 }
 
-/// The process dies as the OOM killer would end it: one line saying why, then SIGKILL.
-fn kill(inner: &Inner, usage: u64, max: u64) -> ! {
+/// The process dies as the OOM killer would end it: one line saying why, then SIGKILL. A
+/// program served from outside dies alone: the fault that found it over goes on, into a
+/// process gone.
+fn kill(inner: &Inner, usage: u64, max: u64) {
     inner.stats.oom.fetch_add(1, Relaxed);
     inner.stats.oom_kill.fetch_add(1, Relaxed);
     if let Some(shared) = &inner.shared_limit {
@@ -118,7 +120,11 @@ fn kill(inner: &Inner, usage: u64, max: u64) -> ! {
         mib(max),
         why_stuck(inner)
     ));
-    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    let pid = inner.program_pid.unwrap_or_else(rustix::process::getpid);
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    if inner.program_pid.is_some() {
+        return;
+    }
     // SIGKILL is not blockable: the process is gone before this thread runs again.
     loop {
         std::thread::park();

@@ -9,6 +9,8 @@
 //!   offered, so a call cannot change what any process reads, whatever the addresses.
 //! - [`return_large_blocks_when_freed`]: uzswap's own large buffers go back to the kernel
 //!   when freed, instead of staying in malloc's arenas uncounted.
+//! - [`wait_with_peak_rss`]: a child's exit status and the most memory it held
+//!   (`wait4`'s resource usage), for `uzswap run` of a program held from outside.
 //! - [`block_termination_signals`] / [`wait_termination_signal`]: a thread that waits for
 //!   SIGINT/SIGTERM synchronously, so an interrupted benchmark can still restore the kernel
 //!   settings it changed (no async-signal-safety concerns: the thread runs ordinary code).
@@ -50,6 +52,35 @@ impl ProcessMemory {
         use std::os::unix::fs::FileExt;
         self.0.read_at(buf, addr as u64)
     }
+}
+
+/// Wait for `child` to end: its exit status, and its peak resident memory in bytes
+/// (`wait4`'s `ru_maxrss`).
+pub fn wait_with_peak_rss(
+    child: std::process::Child,
+) -> io::Result<(std::process::ExitStatus, u64)> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 writes the status and the usage into the two live locals, and
+        // reaps `pid`, our child, whose `Child` is consumed here (nothing waits for it again).
+        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if rc == pid {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    drop(child);
+    Ok((
+        std::process::ExitStatus::from_raw(status),
+        usage.ru_maxrss as u64 * 1024,
+    ))
 }
 
 /// Advice that leaves the contents of the memory unchanged (see `madvise(2)`).

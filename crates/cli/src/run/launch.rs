@@ -184,7 +184,7 @@ fn swap_to_arg(text: &str) -> Result<SwapTo, String> {
 
 /// This run's id, for the keys of a Redis Cluster tier: `uzswap:RUN-PID:SEGMENT` for each
 /// process of the tree, all deleted once the program has ended.
-fn run_id() -> &'static str {
+pub(super) fn run_id() -> &'static str {
     static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     ID.get_or_init(redis_tier::new_run_id)
 }
@@ -230,6 +230,11 @@ pub type Refusal = (u8, String);
 
 fn start(args: &RunArgs) -> Result<ExitCode, Refusal> {
     let fail = |line: String| (FAILED, line);
+    let path = program_path(args)?;
+    let linking = super::program::check(&path).map_err(|e| (e.status(), e.to_string()))?;
+    if linking == super::program::Linking::Static {
+        return super::agent::run(args, &path);
+    }
     let stats = match args.stats {
         Some(_) => Some(SharedFile::new().map_err(fail)?),
         None => None,
@@ -285,11 +290,18 @@ pub fn command(
     tree: Option<&std::path::Path>,
 ) -> Result<Command, Refusal> {
     let fail = |line: String| (FAILED, line);
-    let name = args.program[0]
-        .to_str()
-        .ok_or_else(|| fail("the program's name is not UTF-8".into()))?;
-    let path = super::program::find(name).map_err(|e| (e.status(), e.to_string()))?;
-    super::program::check(&path).map_err(|e| (e.status(), e.to_string()))?;
+    let path = program_path(args)?;
+    let linking = super::program::check(&path).map_err(|e| (e.status(), e.to_string()))?;
+    if linking == super::program::Linking::Static {
+        return Err((
+            126,
+            format!(
+                "{}: is statically linked: LD_PRELOAD cannot reach it (`uzswap run` holds it \
+                 from outside)",
+                path.display()
+            ),
+        ));
+    }
     let preload = preload_library().map_err(fail)?;
     if !args.user_mode_only {
         kernel_mode_faults().map_err(fail)?;
@@ -311,9 +323,17 @@ pub fn command(
 
 use std::os::unix::process::CommandExt;
 
+/// The program's path, found as a shell finds it.
+fn program_path(args: &RunArgs) -> Result<PathBuf, Refusal> {
+    let name = args.program[0]
+        .to_str()
+        .ok_or_else(|| (FAILED, "the program's name is not UTF-8".to_string()))?;
+    super::program::find(name).map_err(|e| (e.status(), e.to_string()))
+}
+
 /// The exit status of a shell for a child that ended so: its code, or 128+N for death by
 /// signal N.
-fn exit_status(status: std::process::ExitStatus) -> u8 {
+pub(super) fn exit_status(status: std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
@@ -383,12 +403,9 @@ fn default_max_heap(config: &region::RegionConfig, memory_high: u64) -> u64 {
     size
 }
 
-/// `UZSWAP_RUN`'s value (crates/preload/src/config.rs reads it).
-fn environment(
-    args: &RunArgs,
-    stats: Option<&std::path::Path>,
-    tree: Option<&std::path::Path>,
-) -> Result<String, String> {
+/// The region's configuration from `args` (its swap device aside), checked for a heap of
+/// `--max-heap` (or its default), which comes with it.
+pub(super) fn region_config(args: &RunArgs) -> Result<(region::RegionConfig, u64), String> {
     let memory_max = memory_max(args)?;
     let mut config =
         region::RegionConfig::new(args.memory_high).folio_size(args.folio_size as usize);
@@ -421,6 +438,29 @@ fn environment(
             "memory_limit" => too_small(args, &config, max_heap),
             field => format!("--{}: {}", field.replace('_', "-"), e.reason),
         })?;
+    config.swap_dir = match &args.swap_to {
+        Some(SwapTo::File(dir)) => Some(dir.clone()),
+        Some(SwapTo::Redis(_)) => None,
+        None => args.swap_dir.clone(),
+    };
+    // As a cgroup keeps memory.high and memory.max, and says so on the program's stderr.
+    config.over_limit = region::OverLimit {
+        throttle: true,
+        memory_max: Some(memory_max),
+        on_limit: args.on_limit,
+        say: true,
+    };
+    Ok((config, max_heap))
+}
+
+/// `UZSWAP_RUN`'s value (crates/preload/src/config.rs reads it).
+fn environment(
+    args: &RunArgs,
+    stats: Option<&std::path::Path>,
+    tree: Option<&std::path::Path>,
+) -> Result<String, String> {
+    let memory_max = memory_max(args)?;
+    let (config, max_heap) = region_config(args)?;
     let mut items = vec![
         format!("memory_high={}", args.memory_high),
         format!("max_heap={max_heap}"),
@@ -576,7 +616,7 @@ const FORWARDED: [i32; 8] = [
 /// started ignoring are left ignored, so that the program inherits them ignored, as it would
 /// without uzswap (`nohup`'s SIGHUP; SIGINT in a script's background job). A caught signal
 /// is at its default in the program.
-fn catch_signals() -> Option<signal_hook::iterator::Signals> {
+pub(super) fn catch_signals() -> Option<signal_hook::iterator::Signals> {
     let ignored = ignored_signals();
     let caught = FORWARDED
         .into_iter()
@@ -598,7 +638,7 @@ fn ignored_signals() -> u64 {
 
 /// Pass the signals caught (those that came before too) on to the child until the returned
 /// handle is closed.
-fn forward_signals(
+pub(super) fn forward_signals(
     mut signals: signal_hook::iterator::Signals,
     child: u32,
 ) -> Option<signal_hook::iterator::Handle> {

@@ -19,6 +19,8 @@
 //! past `--memory-max` it is killed or let grow (`--on-limit`), each said on stderr as it
 //! starts (crates/region/src/over_limit.rs).
 
+mod address_space;
+mod agent;
 mod launch;
 mod program;
 mod shared_file;

@@ -1,5 +1,6 @@
-//! The program to run: found on `PATH` as a shell would, and refused when the preload cannot
-//! reach it (a statically linked binary ignores `LD_PRELOAD`).
+//! The program to run: found on `PATH` as a shell would, and told apart by how it is linked:
+//! the preload holds a dynamically linked program from inside, the agent one that ignores
+//! `LD_PRELOAD` (statically linked) from outside.
 
 use std::path::{Path, PathBuf};
 
@@ -41,9 +42,17 @@ pub fn find(name: &str) -> Result<PathBuf, ProgramError> {
         .ok_or_else(|| ProgramError::NotFound(name.into()))
 }
 
-/// Check that `path` can run with the preload: executable, and not a statically linked ELF
-/// binary (no program interpreter). A script is fine: its interpreter loads the preload.
-pub fn check(path: &Path) -> Result<(), ProgramError> {
+/// How a program is linked, which decides what holds its memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linking {
+    /// It loads `LD_PRELOAD` (or is a script, whose interpreter does): the preload.
+    Dynamic,
+    /// A statically linked ELF binary (no program interpreter; a Go program): the agent.
+    Static,
+}
+
+/// Check that `path` can run: an executable file; and how it is linked.
+pub fn check(path: &Path) -> Result<Linking, ProgramError> {
     use std::os::unix::fs::PermissionsExt;
     let refuse = |reason: &str| ProgramError::NotRunnable {
         path: path.into(),
@@ -57,13 +66,10 @@ pub fn check(path: &Path) -> Result<(), ProgramError> {
         return Err(refuse("Permission denied"));
     }
     let head = std::fs::read(path).map_err(|e| refuse(&e.to_string()))?;
-    if is_static_elf(&head) {
-        return Err(refuse(
-            "is statically linked: LD_PRELOAD cannot reach its heap, so uzswap cannot hold it \
-             under a limit",
-        ));
-    }
-    Ok(())
+    Ok(match is_static_elf(&head) {
+        true => Linking::Static,
+        false => Linking::Dynamic,
+    })
 }
 
 /// Whether `bytes` is a 64-bit little-endian ELF file with no `PT_INTERP` program header:
@@ -100,9 +106,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_dynamic_binary_passes_and_a_missing_one_is_127() {
+    fn binaries_are_told_apart_by_linking_and_a_missing_one_is_127() {
         let sh = find("sh").unwrap();
-        check(&sh).unwrap();
+        assert_eq!(check(&sh).unwrap(), Linking::Dynamic);
         let e = find("no-such-program-uzswap").unwrap_err();
         assert_eq!(e.status(), 127);
         assert_eq!(e.to_string(), "no-such-program-uzswap: command not found");
@@ -112,7 +118,6 @@ mod tests {
         std::fs::remove_file(&plain).unwrap();
         assert_eq!(e.status(), 126);
         assert!(e.to_string().ends_with("Permission denied"), "{e}");
-        let e = check(Path::new("/sbin/ldconfig")).unwrap_err();
-        assert!(e.to_string().contains("statically linked"), "{e}");
+        assert_eq!(check(Path::new("/sbin/ldconfig")).unwrap(), Linking::Static);
     }
 }

@@ -416,6 +416,34 @@ impl RemoteProcess {
             .map(|a| a as usize)
     }
 
+    /// `mprotect(addr, len, prot)` in the program.
+    pub fn mprotect(&self, addr: usize, len: usize, prot: libc::c_int) -> io::Result<()> {
+        let args = [addr as u64, len as u64, prot as u64, 0, 0, 0];
+        self.call(&self.program_lane, "mprotect", libc::SYS_mprotect, args)
+            .map(|_| ())
+    }
+
+    /// `munmap(addr, len)` in the program.
+    pub fn munmap(&self, addr: usize, len: usize) -> io::Result<()> {
+        let args = [addr as u64, len as u64, 0, 0, 0, 0];
+        self.call(&self.program_lane, "munmap", libc::SYS_munmap, args)
+            .map(|_| ())
+    }
+
+    /// The program's break now (`brk(0)` in the program).
+    pub fn current_break(&self) -> io::Result<usize> {
+        self.call(&self.program_lane, "brk", libc::SYS_brk, [0; 6])
+            .map(|b| b as usize)
+    }
+
+    /// Whether the program still runs the image it was started with (its parasite's threads
+    /// are there: an exit or an `execve` ends them).
+    pub fn alive(&self) -> bool {
+        [&self.reclaim_lane, &self.program_lane].iter().all(|lane| {
+            std::path::Path::new(&format!("/proc/{}/task/{}", self.pid, lane.tid)).exists()
+        })
+    }
+
     /// As `syscall`, with a negative result turned into an error naming `what`.
     fn call(&self, lane: &Lane, what: &str, nr: libc::c_long, args: [u64; 6]) -> io::Result<u64> {
         returned(what, self.syscall(lane, nr, args)?)
@@ -544,6 +572,12 @@ impl RemoteProcess {
             )));
         }
         Ok(())
+    }
+
+    /// Write `bytes` into the program's memory at `addr` (pages that are not present are
+    /// faulted in, as for `read`).
+    pub fn write(&self, addr: usize, bytes: &[u8]) -> io::Result<()> {
+        write_memory(self.pid, addr, bytes)
     }
 
     /// Read the program's memory at `addr` into `out` (pages that are not present are

@@ -1,0 +1,136 @@
+//! The reservation a static program's mappings are placed in (agent.rs): which parts of it
+//! the program has mapped and which are free, as the kernel keeps a process's address space.
+//! A mapping is placed first fit; an unmap frees exactly what it names, a part of a mapping
+//! as well as several, and freeing free space is nothing, as `munmap` of unmapped memory is.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// The free parts of a reservation.
+#[derive(Debug)]
+pub struct AddressSpace {
+    range: Range<usize>,
+    /// Free ranges, start to end, neither overlapping nor touching.
+    free: BTreeMap<usize, usize>,
+}
+
+impl AddressSpace {
+    /// `range`, all of it free.
+    pub fn new(range: Range<usize>) -> Self {
+        let free = BTreeMap::from([(range.start, range.end)]);
+        AddressSpace { range, free }
+    }
+
+    /// Whether `start..start + len` lies inside the reservation.
+    pub fn contains(&self, start: usize, len: usize) -> bool {
+        start >= self.range.start && start.checked_add(len).is_some_and(|e| e <= self.range.end)
+    }
+
+    /// Whether `start..start + len` overlaps the reservation.
+    pub fn overlaps(&self, start: usize, len: usize) -> bool {
+        start < self.range.end && start.saturating_add(len) > self.range.start
+    }
+
+    /// Whether all of `start..start + len` is free.
+    pub fn is_free(&self, start: usize, len: usize) -> bool {
+        self.free
+            .range(..=start)
+            .next_back()
+            .is_some_and(|(_, &end)| start + len <= end)
+    }
+
+    /// The first free place of `len` bytes, taken; None if there is none.
+    pub fn place(&mut self, len: usize) -> Option<usize> {
+        let (&start, _) = self.free.iter().find(|(&s, &e)| e - s >= len)?;
+        self.take(start, len);
+        Some(start)
+    }
+
+    /// Mark `start..start + len` mapped, whatever of it was free.
+    pub fn take(&mut self, start: usize, len: usize) {
+        let end = start + len;
+        let overlapping: Vec<(usize, usize)> = self
+            .free
+            .range(..end)
+            .rev()
+            .take_while(|(_, &e)| e > start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in overlapping {
+            self.free.remove(&s);
+            if s < start {
+                self.free.insert(s, start);
+            }
+            if e > end {
+                self.free.insert(end, e);
+            }
+        }
+    }
+
+    /// Mark `start..start + len` free (clamped to the reservation), joined to the free space
+    /// around it.
+    pub fn free(&mut self, start: usize, len: usize) {
+        let mut start = start.max(self.range.start);
+        let mut end = start.saturating_add(len).min(self.range.end);
+        if start >= end {
+            return;
+        }
+        let touching: Vec<(usize, usize)> = self
+            .free
+            .range(..=end)
+            .rev()
+            .take_while(|(_, &e)| e >= start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in touching {
+            self.free.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        self.free.insert(start, end);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: usize = 4096;
+
+    #[test]
+    fn mappings_are_placed_first_fit_and_freed_in_any_part() {
+        let mut space = AddressSpace::new(P..101 * P);
+        let a = space.place(10 * P).unwrap();
+        let b = space.place(20 * P).unwrap();
+        assert_eq!((a, b), (P, 11 * P));
+        assert!(space.is_free(31 * P, 70 * P) && !space.is_free(30 * P, P));
+        // An unmap of the middle of a mapping frees that part only.
+        space.free(a + 2 * P, 3 * P);
+        assert!(space.is_free(a + 2 * P, 3 * P) && !space.is_free(a + P, 2 * P));
+        // First fit: the hole takes what fits in it.
+        assert_eq!(space.place(3 * P), Some(a + 2 * P));
+        assert_eq!(space.place(4 * P), Some(31 * P));
+        // Freeing free space, and beyond the reservation, is nothing.
+        space.free(0, 200 * P);
+        assert_eq!(
+            space.free.len(),
+            1,
+            "one free range again: {:?}",
+            space.free
+        );
+        assert!(space.is_free(P, 100 * P));
+        assert_eq!(space.place(100 * P), Some(P));
+        assert_eq!(space.place(P), None);
+    }
+
+    #[test]
+    fn a_fixed_mapping_takes_what_it_covers() {
+        let mut space = AddressSpace::new(0..100 * P);
+        space.take(10 * P, 10 * P);
+        space.take(15 * P, 10 * P);
+        assert!(!space.is_free(10 * P, P) && !space.is_free(24 * P, P));
+        assert!(space.is_free(25 * P, 75 * P) && space.is_free(0, 10 * P));
+        assert!(space.contains(0, 100 * P) && !space.contains(P, 100 * P));
+        assert!(space.overlaps(99 * P, 2 * P) && !space.overlaps(100 * P, P));
+    }
+}

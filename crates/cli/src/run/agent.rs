@@ -1,0 +1,464 @@
+//! `uzswap run` for a program that loads nothing of ours (a statically linked binary, a Go
+//! program): the agent. uzswap stays outside the program. It starts it with a parasite
+//! (uffd::remote), reserves the heap's address space in it (`--max-heap`), serves that
+//! range as a `RemoteRegion` from this process, and places the program's anonymous private
+//! mappings there, answering its calls of the mmap family (seccomp user notification):
+//!
+//! - `mmap` of anonymous private memory (not a stack, not huge pages) is placed in the
+//!   reservation: at its hint where that is free there, else first fit; `MAP_FIXED` inside
+//!   it replaces what was there. A mapping that does not fit runs as made, outside the
+//!   limit, said once.
+//! - `munmap` inside: its pages discarded and its protection read-write again; the space is
+//!   free for the next mapping.
+//! - `mremap` inside: shrunk or grown in place, or moved by a copy.
+//! - `mprotect` inside: through the region, which keeps pages under another protection
+//!   resident.
+//! - `brk`: refused (the break stays where it is), so malloc maps its heap instead.
+//! - `madvise(MADV_HUGEPAGE or MADV_COLLAPSE)` inside: nothing (the region keeps base pages).
+//!
+//! The program's own `madvise(MADV_DONTNEED)` of its memory reaches the region as an event.
+//! The calls of other processes (children the program forks) and of another image after an
+//! `execve` run as made.
+//!
+//! Not held yet: a child forked without exec. The reservation is not inherited
+//! (`MADV_DONTFORK`): such a child that touches the heap gets SIGSEGV instead of reading
+//! pages the parent has evicted as zeros, and uzswap says so at the first such fork. Threads,
+//! `vfork`, `posix_spawn` and fork then exec are not affected.
+
+use std::ops::Range;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use region::RemoteRegion;
+use uffd::remote::{Answer, RemoteProcess, SyscallNotice};
+use zswap::PAGE_SIZE;
+
+use super::address_space::AddressSpace;
+use super::launch::{region_config, Refusal, RunArgs, StatsForm, SwapTo, FAILED};
+
+/// The calls the agent answers, and the forks it watches for.
+const INTERCEPTED: [libc::c_long; 9] = [
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+    libc::SYS_mremap,
+    libc::SYS_mprotect,
+    libc::SYS_brk,
+    libc::SYS_madvise,
+    libc::SYS_fork,
+    libc::SYS_clone,
+    libc::SYS_clone3,
+];
+
+const READ_WRITE: i32 = libc::PROT_READ | libc::PROT_WRITE;
+
+/// Run the statically linked program at `path` under `args`; its exit status, as `run`.
+pub fn run(args: &RunArgs, path: &Path) -> Result<ExitCode, Refusal> {
+    let fail = |line: String| (FAILED, line);
+    if args.in_thread_faults {
+        return Err(fail(format!(
+            "--in-thread-faults: {} is statically linked and runs nothing of uzswap's, so its \
+             faults are served by uzswap's threads; leave the flag out",
+            path.display()
+        )));
+    }
+    let (mut config, max_heap) = region_config(args).map_err(fail)?;
+    let features = RemoteRegion::features(&config)
+        .map_err(|e| fail(format!("userfaultfd is not available: {}", e.chain())))?;
+    let mut command = Command::new(path);
+    std::os::unix::process::CommandExt::arg0(&mut command, &args.program[0]);
+    command.args(&args.program[1..]);
+    let signals = super::launch::catch_signals();
+    let (child, remote) = RemoteProcess::spawn(&mut command, features, &INTERCEPTED)
+        .map_err(|e| (126, format!("{}: {e}", path.display())))?;
+    let pid = remote.pid();
+    let remote = Arc::new(remote);
+    if let Some(SwapTo::Redis(url)) = &args.swap_to {
+        let store = redis_tier::RedisSegments::connect(
+            url,
+            &format!("{}-{pid}", super::launch::run_id()),
+            Default::default(),
+        )
+        .map_err(|e| fail(format!("--swap-to: {e}")))?;
+        config = config.segment_device(Arc::new(store));
+    }
+    let heap = reserve(&remote, max_heap as usize).map_err(fail)?;
+    let memory_max = config.over_limit.memory_max.unwrap_or(0);
+    let region = RemoteRegion::new(remote.clone(), heap.clone(), config)
+        .map_err(|e| fail(format!("the program's heap: {}", e.chain())))?;
+    let forwarding = signals.and_then(|s| super::launch::forward_signals(s, pid as u32));
+
+    let stop = AtomicBool::new(false);
+    let rss = RssSamples::default();
+    let (status, peak_rss) = std::thread::scope(|s| {
+        let (stop, rss, region) = (&stop, &rss, &region);
+        let mut agent = Agent::new(region, heap);
+        s.spawn(move || agent.answer_calls(stop));
+        s.spawn(move || rss.sample(pid, region, stop));
+        let waited = uffd::process::wait_with_peak_rss(child);
+        stop.store(true, Relaxed);
+        waited
+    })
+    .map_err(|e| fail(format!("waiting for the program: {e}")))?;
+    if let Some(h) = forwarding {
+        h.close();
+    }
+    if let Some(SwapTo::Redis(url)) = &args.swap_to {
+        if let Err(e) = redis_tier::delete_run(url, super::launch::run_id()) {
+            crate::report::say(&format!(
+                "warning: the run's keys are left to their lease (a minute): {e}"
+            ));
+        }
+    }
+    if let Some(form) = args.stats {
+        let limits = (args.memory_high, memory_max);
+        print_stats(&region, limits, peak_rss, &rss, form);
+    }
+    Ok(ExitCode::from(super::launch::exit_status(status)))
+}
+
+/// The heap's reservation in the program: `len` bytes of private anonymous memory, read-write
+/// (what the program does not map reads as nothing: it is never told it is there), not
+/// inherited by a child, base pages only.
+fn reserve(remote: &RemoteProcess, len: usize) -> Result<Range<usize>, String> {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+    let at = remote
+        .map_anonymous(0, len, READ_WRITE, flags)
+        .map_err(|e| format!("reserving the heap in the program: {e}"))?;
+    for advice in [libc::MADV_DONTFORK, libc::MADV_NOHUGEPAGE] {
+        remote
+            .madvise(at, len, advice)
+            .map_err(|e| format!("reserving the heap in the program: {e}"))?;
+    }
+    Ok(at..at + len)
+}
+
+/// The program's resident memory, sampled while it runs: the last sample stands for what it
+/// held at exit.
+#[derive(Default)]
+struct RssSamples {
+    /// Its resident memory at the last sample.
+    rss: AtomicU64,
+    /// Of that, what was not the region's resident pages.
+    outside: AtomicU64,
+}
+
+impl RssSamples {
+    fn sample(&self, pid: i32, region: &RemoteRegion, stop: &AtomicBool) {
+        while !stop.load(Relaxed) {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status"));
+            let rss = status.ok().and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                Some(kib * 1024)
+            });
+            if let Some(rss) = rss {
+                let resident = region.usage().resident;
+                self.rss.store(rss, Relaxed);
+                self.outside.store(rss.saturating_sub(resident), Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The program's calls of the mmap family, answered over its reservation.
+struct Agent<'a> {
+    region: &'a RemoteRegion,
+    remote: &'a RemoteProcess,
+    space: AddressSpace,
+    /// The program's break, where `brk` leaves it (read at the first call).
+    brk: Option<usize>,
+    /// A mapping has been left outside the reservation (said once).
+    said_outside: bool,
+    /// A fork without shared memory has been said.
+    said_fork: bool,
+}
+
+impl<'a> Agent<'a> {
+    fn new(region: &'a RemoteRegion, heap: Range<usize>) -> Self {
+        Agent {
+            region,
+            remote: region.process(),
+            space: AddressSpace::new(heap),
+            brk: None,
+            said_outside: false,
+            said_fork: false,
+        }
+    }
+
+    fn answer_calls(&mut self, stop: &AtomicBool) {
+        let listener = self.remote.listener().expect("the calls are intercepted");
+        while !stop.load(Relaxed) {
+            if !listener.wait(Duration::from_millis(50)).unwrap_or(false) {
+                continue;
+            }
+            let Ok(call) = listener.recv() else { continue };
+            let answer = match call.pid == self.remote.pid() && self.remote.alive() {
+                true => self.answer(&call),
+                false => Answer::Continue,
+            };
+            // An error: the call's thread is gone (killed meanwhile).
+            let _ = listener.answer(call.id, answer);
+        }
+    }
+
+    fn answer(&mut self, call: &SyscallNotice) -> Answer {
+        let [a, b, c, d, e, _] = call.args;
+        let (addr, len) = (a as usize, (b as usize).next_multiple_of(PAGE_SIZE));
+        let result = match call.nr {
+            libc::SYS_mmap => self.mmap(addr, len, c as i32, d as i32, e as i32),
+            libc::SYS_munmap => self.munmap(addr, len),
+            libc::SYS_mremap => self.mremap(addr, len, c as usize, d as i32),
+            libc::SYS_mprotect => self.mprotect(addr, len, c as i32),
+            libc::SYS_brk => return self.brk(),
+            libc::SYS_madvise => self.madvise(addr, len, c as i32),
+            libc::SYS_fork => return self.forks(0),
+            libc::SYS_clone => return self.forks(a),
+            libc::SYS_clone3 => {
+                // struct clone_args starts with its flags (on the caller's stack).
+                let mut flags = [0u8; 8];
+                let read = self.remote.read(a as usize, &mut flags);
+                return self
+                    .forks(read.map_or(libc::CLONE_VM as u64, |_| u64::from_ne_bytes(flags)));
+            }
+            _ => return Answer::Continue,
+        };
+        match result {
+            Ok(Some(value)) => Answer::Return(value as i64),
+            Ok(None) => Answer::Continue,
+            Err(errno) => Answer::Fail(errno),
+        }
+    }
+
+    /// `mmap(addr, len, prot, flags, fd, _)`: Some(address) where placed, None to run it as
+    /// made, an errno to fail it with.
+    fn mmap(
+        &mut self,
+        addr: usize,
+        len: usize,
+        prot: i32,
+        flags: i32,
+        fd: i32,
+    ) -> Result<Option<usize>, i32> {
+        let private = flags & libc::MAP_TYPE == libc::MAP_PRIVATE;
+        let not_ours = libc::MAP_STACK | libc::MAP_GROWSDOWN | libc::MAP_HUGETLB;
+        let anonymous = flags & libc::MAP_ANONYMOUS != 0 && fd == -1;
+        if !private || !anonymous || flags & not_ours != 0 || len == 0 {
+            return match self.space.overlaps(addr, len) && flags & libc::MAP_FIXED != 0 {
+                // Something else over the heap: refused, as a clash of mappings would be.
+                true => Err(libc::ENOMEM),
+                false => Ok(None),
+            };
+        }
+        let fixed = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0;
+        let at = if fixed {
+            if !self.space.contains(addr, len) {
+                return match self.space.overlaps(addr, len) {
+                    true => Err(libc::ENOMEM),
+                    false => Ok(None),
+                };
+            }
+            if !self.space.is_free(addr, len) {
+                if flags & libc::MAP_FIXED_NOREPLACE != 0 {
+                    return Err(libc::EEXIST);
+                }
+                // MAP_FIXED: what was there is gone; the new mapping reads as zeros.
+                self.unmap(addr, len)?;
+            }
+            self.space.take(addr, len);
+            addr
+        } else if addr != 0 && self.space.contains(addr, len) && self.space.is_free(addr, len) {
+            self.space.take(addr, len);
+            addr
+        } else {
+            match self.space.place(len) {
+                Some(at) => at,
+                None => {
+                    if !self.said_outside {
+                        self.said_outside = true;
+                        crate::report::say(&format!(
+                            "the program maps more than its heap's address space holds \
+                             (--max-heap {}): what does not fit is outside the limit",
+                            crate::report::mib(self.region.range().len() as u64)
+                        ));
+                    }
+                    return Ok(None);
+                }
+            }
+        };
+        if prot != READ_WRITE {
+            self.protect(at, len, prot)?;
+        }
+        Ok(Some(at))
+    }
+
+    /// `munmap(addr, len)`: Some(0) for a range inside the heap, None for one outside it.
+    fn munmap(&mut self, addr: usize, len: usize) -> Result<Option<usize>, i32> {
+        if !self.space.overlaps(addr, len) {
+            return Ok(None);
+        }
+        if !self.space.contains(addr, len) {
+            return Err(libc::EINVAL); // across the heap's edge: not a range it gave out
+        }
+        self.unmap(addr, len)?;
+        Ok(Some(0))
+    }
+
+    /// Let go of `addr..addr + len` of the heap: its pages discarded (the region frees what it
+    /// held for them), read-write again, and free for the next mapping.
+    fn unmap(&mut self, addr: usize, len: usize) -> Result<(), i32> {
+        self.protect(addr, len, READ_WRITE)?;
+        self.remote.discard(&[(addr, len)]).map_err(errno)?;
+        self.space.free(addr, len);
+        Ok(())
+    }
+
+    /// `mremap(addr, old_len, new_len, flags)` of a mapping in the heap.
+    fn mremap(
+        &mut self,
+        addr: usize,
+        old_len: usize,
+        new_len: usize,
+        flags: i32,
+    ) -> Result<Option<usize>, i32> {
+        if !self.space.overlaps(addr, old_len) {
+            return Ok(None);
+        }
+        let new_len = new_len.next_multiple_of(PAGE_SIZE);
+        if !self.space.contains(addr, old_len) || new_len == 0 || flags & !libc::MREMAP_MAYMOVE != 0
+        {
+            return Err(libc::EINVAL);
+        }
+        if new_len <= old_len {
+            if new_len < old_len {
+                self.unmap(addr + new_len, old_len - new_len)?;
+            }
+            return Ok(Some(addr));
+        }
+        let grown = addr + old_len;
+        if self.space.contains(grown, new_len - old_len)
+            && self.space.is_free(grown, new_len - old_len)
+        {
+            self.space.take(grown, new_len - old_len);
+            return Ok(Some(addr));
+        }
+        if flags & libc::MREMAP_MAYMOVE == 0 {
+            return Err(libc::ENOMEM);
+        }
+        let Some(to) = self.space.place(new_len) else {
+            return Err(libc::ENOMEM);
+        };
+        self.copy(addr, to, old_len)?;
+        self.unmap(addr, old_len)?;
+        Ok(Some(to))
+    }
+
+    /// Copy `len` bytes from `from` to `to` in the program, a MiB at a time (the region
+    /// serves the faults either side takes).
+    fn copy(&self, from: usize, to: usize, len: usize) -> Result<(), i32> {
+        let mut buf = vec![0u8; len.min(1 << 20)];
+        for done in (0..len).step_by(buf.len()) {
+            let n = buf.len().min(len - done);
+            self.remote
+                .read(from + done, &mut buf[..n])
+                .map_err(errno)?;
+            self.remote.write(to + done, &buf[..n]).map_err(errno)?;
+        }
+        Ok(())
+    }
+
+    /// `mprotect(addr, len, prot)` of memory in the heap, through the region.
+    fn mprotect(&mut self, addr: usize, len: usize, prot: i32) -> Result<Option<usize>, i32> {
+        if !self.space.overlaps(addr, len) {
+            return Ok(None);
+        }
+        if !self.space.contains(addr, len) {
+            return Err(libc::ENOMEM);
+        }
+        self.protect(addr, len, prot)?;
+        Ok(Some(0))
+    }
+
+    fn protect(&self, addr: usize, len: usize, prot: i32) -> Result<(), i32> {
+        let offset = addr - self.region.range().start;
+        self.region.protect(offset, len, prot).map_err(errno)
+    }
+
+    /// A `clone` with `flags` runs as made; a child without the program's memory (a fork) is
+    /// said once: it has no heap (module doc).
+    fn forks(&mut self, flags: u64) -> Answer {
+        if flags & libc::CLONE_VM as u64 == 0 && !self.said_fork {
+            self.said_fork = true;
+            crate::report::say(
+                "the program forked: a statically linked child that reads its parent's heap \
+                 before it runs another program is not held yet, and gets SIGSEGV there",
+            );
+        }
+        Answer::Continue
+    }
+
+    /// `brk`: the break stays where it is (malloc maps its heap instead).
+    fn brk(&mut self) -> Answer {
+        if self.brk.is_none() {
+            self.brk = self.remote.current_break().ok();
+        }
+        match self.brk {
+            Some(brk) => Answer::Return(brk as i64),
+            None => Answer::Continue,
+        }
+    }
+
+    /// `madvise`: huge pages in the heap are not made (the region keeps base pages).
+    fn madvise(&self, addr: usize, len: usize, advice: i32) -> Result<Option<usize>, i32> {
+        let huge = matches!(advice, libc::MADV_HUGEPAGE | libc::MADV_COLLAPSE);
+        match huge && self.space.overlaps(addr, len) {
+            true => Ok(Some(0)),
+            false => Ok(None),
+        }
+    }
+}
+
+/// An error's errno, for the program (EFAULT where it has none: the program is gone).
+fn errno(e: std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EFAULT)
+}
+
+/// `--stats`: the region's statistics in the preload's form, printed as `run` prints them.
+fn print_stats(
+    region: &RemoteRegion,
+    (memory_high, memory_max): (u64, u64),
+    peak_rss: u64,
+    rss: &RssSamples,
+    form: StatsForm,
+) {
+    let usage = region.usage();
+    let engine = region.zswap().stats();
+    let mut text = format!("{}\n{engine}{}", crate::stat::HEADER, region.stats());
+    let swap_file = engine.get("swap_slots_used") * PAGE_SIZE as u64;
+    for (name, value) in [
+        ("region_resident_bytes", usage.resident),
+        ("region_staged_bytes", usage.staged),
+        ("region_pool_bytes", usage.pool),
+        ("region_metadata_bytes", usage.metadata),
+        ("region_charged_bytes", usage.total()),
+        ("memory_limit_bytes", memory_high),
+        ("memory_max_bytes", memory_max),
+        ("region_limit_bytes", region.limit()),
+        ("swap_file_bytes", swap_file),
+        ("peak_rss_bytes", peak_rss),
+        ("rss_bytes", rss.rss.load(Relaxed)),
+        ("outside_bytes", rss.outside.load(Relaxed)),
+    ] {
+        text.push_str(&format!("{name} {value}\n"));
+    }
+    match crate::stat::Snapshot::parse(&text) {
+        Ok(stats) => match form {
+            StatsForm::Summary => eprint!("{}", crate::stat::summary::summary(&stats)),
+            StatsForm::Full => eprint!("{}", stats.used_orders_only().text()),
+        },
+        Err(e) => crate::report::say(&format!("the program's statistics: {e}")),
+    }
+}
