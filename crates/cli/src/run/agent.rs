@@ -18,7 +18,7 @@
 //!
 //! The program's own `madvise(MADV_DONTNEED)` of its memory reaches the region as an event.
 //! The calls of other processes (children the program forks) and of another image after an
-//! `execve` run as made.
+//! `execve` (said once) run as made.
 //!
 //! Not held yet: a child forked without exec. The reservation is not inherited
 //! (`MADV_DONTFORK`): such a child that touches the heap gets SIGSEGV instead of reading
@@ -175,6 +175,8 @@ struct Agent<'a> {
     said_outside: bool,
     /// A fork without shared memory has been said.
     said_fork: bool,
+    /// An `execve` of the program has been said.
+    said_exec: bool,
 }
 
 impl<'a> Agent<'a> {
@@ -186,6 +188,7 @@ impl<'a> Agent<'a> {
             brk: None,
             said_outside: false,
             said_fork: false,
+            said_exec: false,
         }
     }
 
@@ -196,9 +199,20 @@ impl<'a> Agent<'a> {
                 continue;
             }
             let Ok(call) = listener.recv() else { continue };
-            let answer = match call.pid == self.remote.pid() && self.remote.alive() {
-                true => self.answer(&call),
-                false => Answer::Continue,
+            let answer = if call.pid != self.remote.pid() {
+                Answer::Continue
+            } else if self.remote.alive() {
+                self.answer(&call)
+            } else {
+                // The parasite went with the image: the program ran another.
+                if !self.said_exec {
+                    self.said_exec = true;
+                    crate::report::say(
+                        "the program ran another program (execve): what that one maps is not \
+                         held",
+                    );
+                }
+                Answer::Continue
             };
             // An error: the call's thread is gone (killed meanwhile).
             let _ = listener.answer(call.id, answer);
