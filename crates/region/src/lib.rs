@@ -71,6 +71,6 @@ pub use inner::Usage;
 pub use over_limit::{OnLimit, OverLimit, SharedLimit};
 pub use region::{ForkGuard, Region, RegionError, UsageProbe};
 #[cfg(target_arch = "x86_64")]
-pub use remote_region::RemoteRegion;
+pub use remote_region::{RemoteForkGuard, RemoteRegion};
 pub use stats::RegionStatsSnapshot;
 pub use zswap::params::Writethrough;

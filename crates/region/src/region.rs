@@ -637,6 +637,17 @@ impl Region {
     /// just after; in the child, forget it (`std::mem::forget`): the child's copy is plain
     /// memory, and nothing of the region runs there.
     pub fn prepare_fork(&self) -> Result<ForkGuard<'_>, uffd::RawRegionError> {
+        let held_off = self.bring_all_back_for_fork();
+        self.mem.own().do_fork()?;
+        Ok(ForkGuard {
+            region: self,
+            _held_off: held_off,
+        })
+    }
+
+    /// `prepare_fork` but making the mapping inherited: reclaim held off (until the guard
+    /// returned drops) and every evicted page back.
+    pub(crate) fn bring_all_back_for_fork(&self) -> crate::lock_order::RwLockWriteGuard<'_, ()> {
         let held_off = self.inner.reclaim_wait.hold_off();
         let before = self.inner.usage().resident;
         crate::fork::bring_all_back(&self.inner);
@@ -648,11 +659,7 @@ impl Region {
             .over_limit
             .fork_allowance
             .fetch_max(brought_back, Relaxed);
-        self.mem.own().do_fork()?;
-        Ok(ForkGuard {
-            region: self,
-            _held_off: held_off,
-        })
+        held_off
     }
 
     /// Move the whole region to a new address with `mremap`, keeping its pages, as a

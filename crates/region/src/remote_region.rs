@@ -21,8 +21,33 @@ use crate::memory::Memory;
 use crate::region::{Region, RegionError, UsageProbe};
 use crate::stats::RegionStatsSnapshot;
 
-/// A region over a range of a program served from this process.
+/// A `RemoteRegion` made safe to fork (`RemoteRegion::prepare_fork`): dropping it lets
+/// reclaim go on and stops the range from being inherited again.
+pub struct RemoteForkGuard<'a> {
+    region: &'a RemoteRegion,
+    _held_off: crate::lock_order::RwLockWriteGuard<'a, ()>,
+}
+
+impl Drop for RemoteForkGuard<'_> {
+    fn drop(&mut self) {
+        let range = self.region.range();
+        let _ = self
+            .region
+            .process()
+            .madvise(range.start, range.len(), libc::MADV_DONTFORK);
+    }
+}
+
+/// A region over a range of a program served from this process. Dropping it kills the
+/// program: its pages moved out could not come back, and once nothing serves the range its
+/// faults would read zeros.
 pub struct RemoteRegion(Region);
+
+impl Drop for RemoteRegion {
+    fn drop(&mut self) {
+        self.0.process().kill();
+    }
+}
 
 impl std::fmt::Debug for RemoteRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,6 +90,14 @@ impl RemoteRegion {
             .into());
         }
         config.validate(len)?;
+        // Base pages only, as `Region::new` keeps its own (a huge page under a folio would
+        // be split by every move that evicts part of it).
+        process
+            .madvise(range.start, len, libc::MADV_NOHUGEPAGE)
+            .map_err(|source| UffdError::Os {
+                op: "madvise(MADV_NOHUGEPAGE) in the program",
+                source,
+            })?;
         let uffd = process.uffd().try_clone()?;
         let wanted = Self::features(&config)?;
         if !uffd.features().contains(wanted) {
@@ -89,6 +122,22 @@ impl RemoteRegion {
         let addr = self.range().start + offset;
         self.0.protect_with(offset, len, prot, || {
             self.process().mprotect(addr, len, prot)
+        })
+    }
+
+    /// Make the range safe for the program to fork, as `Region::prepare_fork` does: reclaim
+    /// is held off and every evicted page brought back, and the range is inherited by a
+    /// child (a plain copy: its pages as they were at the fork), until the guard drops. Call
+    /// it while the fork waits (its system call stopped for this process to answer) and
+    /// drop the guard once the child is made.
+    pub fn prepare_fork(&self) -> std::io::Result<RemoteForkGuard<'_>> {
+        let held_off = self.0.bring_all_back_for_fork();
+        let range = self.range();
+        self.process()
+            .madvise(range.start, range.len(), libc::MADV_DOFORK)?;
+        Ok(RemoteForkGuard {
+            region: self,
+            _held_off: held_off,
         })
     }
 

@@ -67,10 +67,7 @@ enum Area {
     },
     /// In a program served from here.
     #[cfg(target_arch = "x86_64")]
-    Program {
-        process: Arc<crate::remote::RemoteProcess>,
-        range: std::ops::Range<usize>,
-    },
+    Program(program::ProgramArea),
 }
 
 #[derive(Debug, Default)]
@@ -166,13 +163,20 @@ impl Staging {
         batch_slots: usize,
     ) -> Result<Arc<Self>, UffdError> {
         assert!(slot_bytes > 0 && slot_bytes.is_multiple_of(page_size()));
+        let os = |op| move |source| UffdError::Os { op, source };
+        let memory = crate::process::ProcessMemory::of(process.pid())
+            .map_err(os("opening the program's memory"))?;
         let range = process
             .map_staging(nr_slots as usize * slot_bytes)
-            .map_err(|source| UffdError::Os {
-                op: "mmap staging in the program",
-                source,
-            })?;
-        let area = Area::Program { process, range };
+            .map_err(os("mmap staging in the program"))?;
+        let tables =
+            crate::PageTables::of(process.pid()).map_err(os("opening the program's pagemap"))?;
+        let area = Area::Program(program::ProgramArea {
+            process,
+            memory,
+            tables,
+            range,
+        });
         Ok(Self::with_area(area, nr_slots, slot_bytes, batch_slots))
     }
 
@@ -265,8 +269,8 @@ impl Staging {
             }
             // A program gone has no slots left to empty.
             #[cfg(target_arch = "x86_64")]
-            Area::Program { process, .. } => {
-                let _ = process.discard_staging(&ranges);
+            Area::Program(area) => {
+                let _ = area.process.discard_staging(&ranges);
             }
         }
     }
@@ -276,7 +280,7 @@ impl Staging {
         match &self.area {
             Area::Own { region, .. } => region.range(),
             #[cfg(target_arch = "x86_64")]
-            Area::Program { range, .. } => range.clone(),
+            Area::Program(area) => area.range.clone(),
         }
     }
 
@@ -314,7 +318,7 @@ impl Staging {
         let uffd = match &self.area {
             Area::Own { uffd, .. } => uffd,
             #[cfg(target_arch = "x86_64")]
-            Area::Program { process, .. } => return program::stage(process, folio, src),
+            Area::Program(area) => return program::stage(area, folio, src),
         };
         // SAFETY: `src..src+len` is managed memory registered with a userfaultfd; its owner
         // never hands out references into it across evictions (the program sees only raw

@@ -39,6 +39,16 @@ impl AddressSpace {
             .is_some_and(|(_, &end)| start + len <= end)
     }
 
+    /// Whether all of `start..start + len` is mapped (no part of it free).
+    pub fn is_mapped(&self, start: usize, len: usize) -> bool {
+        let end = start + len;
+        !self
+            .free
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&s, &e)| e > start && s < end)
+    }
+
     /// The first free place of `len` bytes, taken; None if there is none.
     pub fn place(&mut self, len: usize) -> Option<usize> {
         let (&start, _) = self.free.iter().find(|(&s, &e)| e - s >= len)?;
@@ -130,6 +140,8 @@ mod tests {
         space.take(15 * P, 10 * P);
         assert!(!space.is_free(10 * P, P) && !space.is_free(24 * P, P));
         assert!(space.is_free(25 * P, 75 * P) && space.is_free(0, 10 * P));
+        assert!(space.is_mapped(10 * P, 15 * P) && space.is_mapped(12 * P, P));
+        assert!(!space.is_mapped(9 * P, 2 * P) && !space.is_mapped(24 * P, 2 * P));
         assert!(space.contains(0, 100 * P) && !space.contains(P, 100 * P));
         assert!(space.overlaps(99 * P, 2 * P) && !space.overlaps(100 * P, P));
     }

@@ -13,17 +13,20 @@
 //! - `mremap` inside: shrunk or grown in place, or moved by a copy.
 //! - `mprotect` inside: through the region, which keeps pages under another protection
 //!   resident.
-//! - `brk`: refused (the break stays where it is), so malloc maps its heap instead.
+//! - `brk`: the first MiB past the program's first break is granted (static glibc before
+//!   2.36 takes its thread-local storage from `sbrk` and cannot do without it), the rest
+//!   refused (the break stays where it is), so malloc maps its heap instead.
 //! - `madvise(MADV_HUGEPAGE or MADV_COLLAPSE)` inside: nothing (the region keeps base pages).
 //!
 //! The program's own `madvise(MADV_DONTNEED)` of its memory reaches the region as an event.
 //! The calls of other processes (children the program forks) and of another image after an
 //! `execve` (said once) run as made.
 //!
-//! Not held yet: a child forked without exec. The reservation is not inherited
-//! (`MADV_DONTFORK`): such a child that touches the heap gets SIGSEGV instead of reading
-//! pages the parent has evicted as zeros, and uzswap says so at the first such fork. Threads,
-//! `vfork`, `posix_spawn` and fork then exec are not affected.
+//! A fork (a `clone` without `CLONE_VM`) waits while uzswap brings every evicted page back
+//! and lets the reservation be inherited (`RemoteRegion::prepare_fork`), until the child is
+//! made: the child gets a plain copy of the heap as it was, held under no limit, as the
+//! preload's fork does. Otherwise the reservation is not inherited (`MADV_DONTFORK`).
+//! Threads, `vfork` and `posix_spawn` share the program's memory and are not stopped.
 
 use std::ops::Range;
 use std::path::Path;
@@ -169,12 +172,10 @@ struct Agent<'a> {
     region: &'a RemoteRegion,
     remote: &'a RemoteProcess,
     space: AddressSpace,
-    /// The program's break, where `brk` leaves it (read at the first call).
+    /// The program's first break (read at the first call to `brk`).
     brk: Option<usize>,
     /// A mapping has been left outside the reservation (said once).
     said_outside: bool,
-    /// A fork without shared memory has been said.
-    said_fork: bool,
     /// An `execve` of the program has been said.
     said_exec: bool,
 }
@@ -187,7 +188,6 @@ impl<'a> Agent<'a> {
             space: AddressSpace::new(heap),
             brk: None,
             said_outside: false,
-            said_fork: false,
             said_exec: false,
         }
     }
@@ -199,6 +199,10 @@ impl<'a> Agent<'a> {
                 continue;
             }
             let Ok(call) = listener.recv() else { continue };
+            if call.pid == self.remote.pid() && self.forks(&call) {
+                self.fork(listener, &call);
+                continue;
+            }
             let answer = if call.pid != self.remote.pid() {
                 Answer::Continue
             } else if self.remote.alive() {
@@ -221,23 +225,25 @@ impl<'a> Agent<'a> {
 
     fn answer(&mut self, call: &SyscallNotice) -> Answer {
         let [a, b, c, d, e, _] = call.args;
-        let (addr, len) = (a as usize, (b as usize).next_multiple_of(PAGE_SIZE));
+        let addr = a as usize;
+        match call.nr {
+            libc::SYS_brk => return self.brk(addr),
+            libc::SYS_fork | libc::SYS_clone | libc::SYS_clone3 => return Answer::Continue,
+            _ => {}
+        }
+        // The rest take a range: one the kernel refuses (EINVAL) runs as made, to be refused.
+        let Some(len) = (b as usize).checked_next_multiple_of(PAGE_SIZE) else {
+            return Answer::Continue;
+        };
+        if call.nr != libc::SYS_mmap && !addr.is_multiple_of(PAGE_SIZE) {
+            return Answer::Continue;
+        }
         let result = match call.nr {
             libc::SYS_mmap => self.mmap(addr, len, c as i32, d as i32, e as i32),
             libc::SYS_munmap => self.munmap(addr, len),
             libc::SYS_mremap => self.mremap(addr, len, c as usize, d as i32),
             libc::SYS_mprotect => self.mprotect(addr, len, c as i32),
-            libc::SYS_brk => return self.brk(),
             libc::SYS_madvise => self.madvise(addr, len, c as i32),
-            libc::SYS_fork => return self.forks(0),
-            libc::SYS_clone => return self.forks(a),
-            libc::SYS_clone3 => {
-                // struct clone_args starts with its flags (on the caller's stack).
-                let mut flags = [0u8; 8];
-                let read = self.remote.read(a as usize, &mut flags);
-                return self
-                    .forks(read.map_or(libc::CLONE_VM as u64, |_| u64::from_ne_bytes(flags)));
-            }
             _ => return Answer::Continue,
         };
         match result {
@@ -258,7 +264,7 @@ impl<'a> Agent<'a> {
         fd: i32,
     ) -> Result<Option<usize>, i32> {
         let private = flags & libc::MAP_TYPE == libc::MAP_PRIVATE;
-        let not_ours = libc::MAP_STACK | libc::MAP_GROWSDOWN | libc::MAP_HUGETLB;
+        let not_ours = libc::MAP_STACK | libc::MAP_GROWSDOWN | libc::MAP_HUGETLB | libc::MAP_32BIT;
         let anonymous = flags & libc::MAP_ANONYMOUS != 0 && fd == -1;
         if !private || !anonymous || flags & not_ours != 0 || len == 0 {
             return match self.space.overlaps(addr, len) && flags & libc::MAP_FIXED != 0 {
@@ -268,6 +274,10 @@ impl<'a> Agent<'a> {
             };
         }
         let fixed = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0;
+        if fixed && !addr.is_multiple_of(PAGE_SIZE) {
+            return Err(libc::EINVAL);
+        }
+        let hint = addr & !(PAGE_SIZE - 1);
         let at = if fixed {
             if !self.space.contains(addr, len) {
                 return match self.space.overlaps(addr, len) {
@@ -284,9 +294,9 @@ impl<'a> Agent<'a> {
             }
             self.space.take(addr, len);
             addr
-        } else if addr != 0 && self.space.contains(addr, len) && self.space.is_free(addr, len) {
-            self.space.take(addr, len);
-            addr
+        } else if hint != 0 && self.space.contains(hint, len) && self.space.is_free(hint, len) {
+            self.space.take(hint, len);
+            hint
         } else {
             match self.space.place(len) {
                 Some(at) => at,
@@ -341,7 +351,9 @@ impl<'a> Agent<'a> {
         if !self.space.overlaps(addr, old_len) {
             return Ok(None);
         }
-        let new_len = new_len.next_multiple_of(PAGE_SIZE);
+        let Some(new_len) = new_len.checked_next_multiple_of(PAGE_SIZE) else {
+            return Err(libc::EINVAL);
+        };
         if !self.space.contains(addr, old_len) || new_len == 0 || flags & !libc::MREMAP_MAYMOVE != 0
         {
             return Err(libc::EINVAL);
@@ -365,7 +377,10 @@ impl<'a> Agent<'a> {
         let Some(to) = self.space.place(new_len) else {
             return Err(libc::ENOMEM);
         };
-        self.copy(addr, to, old_len)?;
+        if let Err(e) = self.copy(addr, to, old_len) {
+            let _ = self.unmap(to, new_len);
+            return Err(e);
+        }
         self.unmap(addr, old_len)?;
         Ok(Some(to))
     }
@@ -389,7 +404,8 @@ impl<'a> Agent<'a> {
         if !self.space.overlaps(addr, len) {
             return Ok(None);
         }
-        if !self.space.contains(addr, len) {
+        // As the kernel: every page of the range must be mapped.
+        if !self.space.contains(addr, len) || !self.space.is_mapped(addr, len) {
             return Err(libc::ENOMEM);
         }
         self.protect(addr, len, prot)?;
@@ -401,27 +417,64 @@ impl<'a> Agent<'a> {
         self.region.protect(offset, len, prot).map_err(errno)
     }
 
-    /// A `clone` with `flags` runs as made; a child without the program's memory (a fork) is
-    /// said once: it has no heap (module doc).
-    fn forks(&mut self, flags: u64) -> Answer {
-        if flags & libc::CLONE_VM as u64 == 0 && !self.said_fork {
-            self.said_fork = true;
-            crate::report::say(
-                "the program forked: a statically linked child that reads its parent's heap \
-                 before it runs another program is not held yet, and gets SIGSEGV there",
-            );
-        }
-        Answer::Continue
+    /// Whether `call` makes a child without the program's memory: `fork`, or a `clone`
+    /// without `CLONE_VM`.
+    fn forks(&self, call: &SyscallNotice) -> bool {
+        let flags = match call.nr {
+            libc::SYS_fork => 0,
+            libc::SYS_clone => call.args[0],
+            libc::SYS_clone3 => {
+                // struct clone_args starts with its flags (on the caller's stack).
+                let mut flags = [0u8; 8];
+                match self.remote.read(call.args[0] as usize, &mut flags) {
+                    Ok(()) => u64::from_ne_bytes(flags),
+                    Err(_) => return false, // the kernel refuses it (EFAULT)
+                }
+            }
+            _ => return false,
+        };
+        flags & libc::CLONE_VM as u64 == 0 && self.remote.alive()
     }
 
-    /// `brk`: the break stays where it is (malloc maps its heap instead).
-    fn brk(&mut self) -> Answer {
+    /// Let the fork `call` run with the heap brought back and inherited, until the child is
+    /// made (or a second has passed: a fork that failed, or a child gone already).
+    fn fork(&self, listener: &uffd::remote::SyscallListener, call: &SyscallNotice) {
+        let path = format!("/proc/{}/task/{}/children", self.remote.pid(), call.tid);
+        let children = || -> std::collections::BTreeSet<u32> {
+            let list = std::fs::read_to_string(&path).unwrap_or_default();
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        };
+        let before = children();
+        let guard = self.region.prepare_fork();
+        if let Err(e) = &guard {
+            crate::report::say(&format!(
+                "a fork of the program: its heap could not be handed to the child ({e}): \
+                 the child gets SIGSEGV there"
+            ));
+        }
+        let _ = listener.answer(call.id, Answer::Continue);
+        // The kernel puts the child on its parent's list once its memory is copied.
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        while children().is_subset(&before) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        drop(guard);
+    }
+
+    /// `brk(addr)`: up to a MiB past the first break runs as made; past it the break stays
+    /// where it is (malloc maps its heap instead).
+    fn brk(&mut self, addr: usize) -> Answer {
         if self.brk.is_none() {
             self.brk = self.remote.current_break().ok();
         }
         match self.brk {
-            Some(brk) => Answer::Return(brk as i64),
-            None => Answer::Continue,
+            Some(first) if addr > first + (1 << 20) => match self.remote.current_break() {
+                Ok(now) => Answer::Return(now as i64),
+                Err(_) => Answer::Continue,
+            },
+            _ => Answer::Continue,
         }
     }
 

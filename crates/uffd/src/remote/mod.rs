@@ -172,6 +172,14 @@ impl RemoteProcess {
         t.call("mprotect", libc::SYS_mprotect, [code, page, rx, 0, 0, 0])?;
         t.give_entry_back(code)?;
 
+        // The program dies with uzswap: its pages moved out would be lost, and its faults,
+        // once nothing serves its userfaultfd, would read zeros.
+        let kill = libc::SIGKILL as u64;
+        t.call(
+            "prctl",
+            libc::SYS_prctl,
+            [libc::PR_SET_PDEATHSIG as u64, kill, 0, 0, 0, 0],
+        )?;
         let uffd_flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
         let uffd_t = t.syscall(libc::SYS_userfaultfd, [uffd_flags, 0, 0, 0, 0, 0], 0)?;
         if uffd_t < 0 {
@@ -227,17 +235,15 @@ impl RemoteProcess {
             None
         } else {
             let fprog = code + FPROG_OFFSET as u64;
+            // Once uzswap has received a call, only a kill interrupts the program's wait for
+            // the answer: a signal with a handler would otherwise restart the call, which
+            // uzswap would then carry out twice (its first answer lost).
+            let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+                | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
             let add_filter = |t: &mut Tracee| {
                 t.syscall(
                     libc::SYS_seccomp,
-                    [
-                        libc::SECCOMP_SET_MODE_FILTER as u64,
-                        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                        fprog,
-                        0,
-                        0,
-                        0,
-                    ],
+                    [libc::SECCOMP_SET_MODE_FILTER as u64, flags, fprog, 0, 0, 0],
                     0,
                 )
             };
@@ -266,7 +272,9 @@ impl RemoteProcess {
         let staging_uffd_fd = pidfd_getfd(&pidfd, staging_uffd_t as i32)?;
         let memfd = pidfd_getfd(&pidfd, mfd_t as i32)?;
         let listener = match listener_t {
-            Some(fd) => Some(SyscallListener::new(pidfd_getfd(&pidfd, fd as i32)?)),
+            Some(fd) => Some(SyscallListener::new(crate::descriptors::out_of_reach(
+                pidfd_getfd(&pidfd, fd as i32)?,
+            ))),
             None => None,
         };
 
@@ -434,6 +442,21 @@ impl RemoteProcess {
     pub fn current_break(&self) -> io::Result<usize> {
         self.call(&self.program_lane, "brk", libc::SYS_brk, [0; 6])
             .map(|b| b as usize)
+    }
+
+    /// Kill the program (SIGKILL, through its pidfd).
+    pub fn kill(&self) {
+        // SAFETY: pidfd_send_signal on our pidfd: it names the program, never a process that
+        // reused its pid.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
     }
 
     /// Whether the program still runs the image it was started with (its parasite's threads
@@ -607,17 +630,7 @@ impl RemoteProcess {
 impl Drop for RemoteProcess {
     /// The program is killed (module doc): what was moved out of it is lost with this.
     fn drop(&mut self) {
-        // SAFETY: pidfd_send_signal on our pidfd: it names the program, never a process that
-        // reused its pid.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.pidfd.as_raw_fd(),
-                libc::SIGKILL,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
+        self.kill();
     }
 }
 

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use super::{StageError, StagedFolio};
 use crate::error::UffdError;
+use crate::page_tables::PageTables;
+use crate::process::ProcessMemory;
 use crate::raw_region::page_size;
 use crate::remote::RemoteProcess;
 use crate::userfaultfd::{CopyMode, Filled, Uffd};
@@ -18,30 +20,53 @@ pub(super) struct Copied {
     pub(super) present: Box<[bool]>,
 }
 
+/// The program's staging area, as `Staging` holds it: the program, and its memory open for
+/// reading (`/proc/PID/mem`: the right to read it is checked once, when it is opened, so a
+/// program that makes itself undumpable later is read all the same).
+#[derive(Debug)]
+pub(super) struct ProgramArea {
+    pub(super) process: Arc<RemoteProcess>,
+    pub(super) memory: ProcessMemory,
+    /// Its page tables: whether a page that cannot be read is there.
+    pub(super) tables: PageTables,
+    pub(super) range: std::ops::Range<usize>,
+}
+
 /// `Staging::stage` for a program's staging area: `folio` owns a free slot.
 pub(super) fn stage(
-    process: &Arc<RemoteProcess>,
+    area: &ProgramArea,
     mut folio: StagedFolio,
     src: usize,
 ) -> Result<StagedFolio, StageError> {
     let ps = page_size();
     let len = folio.len;
     let slot = folio.staging.slot_addr(folio.slot);
-    let moved = process.move_out(slot, src, len, false);
+    let moved = area.process.move_out(slot, src, len, false);
     let mut copy = Copied {
         bytes: vec![0u8; len].into_boxed_slice(),
         present: vec![false; len / ps].into_boxed_slice(),
     };
     // What the slot holds is what moved, whatever the count says (a slot is empty when it
     // is taken, `Staging::stage`). All of it in one read after a complete move; else a page
-    // at a time, an empty page failing its read at once (nobody serves the staging area).
-    let whole = matches!(moved, Ok(n) if n == len) && process.read(slot, &mut copy.bytes).is_ok();
+    // at a time: an empty page fails its read at once (`EIO`: nobody serves the staging
+    // area). A page there that cannot be read otherwise is not let go of: the slot is kept.
+    let read =
+        |at: usize, buf: &mut [u8]| matches!(area.memory.read(at, buf), Ok(n) if n == buf.len());
+    let whole = matches!(moved, Ok(n) if n == len) && read(slot, &mut copy.bytes);
+    let mut unreadable = false;
     if whole {
         copy.present.fill(true);
     } else {
         for (i, page) in copy.bytes.chunks_mut(ps).enumerate() {
-            copy.present[i] = process.read(slot + i * ps, page).is_ok();
+            copy.present[i] = read(slot + i * ps, page);
+            unreadable |=
+                !copy.present[i] && area.tables.in_mapping(slot + i * ps).unwrap_or(false);
         }
+    }
+    if unreadable {
+        // Pages moved out that this process cannot read: they stay where they are, a
+        // program gone by now, or a bug to stop at rather than lose them quietly.
+        panic!("a page moved out of the program into staging at {slot:#x} cannot be read");
     }
     // The pages are here now: the slot goes to the next batched discard.
     folio.staging.release(folio.slot, true);
@@ -70,13 +95,13 @@ pub(super) fn move_back(
     dst: usize,
 ) -> Result<Filled, UffdError> {
     let ps = page_size();
-    let copy = folio.copy.as_ref().expect("a copied folio");
     let mode = CopyMode {
         dont_wake: true,
         write_protect: false,
     };
     let mut page_at_a_time = false;
     while folio.moved_back < folio.len {
+        let copy = folio.copy.as_mut().expect("a copied folio");
         let from = folio.moved_back;
         let first = from / ps;
         if !copy.present[first] {
@@ -88,7 +113,15 @@ pub(super) fn move_back(
             false => copy.present[first..].iter().take_while(|&&p| p).count(),
         };
         let to = from + run * ps;
-        match dst_uffd.copy(dst + from, &copy.bytes[from..to], mode) {
+        let r = dst_uffd.copy(dst + from, &copy.bytes[from..to], mode);
+        // What went in is no longer in the copy, as a page moved back leaves its slot.
+        let done = match r {
+            Ok(Filled::All) => to - from,
+            Ok(Filled::PageExists { done }) | Err(UffdError::MappingChanging { done, .. }) => done,
+            Err(_) => 0,
+        };
+        copy.present[first..first + done / ps].fill(false);
+        match r {
             Ok(Filled::All) => folio.moved_back = to,
             Ok(Filled::PageExists { done }) => {
                 // Present on both sides: the caller's to judge (as for a move).
@@ -114,22 +147,26 @@ pub(super) fn move_back(
     Ok(Filled::All)
 }
 
-/// `StagedFolio::move_back_page` for a copy.
+/// `StagedFolio::move_back_page` for a copy: the page leaves the copy once it is in.
 pub(super) fn move_back_page(
-    folio: &StagedFolio,
+    folio: &mut StagedFolio,
     dst_uffd: &Uffd,
     dst: usize,
     index: usize,
 ) -> Result<Filled, UffdError> {
     let ps = page_size();
-    let copy = folio.copy.as_ref().expect("a copied folio");
+    let copy = folio.copy.as_mut().expect("a copied folio");
     if !copy.present.get(index).copied().unwrap_or(false) {
-        return Ok(Filled::All); // that page never moved in
+        return Ok(Filled::All); // not in the copy: never moved in, or back already
     }
     let page = &copy.bytes[index * ps..(index + 1) * ps];
     let mode = CopyMode {
         dont_wake: true,
         write_protect: false,
     };
-    dst_uffd.copy(dst, page, mode)
+    let r = dst_uffd.copy(dst, page, mode);
+    if matches!(r, Ok(Filled::All)) {
+        copy.present[index] = false;
+    }
+    r
 }
