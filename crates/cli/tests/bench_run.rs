@@ -92,6 +92,40 @@ fn uzswap_alone_runs_the_program_under_the_limit_and_reports_it() {
     assert!(err.contains("--- uzswap, run 2: stdout"), "{err}");
 }
 
+/// A statically linked program (held from outside: `uzswap run` runs it, agent.rs) is run
+/// and reported as any other: the C mallocs workload, its heap four times the limit.
+#[test]
+fn a_static_program_runs_under_the_limit_and_is_reported() {
+    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/mallocs.c");
+    let program =
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-static-mallocs");
+    let built = Command::new("cc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(built.success(), "cc -static failed: static glibc is needed");
+    let o = bench_run(
+        &[
+            "--peer",
+            "none",
+            "--memory-high",
+            "24M",
+            "--runs",
+            "1",
+            "--json",
+        ],
+        &[program.to_str().unwrap(), "2", "100000"],
+    );
+    let v = json(&o);
+    let u = &v["uzswap"];
+    assert_eq!(figure(u, 0, "limit MiB"), 24.0);
+    assert!(figure(u, 0, "zswpout") > 0.0, "nothing evicted: {u}");
+    assert!(u["stats"][0]["faults"].as_f64().unwrap() > 0.0, "{u}");
+}
+
 #[test]
 fn the_text_report_has_a_row_per_run_and_the_medians() {
     let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());

@@ -115,9 +115,14 @@ pub fn run(args: &RunArgs, path: &Path) -> Result<ExitCode, Refusal> {
             ));
         }
     }
+    let stats = stats_text(&region, (args.memory_high, memory_max), peak_rss, &rss);
+    if let Some(path) = &args.stats_file {
+        if let Err(e) = std::fs::write(path, &stats) {
+            crate::report::say(&format!("writing the statistics: {e}"));
+        }
+    }
     if let Some(form) = args.stats {
-        let limits = (args.memory_high, memory_max);
-        print_stats(&region, limits, peak_rss, &rss, form);
+        print_stats(&stats, form);
     }
     Ok(ExitCode::from(super::launch::exit_status(status)))
 }
@@ -493,14 +498,14 @@ fn errno(e: std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EFAULT)
 }
 
-/// `--stats`: the region's statistics in the preload's form, printed as `run` prints them.
-fn print_stats(
+/// The region's statistics at the program's exit, in the preload's form
+/// (crates/preload/src/stats.rs).
+fn stats_text(
     region: &RemoteRegion,
     (memory_high, memory_max): (u64, u64),
     peak_rss: u64,
     rss: &RssSamples,
-    form: StatsForm,
-) {
+) -> String {
     let usage = region.usage();
     let engine = region.zswap().stats();
     let mut text = format!("{}\n{engine}{}", crate::stat::HEADER, region.stats());
@@ -521,7 +526,12 @@ fn print_stats(
     ] {
         text.push_str(&format!("{name} {value}\n"));
     }
-    match crate::stat::Snapshot::parse(&text) {
+    text
+}
+
+/// `--stats`: `text` printed as `run` prints the preload's.
+fn print_stats(text: &str, form: StatsForm) {
+    match crate::stat::Snapshot::parse(text) {
         Ok(stats) => match form {
             StatsForm::Summary => eprint!("{}", crate::stat::summary::summary(&stats)),
             StatsForm::Full => eprint!("{}", stats.used_orders_only().text()),

@@ -146,9 +146,102 @@ pub struct RunArgs {
         default_missing_value = "summary",
     )]
     pub stats: Option<StatsForm>,
+    /// Where a statically linked program's statistics go at its exit, in the form `uzswap
+    /// stat` reads (for `bench run`, which runs such a program through `uzswap run`).
+    #[arg(long, hide = true)]
+    pub stats_file: Option<PathBuf>,
     /// The program and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub program: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// The command line that gives these options (`uzswap run` and then these).
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        let mut opt = |name: &str, value: String| {
+            a.push(format!("--{name}={value}").into());
+        };
+        opt("memory-high", self.memory_high.to_string());
+        if let Some(m) = self.memory_max {
+            opt("memory-max", m.to_string());
+        }
+        opt("on-limit", self.on_limit.as_str().into());
+        if let Some(h) = self.max_heap {
+            opt("max-heap", h.to_string());
+        }
+        if let Some(c) = &self.compressor {
+            opt("compressor", c.clone());
+        }
+        opt(
+            "writeback-compressor",
+            self.writeback_compressor.to_string(),
+        );
+        opt("max-pool-percent", self.max_pool_percent.to_string());
+        opt("folio-size", self.folio_size.to_string());
+        if let Some(d) = &self.swap_dir {
+            opt("swap-dir", d.display().to_string());
+        }
+        match &self.swap_to {
+            Some(SwapTo::File(d)) => opt("swap-to", format!("file:{}", d.display())),
+            Some(SwapTo::Redis(url)) => opt("swap-to", url.clone()),
+            None => {}
+        }
+        let format = match self.swap_format {
+            region::SwapFormat::Segments => "segments",
+            region::SwapFormat::Pages => "pages",
+        };
+        opt("swap-format", format.into());
+        opt("writethrough", self.writethrough.as_str().into());
+        if let Some(form) = self.stats {
+            let form = match form {
+                StatsForm::Summary => "summary",
+                StatsForm::Full => "full",
+            };
+            opt("stats", form.into());
+        }
+        if let Some(f) = &self.stats_file {
+            opt("stats-file", f.display().to_string());
+        }
+        let flags = [
+            ("force", self.force),
+            ("fixed-pool-share", self.fixed_pool_share),
+            ("no-encrypt", self.no_encrypt),
+            ("user-mode-only", self.user_mode_only),
+            ("in-thread-faults", self.in_thread_faults),
+            ("no-workingset", self.no_workingset),
+            ("referenced-writes", self.referenced_writes),
+            ("no-adaptive-swapin", self.no_adaptive_swapin),
+        ];
+        for (name, on) in flags {
+            if on {
+                a.push(format!("--{name}").into());
+            }
+        }
+        a.push("--".into());
+        a.extend(self.program.iter().cloned());
+        a
+    }
+}
+
+/// Whether the program `args` runs is held from outside (statically linked: agent.rs)
+/// rather than by the preload.
+pub fn held_from_outside(args: &RunArgs) -> bool {
+    program_path(args)
+        .ok()
+        .and_then(|path| super::program::check(&path).ok())
+        == Some(super::program::Linking::Static)
+}
+
+/// Check what `uzswap run` would check before the program starts: the program, the
+/// options, and for a program the preload holds, the preload and kernel-mode faults.
+pub fn check(args: &RunArgs) -> Result<(), Refusal> {
+    match held_from_outside(args) {
+        true => region_config(args)
+            .map(|_| ())
+            .map_err(|line| (FAILED, line)),
+        false => command(args, None, None).map(|_| ()),
+    }
 }
 
 /// What `--stats` prints.
@@ -674,6 +767,50 @@ fn print_stats(text: &str, status: std::process::ExitStatus, form: StatsForm) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `to_args` gives back what was parsed, every option set away from its default.
+    #[test]
+    fn the_options_go_back_to_a_command_line() {
+        #[derive(clap::Parser)]
+        struct Run {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let parse = |args: Vec<OsString>| {
+            let mut all: Vec<OsString> = vec!["run".into()];
+            all.extend(args);
+            <Run as clap::Parser>::try_parse_from(all).unwrap().run
+        };
+        let given = [
+            "--memory-high=64M",
+            "--memory-max=80M",
+            "--on-limit=exceed",
+            "--force",
+            "--max-heap=2G",
+            "--compressor=zstd:3",
+            "--writeback-compressor=zstd:-1",
+            "--max-pool-percent=30",
+            "--fixed-pool-share",
+            "--folio-size=64K",
+            "--swap-to=file:/var/tmp",
+            "--swap-format=pages",
+            "--no-encrypt",
+            "--writethrough=auto",
+            "--user-mode-only",
+            "--no-workingset",
+            "--referenced-writes",
+            "--no-adaptive-swapin",
+            "--stats=full",
+            "--stats-file=/tmp/s",
+            "--",
+            "prog",
+            "--x",
+        ];
+        let args = parse(given.iter().map(OsString::from).collect());
+        let again = parse(args.to_args());
+        assert_eq!(format!("{args:?}"), format!("{again:?}"));
+        assert!(args.force && args.no_encrypt && args.stats_file.is_some());
+    }
 
     #[test]
     fn the_default_heap_is_a_hundred_times_the_limit_from_1g_to_15g() {

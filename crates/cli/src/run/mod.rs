@@ -25,5 +25,5 @@ mod launch;
 mod program;
 mod shared_file;
 
-pub use launch::{command, run, Refusal, RunArgs, StatsForm, FAILED};
+pub use launch::{check, command, held_from_outside, run, Refusal, RunArgs, StatsForm, FAILED};
 pub use shared_file::SharedFile;

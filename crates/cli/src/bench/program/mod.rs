@@ -177,6 +177,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         no_adaptive_swapin: false,
         fixed_pool_share: false,
         stats: Some(crate::run::StatsForm::Full),
+        stats_file: None,
         program: a.program.clone(),
     }
 }
@@ -261,8 +262,7 @@ pub fn run(a: &ProgramArgs) -> Result<()> {
     // SIGTERM, and the guards below restore what they changed.
     peer::install_interrupt_handler()?;
     // The program, the preload and the options, checked before the machine is set up.
-    crate::run::command(&run_args(a, a.memory_high), None, None)
-        .map_err(|(_, line)| anyhow::anyhow!(line))?;
+    crate::run::check(&run_args(a, a.memory_high)).map_err(|(_, line)| anyhow::anyhow!(line))?;
     let program = a.program[0].to_string_lossy().into_owned();
     let mut machine = match &kernel {
         Some(s) => {

@@ -51,8 +51,27 @@ pub fn parse_stats(text: &str) -> BTreeMap<String, f64> {
 pub fn run(args: &crate::run::RunArgs) -> Result<UzswapRun> {
     let file = crate::run::SharedFile::new().map_err(|e| anyhow!(e))?;
     let tree = crate::run::SharedFile::ledger().map_err(|e| anyhow!(e))?;
-    let mut command = crate::run::command(args, Some(file.path()), Some(tree.path()))
-        .map_err(|(_, line)| anyhow!(line))?;
+    let mut command = match crate::run::held_from_outside(args) {
+        // Held from outside: `uzswap run` itself runs it, and its time is counted with
+        // the program's.
+        true => {
+            let exe = std::env::current_exe().context("uzswap's own path")?;
+            let mut command = std::process::Command::new(exe);
+            let with_file = crate::run::RunArgs {
+                stats_file: Some(file.path().to_path_buf()),
+                stats: None,
+                program: args.program.clone(),
+                compressor: args.compressor.clone(),
+                swap_dir: args.swap_dir.clone(),
+                swap_to: args.swap_to.clone(),
+                ..*args
+            };
+            command.arg("run").args(with_file.to_args());
+            command
+        }
+        false => crate::run::command(args, Some(file.path()), Some(tree.path()))
+            .map_err(|(_, line)| anyhow!(line))?,
+    };
     let program = args.program[0].to_string_lossy();
     let exited = Running::spawn(&mut command)
         .and_then(Running::wait)
