@@ -124,6 +124,9 @@ pub fn run(args: &RunArgs, path: &Path) -> Result<ExitCode, Refusal> {
     if let Some(form) = args.stats {
         print_stats(&stats, form);
     }
+    // uzswap exits next, the program gone: the region's threads need no orderly stop (a
+    // handler sees it only at the end of its wait, up to 100 ms later).
+    std::mem::forget(region);
     Ok(ExitCode::from(super::launch::exit_status(status)))
 }
 
@@ -167,7 +170,7 @@ impl RssSamples {
                 self.rss.store(rss, Relaxed);
                 self.outside.store(rss.saturating_sub(resident), Relaxed);
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }
@@ -200,7 +203,7 @@ impl<'a> Agent<'a> {
     fn answer_calls(&mut self, stop: &AtomicBool) {
         let listener = self.remote.listener().expect("the calls are intercepted");
         while !stop.load(Relaxed) {
-            if !listener.wait(Duration::from_millis(50)).unwrap_or(false) {
+            if !listener.wait(Duration::from_millis(5)).unwrap_or(false) {
                 continue;
             }
             let Ok(call) = listener.recv() else { continue };
