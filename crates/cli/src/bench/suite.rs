@@ -260,12 +260,18 @@ impl Row {
     }
 }
 
-/// `zswpin` + `pswpin` summed over the process tree's ledger (`tree/PID/NAME`).
+/// `zswpin` + `pswpin` summed over the process tree's ledger (`tree/PID/NAME`); the
+/// program's own where there is no ledger (a static program, held from outside).
 fn tree_swapins(u: &UzswapRun) -> f64 {
+    let tree =
+        |k: &str| k.starts_with("tree/") && (k.ends_with("/zswpin") || k.ends_with("/pswpin"));
+    let own = |k: &str| k == "zswpin" || k == "pswpin";
+    let has_tree = u.stats.keys().any(|k| k.starts_with("tree/"));
     u.stats
         .iter()
-        .filter(|(k, _)| {
-            k.starts_with("tree/") && (k.ends_with("/zswpin") || k.ends_with("/pswpin"))
+        .filter(|(k, _)| match has_tree {
+            true => tree(k),
+            false => own(k),
         })
         .map(|(_, v)| v)
         .sum()

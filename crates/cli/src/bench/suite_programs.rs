@@ -101,6 +101,16 @@ pub const PROGRAMS: &[SuiteProgram] = &[
         command: |d| vec![path(d, "mallocs")],
     },
     SuiteProgram {
+        name: "go-churn",
+        shape: "a Go program's collected heap: blocks replaced at random, read and checked",
+        needs: &["go"],
+        file: (
+            "go_churn.go",
+            include_str!("../../../../crates/cli/tests/programs/go_churn.go"),
+        ),
+        command: |d| vec![path(d, "go_churn"), "96".into(), "2".into()],
+    },
+    SuiteProgram {
         name: "gcc",
         shape: "a compiler's collected heap of trees: one large file at -O2",
         needs: &["bash", "awk", "gcc", "md5sum"],
@@ -128,17 +138,22 @@ pub fn select(names: &[String]) -> Result<Vec<&'static SuiteProgram>> {
         .collect())
 }
 
-/// Whether `exe` is on the PATH.
-fn on_path(exe: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(exe).is_file()))
+/// Where `exe` is: on the PATH, or for Go where its tarball installs it.
+fn find(exe: &str) -> Option<std::path::PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(exe))
+            .find(|f| f.is_file())
+    });
+    let go = Path::new("/usr/local/go/bin/go");
+    on_path.or_else(|| (exe == "go" && go.is_file()).then(|| go.to_path_buf()))
 }
 
 impl SuiteProgram {
     /// Write its file into `dir` (compiling a C file there), checking first that what it
     /// needs is installed.
     pub fn prepare(&self, dir: &Path) -> Result<()> {
-        if let Some(missing) = self.needs.iter().find(|e| !on_path(e)) {
+        if let Some(missing) = self.needs.iter().find(|e| find(e).is_none()) {
             bail!(
                 "suite program {} needs {missing}, which is not on the PATH: install it, or \
                  leave the program out with --programs",
@@ -148,6 +163,24 @@ impl SuiteProgram {
         let (name, text) = self.file;
         let file = dir.join(name);
         std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+        if let Some(stem) = name.strip_suffix(".go") {
+            // Statically linked (no cgo): `uzswap run` holds it from outside.
+            let out = Command::new(find("go").context("go")?)
+                .args(["build", "-o"])
+                .arg(dir.join(stem))
+                .arg(&file)
+                .env("CGO_ENABLED", "0")
+                .env("GO111MODULE", "off")
+                .env("GOCACHE", dir.join("gocache"))
+                .output()
+                .context("running go build")?;
+            if !out.status.success() {
+                bail!(
+                    "go could not build {name}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
         if let Some(stem) = name.strip_suffix(".c") {
             let out = Command::new("cc")
                 .args(["-O2", "-o"])
@@ -185,10 +218,10 @@ mod tests {
     }
 
     #[test]
-    fn there_are_eight_programs_with_distinct_names() {
+    fn there_are_nine_programs_with_distinct_names() {
         let mut names: Vec<&str> = PROGRAMS.iter().map(|p| p.name).collect();
         names.sort();
         names.dedup();
-        assert!(names.len() >= 8);
+        assert_eq!(names.len(), 9);
     }
 }
