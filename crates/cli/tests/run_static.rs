@@ -111,24 +111,35 @@ fn go() -> PathBuf {
     }
 }
 
+/// tests/programs/go_churn.go, built once.
+fn go_churn() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+            let out = dir.join("go_churn");
+            let status = Command::new(go())
+                .args(["build", "-o"])
+                .arg(&out)
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/go_churn.go"))
+                .env("CGO_ENABLED", "0")
+                .env("GOCACHE", dir.join("gocache"))
+                .env("GO111MODULE", "off")
+                .status()
+                .expect("this test needs Go: apt-get install golang-go");
+            assert!(status.success(), "go build failed");
+            out
+        })
+        .clone()
+}
+
 /// A Go program whose heap is three times the limit (plain peak about 196 MB under 64M),
 /// its blocks rewritten and checked while the collector frees the old ones: every block as
 /// written, pages through the pool and back, and its peak resident memory within the limit
 /// and 4 MiB (its binary and stacks). Go programs were refused before (exit 126).
 #[test]
 fn a_go_programs_heap_is_held_under_the_limit() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let out = dir.join("go_churn");
-    let status = Command::new(go())
-        .args(["build", "-o"])
-        .arg(&out)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/go_churn.go"))
-        .env("CGO_ENABLED", "0")
-        .env("GOCACHE", dir.join("gocache"))
-        .env("GO111MODULE", "off")
-        .status()
-        .expect("this test needs Go: apt-get install golang-go");
-    assert!(status.success(), "go build failed");
+    let out = go_churn();
     let o = run(
         &["--memory-high", "64M", "--stats=full"],
         &[out.to_str().unwrap(), "96", "2"],
@@ -189,4 +200,41 @@ fn a_forked_child_sees_its_parents_whole_heap() {
         assert_eq!(o.status.code(), Some(0), "{mode}: {}", stderr(&o));
         assert_eq!(stdout(&o), says, "{mode}: {}", stderr(&o));
     }
+}
+
+/// `uzswap stat` and `uzswap param` reach a program held from outside while it runs, by
+/// its process ID or by its `uzswap run`'s: the agent serves them.
+#[test]
+fn uzswap_stat_reaches_a_static_program_while_it_runs() {
+    let mut run = Command::new(env!("CARGO_BIN_EXE_uzswap"))
+        .args(["run", "--memory-high", "64M", "--"])
+        .arg(go_churn())
+        .args(["96", "6"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let uzswap = run.id();
+    let children = format!("/proc/{uzswap}/task/{uzswap}/children");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let program = loop {
+        let list = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = list.split_whitespace().next() {
+            break pid.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no program started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for pid in [program.clone(), uzswap.to_string()] {
+        let o = common::uzswap(&["stat", &pid]);
+        assert_eq!(o.status.code(), Some(0), "stat {pid}: {}", stderr(&o));
+        let text = stdout(&o);
+        assert!(
+            text.lines().any(|l| l.starts_with("zswpout ")) && text.contains("memory_limit_bytes"),
+            "{text}"
+        );
+    }
+    let o = common::uzswap(&["param", &program, "max_pool_percent"]);
+    assert_eq!(stdout(&o), "60\n", "{}", stderr(&o));
+    assert!(run.wait().unwrap().success());
 }

@@ -100,6 +100,9 @@ pub fn run(args: &RunArgs, path: &Path) -> Result<ExitCode, Refusal> {
         let mut agent = Agent::new(region, heap);
         s.spawn(move || agent.answer_calls(stop));
         s.spawn(move || rss.sample(pid, region, stop));
+        // `uzswap stat` and `uzswap param` while it runs.
+        let live = move || stats_text(region, (args.memory_high, memory_max), rss.peak(), rss);
+        s.spawn(move || super::agent_server::serve(region.zswap(), live, stop));
         let waited = uffd::process::wait_with_peak_rss(child);
         stop.store(true, Relaxed);
         waited
@@ -154,9 +157,16 @@ struct RssSamples {
     rss: AtomicU64,
     /// Of that, what was not the region's resident pages.
     outside: AtomicU64,
+    /// The most it held at a sample.
+    peak: AtomicU64,
 }
 
 impl RssSamples {
+    /// The most the program held at a sample so far.
+    fn peak(&self) -> u64 {
+        self.peak.load(Relaxed)
+    }
+
     fn sample(&self, pid: i32, region: &RemoteRegion, stop: &AtomicBool) {
         while !stop.load(Relaxed) {
             let status = std::fs::read_to_string(format!("/proc/{pid}/status"));
@@ -168,6 +178,7 @@ impl RssSamples {
             if let Some(rss) = rss {
                 let resident = region.usage().resident;
                 self.rss.store(rss, Relaxed);
+                self.peak.fetch_max(rss, Relaxed);
                 self.outside.store(rss.saturating_sub(resident), Relaxed);
             }
             std::thread::sleep(Duration::from_millis(5));

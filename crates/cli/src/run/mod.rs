@@ -21,6 +21,7 @@
 
 mod address_space;
 mod agent;
+mod agent_server;
 mod launch;
 mod program;
 mod shared_file;

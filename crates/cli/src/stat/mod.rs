@@ -84,9 +84,13 @@ pub fn request(pid: u32, line: &str) -> Result<String, String> {
     let mut stream = match UnixStream::connect_addr(&addr) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            // `uzswap run` itself: its program is the one with the statistics.
-            return match program_of_run(pid) {
-                Some(program) => request(program, line),
+            // `uzswap run` itself: its program is the one with the statistics; a program
+            // held from outside: its `uzswap run` serves them.
+            if let Some(program) = program_of_run(pid).filter(|&p| serves(p)) {
+                return request(program, line);
+            }
+            return match run_of_program(pid).filter(|&run| serves(run)) {
+                Some(run) => request(run, line),
                 None => Err(not_under_uzswap(pid)),
             };
         }
@@ -121,6 +125,26 @@ pub fn request(pid: u32, line: &str) -> Result<String, String> {
         return Err(format!("process {pid}: {}", text.trim_end()));
     }
     Ok(text)
+}
+
+/// Whether process `pid` listens on its statistics name.
+fn serves(pid: u32) -> bool {
+    SocketAddr::from_abstract_name(socket_name(pid))
+        .and_then(|addr| UnixStream::connect_addr(&addr))
+        .is_ok()
+}
+
+/// The `uzswap run` that started process `pid`, if its parent is one.
+fn run_of_program(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may hold spaces; it ends at the last ')'.
+    let ppid: u32 = stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    let comm = std::fs::read_to_string(format!("/proc/{ppid}/comm")).ok()?;
+    (comm.trim_end() == "uzswap").then_some(ppid)
 }
 
 /// The program a `uzswap run` process started, if `pid` is one (`uzswap` with a child).
