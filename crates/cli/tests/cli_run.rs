@@ -6,7 +6,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{compile, stderr, stdout};
+use common::{compile, run_stat as stat, stderr, stdout};
 
 /// `uzswap run ARGS -- PROGRAM...`.
 fn run(args: &[&str], program: &[&str]) -> Output {
@@ -29,14 +29,6 @@ fn assert_refused(o: &Output, status: i32, needle: &str) {
         "{err:?}"
     );
     assert!(o.stdout.is_empty());
-}
-
-/// A statistic from `--stats` output.
-fn stat(o: &Output, name: &str) -> u64 {
-    stderr(o)
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {}", stderr(o)))
 }
 
 /// CPython building 150,000 small objects in a dict (about 75 MiB) under a 40 MiB limit:

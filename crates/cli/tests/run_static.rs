@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{stderr, stdout};
+use common::{run_stat as stat, stderr, stdout};
 
 /// `cc -static` of tests/programs/NAME.c, once a test run.
 fn compile_static(name: &str) -> PathBuf {
@@ -37,14 +37,6 @@ fn run(args: &[&str], program: &[&str]) -> Output {
     all.push("--");
     all.extend_from_slice(program);
     Command::new(all[0]).args(&all[1..]).output().unwrap()
-}
-
-/// A statistic from `--stats=full` output.
-fn stat(o: &Output, name: &str) -> u64 {
-    stderr(o)
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {}", stderr(o)))
 }
 
 /// The preload's test programs, linked statically, under a 24M limit: each prints what it

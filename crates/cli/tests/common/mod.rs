@@ -17,6 +17,14 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A statistic from `uzswap run --stats=full` output (on stderr).
+pub fn run_stat(o: &Output, name: &str) -> u64 {
+    stderr(o)
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {}", stderr(o)))
+}
+
 /// What the run printed on stdout.
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
