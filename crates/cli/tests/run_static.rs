@@ -230,3 +230,27 @@ fn uzswap_stat_reaches_a_static_program_while_it_runs() {
     assert_eq!(stdout(&o), "60\n", "{}", stderr(&o));
     assert!(run.wait().unwrap().success());
 }
+
+/// A child that outlives its static parent and `uzswap run` keeps the program's seccomp
+/// filter: its calls are still answered (run as made) once uzswap has exited. Before, its
+/// mmap failed with ENOSYS.
+#[test]
+fn a_child_that_outlives_uzswap_still_maps_memory() {
+    let program = compile_static("outliving_child");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("outliving_child.out");
+    let _ = std::fs::remove_file(&out);
+    let o = run(
+        &["--memory-high", "32M"],
+        &[program.to_str().unwrap(), out.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !out.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        "child ok\n"
+    );
+}

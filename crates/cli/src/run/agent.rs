@@ -111,6 +111,15 @@ pub fn run(args: &RunArgs, path: &Path) -> Result<ExitCode, Refusal> {
     if let Some(h) = forwarding {
         h.close();
     }
+    // The program's descendants that outlive it keep its seccomp filter: their calls are
+    // answered (run as made) until the last is gone, or they would fail with ENOSYS.
+    if let Some(listener) = remote.listener() {
+        if let Err(e) = listener.continue_all_in_background() {
+            crate::report::say(&format!(
+                "the program's descendants left running may fail their mmap calls: {e}"
+            ));
+        }
+    }
     if let Some(SwapTo::Redis(url)) = &args.swap_to {
         if let Err(e) = redis_tier::delete_run(url, super::launch::run_id()) {
             crate::report::say(&format!(

@@ -183,6 +183,44 @@ impl SyscallListener {
         }
     }
 
+    /// Keep answering `Continue` to every call, in a process of its own, until no process
+    /// uses the filter any more: for the program's descendants that outlive this process
+    /// (without an answer, their calls fail with `ENOSYS` once the listener closes). Returns
+    /// at once: false if no process uses the filter now (nothing to keep).
+    ///
+    /// The keeper is a grandchild in a session of its own, reparented when its parent exits
+    /// at once; it holds the listener alone (every other descriptor closed: a pipe of this
+    /// process's left open would keep its reader waiting) and exits when the listener
+    /// reports that the last user is gone (`POLLHUP`).
+    pub fn continue_all_in_background(&self) -> io::Result<bool> {
+        let fd = self.fd.as_raw_fd();
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one live pollfd of ours, without waiting.
+        if unsafe { libc::poll(&mut p, 1, 0) } >= 0 && p.revents & libc::POLLHUP != 0 {
+            return Ok(false);
+        }
+        // SAFETY: fork in a process with other threads: the child runs only the system calls
+        // below (setsid, fork, close_range, poll, ioctl, _exit), all async-signal-safe, on
+        // its own stack's memory; it allocates nothing, takes no lock and never returns.
+        let child = unsafe { libc::fork() };
+        if child < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if child == 0 {
+            // SAFETY: as above; `keep_continuing` never returns.
+            unsafe { keep_continuing(fd) }
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child (which exits at once), writing its status into a
+        // live local.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        Ok(true)
+    }
+
     /// Answer call `id`. A call whose thread went away meanwhile is not an error.
     pub fn answer(&self, id: u64, answer: Answer) -> io::Result<()> {
         let (val, error, flags) = match answer {
@@ -212,5 +250,49 @@ impl SyscallListener {
             return Err(e);
         }
         Ok(())
+    }
+}
+
+/// The keeper of `SyscallListener::continue_all_in_background`, in the forked child.
+///
+/// # Safety
+/// Call only in a child just forked from a process with other threads: it makes only
+/// async-signal-safe system calls on stack memory, and never returns.
+unsafe fn keep_continuing(fd: libc::c_int) -> ! {
+    // SAFETY: system calls on integers and on locals of this frame only (an all-zero
+    // seccomp_notif is valid, and the kernel wants it zeroed).
+    unsafe {
+        libc::setsid();
+        if libc::fork() != 0 {
+            libc::_exit(0); // the keeper is reparented once this one is gone
+        }
+        if fd > 0 {
+            libc::syscall(libc::SYS_close_range, 0, fd - 1, 0);
+        }
+        libc::syscall(libc::SYS_close_range, fd + 1, u32::MAX, 0);
+        loop {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if libc::poll(&mut p, 1, -1) < 0 {
+                continue; // EINTR
+            }
+            if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                libc::_exit(0);
+            }
+            let mut n: libc::seccomp_notif = std::mem::zeroed();
+            if libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n as *mut _) < 0 {
+                continue;
+            }
+            let mut resp = libc::seccomp_notif_resp {
+                id: n.id,
+                val: 0,
+                error: 0,
+                flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+            };
+            libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp as *mut _);
+        }
     }
 }
