@@ -235,21 +235,12 @@ fn answer(client: &Client, region: &Region) -> bool {
 
 /// The answer to a request from the program's own user or root.
 fn reply(region: &Region, request: &str) -> String {
-    let zswap = region.zswap();
-    let mut words = request.split(' ');
-    match (words.next(), words.next(), words.next(), words.next()) {
-        (Some("stats"), None, ..) => crate::stats::render(region),
-        (Some("params"), None, ..) => zswap
-            .params()
-            .list()
-            .into_iter()
-            .map(|(name, value)| format!("{name} {value}\n"))
-            .collect(),
-        (Some("set"), Some(name), Some(value), None) => match zswap.set_param(name, value) {
-            Ok(()) => "ok\n".to_string(),
-            Err(e) => format!("error: {e}\n"),
-        },
-        _ => format!("error: not a request: {request:?}\n"),
+    match request {
+        "stats" => crate::stats::render(region),
+        _ => region
+            .zswap()
+            .answer_param_request(request)
+            .unwrap_or_else(|| format!("error: not a request: {request:?}\n")),
     }
 }
 

@@ -53,25 +53,12 @@ fn answer(
         .is_ok_and(|cred| cred.uid == own || cred.uid.is_root());
     let reply = match allowed {
         false => REFUSAL.to_string(),
-        true => {
-            let mut words = request.trim_end().split(' ');
-            match (words.next(), words.next(), words.next(), words.next()) {
-                (Some("stats"), None, ..) => stats(),
-                (Some("params"), None, ..) => zswap
-                    .params()
-                    .list()
-                    .into_iter()
-                    .map(|(name, value)| format!("{name} {value}\n"))
-                    .collect(),
-                (Some("set"), Some(name), Some(value), None) => {
-                    match zswap.set_param(name, value) {
-                        Ok(()) => "ok\n".to_string(),
-                        Err(e) => format!("error: {e}\n"),
-                    }
-                }
-                _ => format!("error: not a request: {request:?}\n"),
-            }
-        }
+        true => match request.trim_end() {
+            "stats" => stats(),
+            request => zswap
+                .answer_param_request(request)
+                .unwrap_or_else(|| format!("error: not a request: {request:?}\n")),
+        },
     };
     let _ = client.write_all(reply.as_bytes());
 }

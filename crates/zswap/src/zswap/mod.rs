@@ -314,6 +314,30 @@ impl Zswap {
         &self.shared.params
     }
 
+    /// The answer to a request about the tunables, as `uzswap param` sends them to a program
+    /// (the preload's server, the agent's): `params`, every tunable as `name value` lines in
+    /// its sysfs spelling; `set NAME VALUE`, `ok` or one line `error: ...`. None for another
+    /// request.
+    pub fn answer_param_request(&self, request: &str) -> Option<String> {
+        let mut words = request.split(' ');
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some("params"), None, ..) => Some(
+                self.params()
+                    .list()
+                    .into_iter()
+                    .map(|(name, value)| format!("{name} {value}\n"))
+                    .collect(),
+            ),
+            (Some("set"), Some(name), Some(value), None) => {
+                Some(match self.set_param(name, value) {
+                    Ok(()) => "ok\n".to_string(),
+                    Err(e) => format!("error: {e}\n"),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// Set a tunable by its kernel name, from its sysfs spelling.
     pub fn set_param(&self, name: &str, value: &str) -> Result<(), ParamError> {
         if name != "compressor" {
@@ -576,6 +600,36 @@ impl Drop for ZswapGroup {
             if folio.start() == offset {
                 self.invalidate(&folio);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn param_requests_read_and_set_the_tunables_as_sysfs_does() {
+        let zswap = Zswap::new(ZswapConfig::new(1 << 20));
+        let listed = zswap.answer_param_request("params").unwrap();
+        assert!(
+            listed.lines().any(|l| l.starts_with("max_pool_percent ")),
+            "{listed}"
+        );
+        assert_eq!(
+            zswap
+                .answer_param_request("set max_pool_percent 30")
+                .as_deref(),
+            Some("ok\n")
+        );
+        let listed = zswap.answer_param_request("params").unwrap();
+        assert!(listed.contains("max_pool_percent 30\n"), "{listed}");
+        let bad = zswap
+            .answer_param_request("set max_pool_percent lots")
+            .unwrap();
+        assert!(bad.starts_with("error: ") && bad.ends_with('\n'), "{bad}");
+        for other in ["stats", "set max_pool_percent", "params x", ""] {
+            assert_eq!(zswap.answer_param_request(other), None, "{other:?}");
         }
     }
 }
