@@ -607,7 +607,7 @@ pub(crate) struct FixedCharge {
     pub bytes: u64,
     /// The most bytes in flight to the engine at once: each evicting thread's folio (or
     /// batch) between its move out and its store. Charged while in flight
-    /// (`Inner::in_flight`).
+    /// (`Meter::in_flight`).
     pub in_flight: u64,
     /// What one of the region's own threads (a fault handler, kswapd, readahead) keeps once
     /// it has loaded or stored: a folio buffer and the store's batch buffer. Allocated on
@@ -621,7 +621,7 @@ pub(crate) struct FixedCharge {
     /// The region's own threads (`per_thread`).
     pub region_threads: usize,
     /// What the region keeps per page and per folio once the program has touched every
-    /// page: charged as pages are touched (`Inner::usage`), not from the start, but a limit
+    /// page: charged as pages are touched (`Meter::usage`), not from the start, but a limit
     /// that could not hold it with the rest could be exceeded by a program that uses its
     /// whole region. The engine's state word (8 bytes a page), the resident and discarded
     /// bits; a folio's queue time (4 bytes) and six bits (its active mark, its incompressible
@@ -666,9 +666,9 @@ impl FixedCharge {
             evicting,
             dirty_reserve,
             // The shrink worker (the engine's thread) writes back with buffers like a region
-            // thread's (its buffers for segments are charged as they grow: `Inner::usage`).
+            // thread's (its buffers for segments are charged as they grow: `Meter::usage`).
             // What is kept per page or per folio is charged as it is allocated
-            // (`Inner::usage`).
+            // (`Meter::usage`).
             bytes: dirty_reserve
                 + per_thread
                 + bounce

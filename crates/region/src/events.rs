@@ -42,97 +42,224 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use uffd::{Event, UffdError};
+use zswap::swap::FolioLock;
+use zswap::{ZswapGroup, PAGE_SIZE};
 
-use crate::inner::Inner;
-use crate::mapping::{Gate, Moved, Reading, Stop};
+use crate::deferred::DeferredEvents;
+use crate::discards::Discards;
+use crate::geometry::Geometry;
+use crate::incompressible::IncompressibleFolios;
+use crate::lru::Lru;
+use crate::mapping::{Gate, Mapping, Moved, Reading, Stop};
+use crate::page_flags::PageFlags;
+use crate::read_failures::ReadFailures;
+use crate::reclaim_wait::ReclaimWait;
+use crate::spare::SpareHandlers;
+use crate::staged::StagedFolios;
+use crate::stats::RegionStats;
+use crate::swapin_window::SwapinWindow;
 
-/// Run `op` under the event gate until it is done, or the range is gone (None); on
-/// `Stop::EventsPending` the pending events are read with the gate given up (`Mapping::under_gate`).
-pub(crate) fn under_gate<T>(
-    inner: &Inner,
-    op: impl FnMut(&mut Gate<'_>) -> Result<T, Stop>,
-) -> Option<T> {
-    inner.mapping.under_gate(|| read_pending_events(inner), op)
+/// The event reader: reads the region's events, and processes discards. What it may
+/// touch: the parts below.
+#[derive(Clone, Copy)]
+pub(crate) struct Events<'a> {
+    pub mapping: &'a Mapping,
+    pub group: &'a ZswapGroup,
+    pub geometry: Geometry,
+    pub pages: &'a PageFlags,
+    pub discards: &'a Discards,
+    pub deferred: &'a DeferredEvents,
+    /// What a processed discard drops: a staged copy, and what each policy knows of the
+    /// folio.
+    pub staged: &'a StagedFolios,
+    pub read_failures: &'a ReadFailures,
+    pub incompressible: &'a IncompressibleFolios,
+    pub lru: &'a Lru,
+    pub swapin_window: &'a SwapinWindow,
+    /// Told when a discard has freed something.
+    pub reclaim_wait: &'a ReclaimWait,
+    /// A handler that waits for a folio lock leaves the userfaultfd to the spare.
+    pub spares: &'a SpareHandlers,
+    pub stats: &'a RegionStats,
 }
 
-/// Read events under the exclusive gate, recording discards as pending and applying moves
-/// before anyone can act on the state they change.
-///
-/// A move (`mremap` of the whole region) is applied here, not when a handler gets to it: the
-/// addresses of every event read after it are in the new place, and every install computes
-/// its address under the gate, so none can use the old base once the kernel has moved the
-/// pages (until the event is read, any `UFFDIO_*` on the region fails with EAGAIN and its
-/// caller comes here). A discard's pages are taken with the base of the moment it is read,
-/// and processed as those pages, whatever moves come between.
-pub(crate) fn read_events(inner: &Inner, out: &mut Vec<Event>) -> Result<usize, UffdError> {
-    inner.mapping.read_events(out, |events, reading| {
-        for ev in events {
-            match *ev {
-                Event::Remove { start, end } | Event::Unmap { start, end } => {
-                    if let Some((first, last)) = inner.mapping.pages_in(start, end) {
-                        inner.discards.read(start, end, first, last);
+impl<'a> Events<'a> {
+    /// Lock the folio at `start` for an event a handler serves: a folio someone holds (a
+    /// fault or readahead reading it from disk, reclaim storing or writing it) may keep the
+    /// handler as long as a disk read, a `SpareHandlers::blocking` wait.
+    pub(crate) fn lock_folio_for_event(&self, start: u32) -> FolioLock<'a> {
+        if !self.group.is_locked(start) {
+            return self.group.lock_folio(start, self.geometry.folio_order);
+        }
+        self.stats.folio_lock_waits.fetch_add(1, Relaxed);
+        self.spares
+            .blocking(|| self.group.lock_folio(start, self.geometry.folio_order))
+    }
+
+    /// `Region::holds_nothing`: nothing present, staged, held or locked for the `len`
+    /// bytes at `offset`, or a discard of them read and not yet processed.
+    pub(crate) fn holds_nothing(&self, offset: usize, len: usize) -> bool {
+        let first = (offset / PAGE_SIZE) as u32;
+        let end = (offset + len)
+            .div_ceil(PAGE_SIZE)
+            .min(self.mapping.len() / PAGE_SIZE) as u32;
+        // A page a discard read but not yet processed covers is being let go of: its zap
+        // and the drop of what the engine holds for it are on their way. The gate, held
+        // shared, waits out a read of events, so a discard whose `madvise` has returned is
+        // seen pending or processed.
+        let gate = self.mapping.gate();
+        let discarding = self.discards.pending_mask(first, end);
+        drop(gate);
+        (first..end).all(|p| {
+            let being_discarded = discarding.as_ref().is_some_and(|d| d[(p - first) as usize]);
+            let kept = self.pages.is_resident(p)
+                || self.group.peek(p).kind != zswap::swap::Kind::Empty
+                || self.group.is_locked(p)
+                || self.staged.contains(self.geometry.folio_start(p));
+            being_discarded || !kept
+        })
+    }
+
+    /// Run `op` under the event gate until it is done, or the range is gone (None); on
+    /// `Stop::EventsPending` the pending events are read with the gate given up
+    /// (`Mapping::under_gate`).
+    pub(crate) fn under_gate<T>(
+        &self,
+        op: impl FnMut(&mut Gate<'_>) -> Result<T, Stop>,
+    ) -> Option<T> {
+        self.mapping.under_gate(|| self.read_pending_events(), op)
+    }
+
+    /// Read events under the exclusive gate, recording discards as pending and applying moves
+    /// before anyone can act on the state they change.
+    ///
+    /// A move (`mremap` of the whole region) is applied here, not when a handler gets to it: the
+    /// addresses of every event read after it are in the new place, and every install computes
+    /// its address under the gate, so none can use the old base once the kernel has moved the
+    /// pages (until the event is read, any `UFFDIO_*` on the region fails with EAGAIN and its
+    /// caller comes here). A discard's pages are taken with the base of the moment it is read,
+    /// and processed as those pages, whatever moves come between.
+    pub(crate) fn read_events(&self, out: &mut Vec<Event>) -> Result<usize, UffdError> {
+        self.mapping.read_events(out, |events, reading| {
+            for ev in events {
+                match *ev {
+                    Event::Remove { start, end } | Event::Unmap { start, end } => {
+                        if let Some((first, last)) = self.mapping.pages_in(start, end) {
+                            self.discards.read(start, end, first, last);
+                        }
                     }
+                    Event::Remap { from, to, len } => self.remap(reading, from, to, len),
+                    _ => {}
                 }
-                Event::Remap { from, to, len } => remap(inner, reading, from, to, len),
-                _ => {}
             }
-        }
-    })
-}
-
-/// Events are pending and we hold no gate: read them for a handler to serve. The discards
-/// among them are recorded as pending at once. With none there yet (another thread read
-/// them first, and the kernel has not seen it yet), yield: the caller retries its operation.
-fn read_pending_events(inner: &Inner) {
-    let mut evs = Vec::new();
-    let _ = read_events(inner, &mut evs);
-    if evs.is_empty() {
-        std::thread::yield_now();
-        return;
+        })
     }
-    inner.deferred.defer(evs);
-}
 
-/// Free what uzswap holds for the pages the discard of `[start, end)` covered when it was
-/// read (nothing if it missed the region).
-pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
-    let Some(claimed) = inner.discards.claim(start, end) else {
-        return;
-    };
-    let (first, last) = (claimed.first, claimed.last);
-    let fp = inner.folio_pages;
-    let mut fstart = first & !(fp - 1);
-    let mut deadline = Instant::now() + ZAP_WAIT;
-    while fstart < last {
-        let folio = inner.lock_folio_for_event(fstart);
-        // Never moved back: that could land after the kernel's zap. The engine has it all.
-        drop(inner.staged.take(fstart));
-        inner.read_failures.forget(folio.offsets());
-        // Whatever the program puts here next is new data: judged on its own next store.
-        inner.incompressible.forget(fstart);
-        inner.lru.forget(fstart);
-        inner.swapin_window.forget(fstart);
-        for p in folio.offsets().filter(|p| (first..last).contains(p)) {
-            let mapped = inner.pages.is_resident(p) && {
-                let gone = zapped(inner, p, deadline);
-                if gone {
-                    // The zap is under way: give it as long again for the rest of the range.
-                    deadline = Instant::now() + ZAP_WAIT;
+    /// Events are pending and we hold no gate: read them for a handler to serve. The discards
+    /// among them are recorded as pending at once. With none there yet (another thread read
+    /// them first, and the kernel has not seen it yet), yield: the caller retries its operation.
+    fn read_pending_events(&self) {
+        let mut evs = Vec::new();
+        let _ = self.read_events(&mut evs);
+        if evs.is_empty() {
+            std::thread::yield_now();
+            return;
+        }
+        self.deferred.defer(evs);
+    }
+
+    /// Free what uzswap holds for the pages the discard of `[start, end)` covered when it was
+    /// read (nothing if it missed the region).
+    pub(crate) fn discard(&self, start: usize, end: usize) {
+        let Some(claimed) = self.discards.claim(start, end) else {
+            return;
+        };
+        let (first, last) = (claimed.first, claimed.last);
+        let fp = self.geometry.folio_pages;
+        let mut fstart = first & !(fp - 1);
+        let mut deadline = Instant::now() + ZAP_WAIT;
+        while fstart < last {
+            let folio = self.lock_folio_for_event(fstart);
+            // Never moved back: that could land after the kernel's zap. The engine has it all.
+            drop(self.staged.take(fstart));
+            self.read_failures.forget(folio.offsets());
+            // Whatever the program puts here next is new data: judged on its own next store.
+            self.incompressible.forget(fstart);
+            self.lru.forget(fstart);
+            self.swapin_window.forget(fstart);
+            for p in folio.offsets().filter(|p| (first..last).contains(p)) {
+                let mapped = self.pages.is_resident(p) && {
+                    let gone = self.zapped(p, deadline);
+                    if gone {
+                        // The zap is under way: give it as long again for the rest of the range.
+                        deadline = Instant::now() + ZAP_WAIT;
+                    }
+                    !gone
+                };
+                self.group.invalidate_page(&folio, p);
+                self.pages.set_resident(p, false);
+                self.pages.set_discarded(p, true);
+                self.stats.discarded_pages.fetch_add(1, Relaxed);
+                if mapped {
+                    self.stats.discards_not_zapped.fetch_add(1, Relaxed);
                 }
-                !gone
-            };
-            inner.group.invalidate_page(&folio, p);
-            inner.pages.set_resident(p, false);
-            inner.pages.set_discarded(p, true);
-            inner.stats.discarded_pages.fetch_add(1, Relaxed);
-            if mapped {
-                inner.stats.discards_not_zapped.fetch_add(1, Relaxed);
             }
+            fstart += fp;
         }
-        fstart += fp;
+        self.discards.processed(claimed);
+        self.reclaim_wait.freed();
     }
-    inner.discards.processed(claimed);
-    inner.reclaim_wait.freed();
+
+    /// Wait until the kernel has zapped the discarded page `p`, or `deadline` passes; true once
+    /// it is not mapped. Nothing maps a pending page meanwhile, and its folio lock keeps reclaim
+    /// from moving it out, so a page still mapped has not been zapped yet. A page that stays
+    /// mapped (`MADV_FREE`, a `madvise` that failed after its event, a zap still to come) keeps
+    /// its data, uncounted even when an install around it finds it present (swapin.rs,
+    /// `left_mapped`), until it is unmapped and faults again. Polled: the kernel raises no event
+    /// when it zaps.
+    fn zapped(&self, p: u32, deadline: Instant) -> bool {
+        loop {
+            if !self.mapping.is_mapped(p).unwrap_or(false) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// A page of the locked `folio` we count resident is not mapped: if it is marked (a discard
+    /// covered it lately, see above), the kernel unmapped it after we processed the discard, and
+    /// it reads zero now. Count it missing, drop the clean copy the engine may keep of it (one
+    /// brought back clean since: it holds data from before the zap), and say so; false when
+    /// nothing explains it.
+    pub(crate) fn zapped_late(&self, folio: &zswap::swap::FolioLock, p: u32) -> bool {
+        if !self.pages.is_discarded(p) {
+            return false;
+        }
+        self.group.invalidate_page(folio, p);
+        self.pages.set_resident(p, false);
+        self.stats.late_zaps.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Apply a move of the region (under the exclusive gate, as it is read).
+    fn remap(&self, reading: &Reading, from: usize, to: usize, len: usize) {
+        match reading.moved(from, to, len) {
+            Moved::Whole => {
+                self.stats.remaps.fetch_add(1, Relaxed);
+            }
+            Moved::Part => {
+                // Part of the region moved: its pages would no longer be where we serve them.
+                log::warn!(
+                    "mremap of part of a managed region ({len} bytes at {from:#x}) \
+                 is not supported; pages there will be served as they were"
+                );
+            }
+            Moved::Elsewhere => {}
+        }
+    }
 }
 
 /// How long processing waits for the kernel to zap a discarded range, from the start or from
@@ -140,57 +267,6 @@ pub(crate) fn discard(inner: &Inner, start: usize, end: usize) {
 /// discarding thread, once that thread runs again, in address order. Per range, not per
 /// page: an `MADV_FREE` zaps nothing, and must not hold a handler for each of its pages.
 const ZAP_WAIT: Duration = Duration::from_millis(20);
-
-/// Wait until the kernel has zapped the discarded page `p`, or `deadline` passes; true once
-/// it is not mapped. Nothing maps a pending page meanwhile, and its folio lock keeps reclaim
-/// from moving it out, so a page still mapped has not been zapped yet. A page that stays
-/// mapped (`MADV_FREE`, a `madvise` that failed after its event, a zap still to come) keeps
-/// its data, uncounted even when an install around it finds it present (swapin.rs,
-/// `left_mapped`), until it is unmapped and faults again. Polled: the kernel raises no event
-/// when it zaps.
-fn zapped(inner: &Inner, p: u32, deadline: Instant) -> bool {
-    loop {
-        if !inner.mapping.is_mapped(p).unwrap_or(false) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::yield_now();
-    }
-}
-
-/// A page of the locked `folio` we count resident is not mapped: if it is marked (a discard
-/// covered it lately, see above), the kernel unmapped it after we processed the discard, and
-/// it reads zero now. Count it missing, drop the clean copy the engine may keep of it (one
-/// brought back clean since: it holds data from before the zap), and say so; false when
-/// nothing explains it.
-pub(crate) fn zapped_late(inner: &Inner, folio: &zswap::swap::FolioLock, p: u32) -> bool {
-    if !inner.pages.is_discarded(p) {
-        return false;
-    }
-    inner.group.invalidate_page(folio, p);
-    inner.pages.set_resident(p, false);
-    inner.stats.late_zaps.fetch_add(1, Relaxed);
-    true
-}
-
-/// Apply a move of the region (under the exclusive gate, as it is read).
-fn remap(inner: &Inner, reading: &Reading, from: usize, to: usize, len: usize) {
-    match reading.moved(from, to, len) {
-        Moved::Whole => {
-            inner.stats.remaps.fetch_add(1, Relaxed);
-        }
-        Moved::Part => {
-            // Part of the region moved: its pages would no longer be where we serve them.
-            log::warn!(
-                "mremap of part of a managed region ({len} bytes at {from:#x}) \
-                 is not supported; pages there will be served as they were"
-            );
-        }
-        Moved::Elsewhere => {}
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -200,7 +276,7 @@ mod tests {
     /// The kernel's zap of page 0 coming late, behind our back: moved out of the mapping
     /// (and thrown away) while we count it resident, as only a zap does.
     fn zap_late(r: &Region) {
-        let inner = r.inner();
+        let inner = r.inner().reclaim();
         let folio = inner.group.lock_folio(0, 0);
         drop(
             inner
@@ -226,7 +302,7 @@ mod tests {
         r.discard(0, PAGE_SIZE).unwrap();
         r.as_mut_slice()[..PAGE_SIZE].fill(0x22);
         r.reclaim_to(0);
-        assert!(!r.inner().pages.is_resident(0), "evicted");
+        assert!(!r.inner().reclaim().pages.is_resident(0), "evicted");
         assert_eq!(r.as_mut_slice()[100], 0x22, "brought back");
         zap_late(&r);
         assert!(r.as_mut_slice()[..PAGE_SIZE].iter().all(|&b| b == 0));
@@ -240,8 +316,9 @@ mod tests {
     fn a_late_zap_of_a_page_kept_clean_drops_the_copy() {
         let mut r = one_page_region();
         r.as_mut_slice()[..PAGE_SIZE].fill(0x33);
-        let inner = r.inner().clone();
+        let region = r.inner().clone();
         {
+            let inner = region.reclaim();
             let folio = inner.group.lock_folio(0, 0);
             inner.group.swap_out(&folio, &[0x33; PAGE_SIZE]).unwrap();
             inner.pages.set_discarded(0, true);

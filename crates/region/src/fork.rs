@@ -9,26 +9,44 @@
 
 use zswap::swap::Kind;
 
-use crate::inner::Inner;
+use crate::swapin::SwapIn;
 
-/// Bring every page the engine holds (pool, swap file, zero marks) or staging keeps back
-/// into the mapping. Reclaim is held off by the caller, so what comes back stays.
-pub(crate) fn bring_all_back(inner: &Inner) {
-    let fp = inner.folio_pages;
-    // A page held or staged has been locked, so its state word is allocated: the pages
-    // outside `populated` are all missing or resident.
-    let populated: Vec<_> = inner.group.cache().populated().collect();
-    for start in populated.into_iter().flat_map(|r| r.step_by(fp as usize)) {
-        let out = |p: u32| !inner.pages.is_resident(p) && inner.group.peek(p).kind != Kind::Empty;
-        if !(start..start + fp).any(out) && !inner.staged.contains(start) {
-            continue;
+impl<'a> SwapIn<'a> {
+    /// `Region::prepare_fork` but making the mapping inherited: reclaim held off (until the
+    /// guard returned drops) and every evicted page back.
+    pub(crate) fn bring_all_back_for_fork(&self) -> crate::lock_order::RwLockWriteGuard<'a, ()> {
+        let held_off = self.reclaim.reclaim_wait.hold_off();
+        let before = self.meter.usage().resident;
+        self.bring_all_back();
+        // The pages the fork shares with the child cannot be moved out again (the kernel
+        // moves only pages a process holds alone): from now on the region is neither
+        // throttled nor killed over its limit (over_limit.rs).
+        let brought_back = self.meter.usage().resident.saturating_sub(before);
+        self.reclaim
+            .over_limit
+            .fork_allowance
+            .fetch_max(brought_back, std::sync::atomic::Ordering::Relaxed);
+        held_off
+    }
+
+    /// Bring every page the engine holds (pool, swap file, zero marks) or staging keeps back
+    /// into the mapping. Reclaim is held off by the caller, so what comes back stays.
+    pub(crate) fn bring_all_back(&self) {
+        let fp = self.geometry.folio_pages;
+        // A page held or staged has been locked, so its state word is allocated: the pages
+        // outside `populated` are all missing or resident.
+        let populated: Vec<_> = self.group.cache().populated().collect();
+        for start in populated.into_iter().flat_map(|r| r.step_by(fp as usize)) {
+            let out = |p: u32| !self.pages.is_resident(p) && self.group.peek(p).kind != Kind::Empty;
+            if !(start..start + fp).any(out) && !self.staged.contains(start) {
+                continue;
+            }
+            let folio = self.group.lock_folio(start, self.geometry.folio_order);
+            self.swap_in(&folio, start, false, crate::swapin::Bring::All);
+            drop(folio);
+            // Threads that faulted on the folio meanwhile find it there.
+            self.mapping
+                .wake(self.mapping.page_addr(start), self.geometry.folio_bytes());
         }
-        let folio = inner.group.lock_folio(start, inner.folio_order);
-        crate::swapin::swap_in(inner, &folio, start, false, crate::swapin::Bring::All);
-        drop(folio);
-        // Threads that faulted on the folio meanwhile find it there.
-        inner
-            .mapping
-            .wake(inner.mapping.page_addr(start), inner.folio_bytes());
     }
 }

@@ -45,30 +45,31 @@ fn serve(fault: Fault) -> bool {
     let inner = REGIONS
         .read()
         .iter()
-        .find(|r| r.mapping.page_of(fault.addr).is_some())
+        .find(|r| r.mapping().page_of(fault.addr).is_some())
         .cloned();
     let Some(inner) = inner else {
         return false;
     };
+    let faults = inner.faults();
     // A poisoned page (its data lost: swapin.rs) faults as a SIGBUS of its own, which a
     // kernel without CONFIG_MEMORY_FAILURE reports as a userfault's would be: it goes on to
     // the program, whose access must not be retried (invariant 7).
-    let page = inner.mapping.page_of(fault.addr);
-    if page.is_some_and(|p| inner.group.peek(p).kind == zswap::swap::Kind::Poisoned) {
+    let page = faults.mapping.page_of(fault.addr);
+    if page.is_some_and(|p| faults.group.peek(p).kind == zswap::swap::Kind::Poisoned) {
         return false;
     }
     crate::serving_threads::this_thread_serves();
-    inner.stats.in_thread_faults.fetch_add(1, Relaxed);
+    faults.stats.in_thread_faults.fetch_add(1, Relaxed);
     // Neither ever leaves a fault to another thread (only the spare does), and a fault
     // found served already (or left by a page whose discard is pending) is retried by the
     // access itself.
     if fault.present && fault.write {
-        crate::fault::serve_wp_fault(&inner, fault.addr);
+        faults.serve_wp_fault(fault.addr);
     } else {
-        crate::fault::serve_fault(&inner, fault.addr, fault.write);
+        faults.serve_fault(fault.addr, fault.write);
         // Left missing (its discard pending, a handler to process it): give the handler the
         // CPU before the access faults again.
-        if page.is_some_and(|p| !inner.pages.is_resident(p)) {
+        if page.is_some_and(|p| !faults.pages.is_resident(p)) {
             std::thread::yield_now();
         }
     }

@@ -1,241 +1,590 @@
-//! The state a region's threads share: its parts, each owning its own state, and the lock
-//! order between them.
+//! The region's parts, each owning its own state, assembled (`Inner::new`); and the views
+//! of them that the actions work through: each action (reclaim, swap-in, a fault, the event
+//! reader, a handler, throttling, the audit) is a type in its own file that borrows the
+//! parts it uses, built here (`Inner::reclaim`, ...). Only this file sees every part.
 //!
 //! Where a page is: present in the mapping (`pages`, its resident bit), staged (`staged`:
 //! moved out after its store, uncompressed, still in memory), or held by the engine (pool,
 //! zero mark, swap file: `group`'s swap cache); missing otherwise. All three change only under
 //! the page's folio lock in the engine's swap cache, which is what makes concurrent faults,
-//! reclaim and discards agree.
-//!
-//! Memory accounting, like memory.high with the pool charged: resident + staged + pool +
-//! metadata bytes. Reclaim keeps it under the limit; a fault that would pass it reclaims
-//! first.
+//! reclaim and discards agree. What the region holds is charged as charge.rs says.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use uffd::Staging;
-use zswap::swap::FolioLock;
-use zswap::{Zswap, ZswapGroup, PAGE_SIZE};
+use uffd::{RegisterMode, Staging, Uffd};
+use zswap::swap::{BackingDevice, FileDevice};
+use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
-use crate::charge::ThreadScratch;
+#[cfg(feature = "test-hooks")]
+use crate::audit::Audit;
+use crate::charge::{Meter, ThreadScratch, Usage};
 use crate::clean::CleanTracking;
+use crate::config::{
+    batching, discard_batch_slots, ConfigError, FixedCharge, RegionConfig, SwapFormat,
+    BATCH_DISCARD_SLOTS,
+};
 use crate::deferred::DeferredEvents;
 use crate::discards::Discards;
+use crate::error::RegionError;
+use crate::events::Events;
+use crate::fault::Faults;
+use crate::geometry::Geometry;
+use crate::handler::Handler;
 use crate::incompressible::IncompressibleFolios;
+use crate::lazy_threads::{LazyKind, LazyThreads};
 use crate::lru::Lru;
 use crate::mapping::Mapping;
+use crate::memory::Memory;
 use crate::over_limit::{OverLimit, OverLimitState};
 use crate::page_flags::PageFlags;
 use crate::read_failures::ReadFailures;
 use crate::readahead::Readahead;
+use crate::reclaim::Reclaim;
 use crate::reclaim_wait::ReclaimWait;
 use crate::serving_threads::InThreadFaults;
 use crate::spare::SpareHandlers;
 use crate::staged::StagedFolios;
 use crate::stats::RegionStats;
+use crate::swapin::SwapIn;
 use crate::swapin_window::SwapinWindow;
+use crate::throttle::Throttle;
 use crate::unevictable::Unevictable;
 
-/// Bytes the region holds in memory, by kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Usage {
-    /// Pages mapped in the region, in bytes.
-    pub resident: u64,
-    /// Staged folios (moved out after their store, uncompressed), folios in flight (moved
-    /// out, their store under way, or moving back in from staging), and freed staging slots
-    /// not yet discarded beyond what the fixed charge holds for them, in bytes.
-    pub staged: u64,
-    /// The compressed pool's pages, the free ones it keeps for reuse included, in bytes.
-    pub pool: u64,
-    /// uzswap's own bookkeeping (the engine's state words, the page flags, the pool's handle
-    /// table and span descriptors, the LRU), charged like the kernel charges zswap's entries
-    /// to the cgroup.
-    pub metadata: u64,
-}
-
-impl Usage {
-    /// All of it, in bytes: what the memory limit is compared with.
-    pub fn total(&self) -> u64 {
-        self.resident + self.staged + self.pool + self.metadata
-    }
-}
-
-/// The state the region's threads share.
+/// The state the region's threads share: its parts.
 ///
-/// Its locks are taken in the order lock_order.rs gives (checked in debug builds).
+/// Their locks are taken in the order lock_order.rs gives (checked in debug builds).
 pub(crate) struct Inner {
     /// The range, its userfaultfd and the event gate: every userfaultfd call on the range.
-    pub mapping: Mapping,
-    pub zswap: Zswap,
+    mapping: Mapping,
+    zswap: Zswap,
     /// The region's engine group: its pages' state words and folio locks (the swap cache).
-    pub group: Arc<ZswapGroup>,
+    group: Arc<ZswapGroup>,
+    geometry: Geometry,
+    /// Whether the range is registered for write-protect faults too (clean.rs, lru.rs).
+    wp: bool,
     /// Where folios are moved out to (one folio a slot); batch evictions of 4 KiB folios
     /// have slots of their own (reclaim.rs).
-    pub staging: Arc<Staging>,
-    pub batch_staging: Option<Arc<Staging>>,
-    /// The memory limit, in bytes (`limit()`): `RegionConfig::memory_limit`, or what
-    /// `Region::set_limits` made it since (a share of a limit other regions use too).
-    pub limit: AtomicU64,
-    /// The hard limit (over_limit.rs), u64::MAX for none: `OverLimit::memory_max`, or what
-    /// `Region::set_limits` made it.
-    pub memory_max: AtomicU64,
+    staging: Arc<Staging>,
+    batch_staging: Option<Arc<Staging>>,
+    /// The memory limit and the hard limit (u64::MAX for none), in bytes (charge.rs).
+    limit: AtomicU64,
+    memory_max: AtomicU64,
     /// Bytes charged from the start (charge.rs).
-    pub fixed_metadata: u64,
-    /// Bytes out of the mapping and counted nowhere else: an eviction's whose store is under
-    /// way, a staged folio's that a fault is moving back in (charge.rs, `InFlight`).
-    pub in_flight: AtomicU64,
+    fixed_metadata: u64,
+    /// Bytes out of the mapping and counted nowhere else (charge.rs, `InFlight`).
+    in_flight: AtomicU64,
     /// The scratch of the region's threads that have used any (charge.rs).
-    pub thread_scratch: ThreadScratch,
-    /// Bytes of freed staging slots that `fixed_metadata` covers: only dirty bytes past it
-    /// count in the usage.
-    pub dirty_reserve: u64,
-    pub folio_pages: u32,
-    pub folio_order: u8,
+    thread_scratch: ThreadScratch,
+    /// Bytes of freed staging slots that `fixed_metadata` covers.
+    dirty_reserve: u64,
     /// Resident and discarded bits.
-    pub pages: PageFlags,
+    pages: PageFlags,
     /// The order reclaim takes folios in.
-    pub lru: Lru,
+    lru: Lru,
     /// Folios moved out after their store, kept uncompressed for a second chance.
-    pub staged: StagedFolios,
+    staged: StagedFolios,
     /// Discards read, pending and recent (events.rs).
-    pub discards: Discards,
+    discards: Discards,
     /// Events read but not served yet.
-    pub deferred: DeferredEvents,
+    deferred: DeferredEvents,
     /// Pages under another protection than read-write, which reclaim cannot take.
-    pub unevictable: Unevictable,
+    unevictable: Unevictable,
     /// Pages the device failed to read once (swapin.rs).
-    pub read_failures: ReadFailures,
+    read_failures: ReadFailures,
     /// Policies: incompressible folios left resident, clean folios, readahead and
     /// drop-behind. They decide; the actions are reclaim's and the fault's.
-    pub incompressible: IncompressibleFolios,
+    incompressible: IncompressibleFolios,
     /// `Policies::keep_incompressible`.
-    pub keep_incompressible: bool,
-    pub clean: CleanTracking,
-    pub readahead: Readahead,
+    keep_incompressible: bool,
+    clean: CleanTracking,
+    readahead: Readahead,
     /// How much of a folio a fault brings back (swapin_window.rs).
-    pub swapin_window: SwapinWindow,
+    swapin_window: SwapinWindow,
     /// `Policies::workingset`: near refaults activate folios (workingset.rs).
-    pub workingset: bool,
+    workingset: bool,
     /// `Policies::referenced_writes`, where the region has write-protect faults: reclaim
     /// sends a folio round write-protected before it takes it (lru.rs).
-    pub referenced_writes: bool,
+    referenced_writes: bool,
     /// The spare fault handler's state (spare.rs).
-    pub spares: SpareHandlers,
+    spares: SpareHandlers,
     /// The pool's share of the limit (pool_share.rs): None where it is fixed
     /// (`Policies::auto_pool_share` off).
-    pub pool_share: Option<crate::pool_share::PoolShare>,
+    pool_share: Option<crate::pool_share::PoolShare>,
     /// Which fault handler polls the userfaultfd between faults (busy_poll.rs).
-    pub busy_poll: crate::busy_poll::BusyPoll,
+    busy_poll: crate::busy_poll::BusyPoll,
     /// The memory of the process the range is in (this one, or a program served from
     /// here), read where it is (reclaim's try of a folio's compression); None where `/proc`
     /// is not mounted: folios are then tried after they moved out.
-    pub program_memory: Option<uffd::process::ProcessMemory>,
+    program_memory: Option<uffd::process::ProcessMemory>,
     /// The program's threads in `/proc`, for its CPU time (pool_share.rs).
-    pub program_tasks: std::path::PathBuf,
+    program_tasks: std::path::PathBuf,
     /// The program, where it is not this process (a `RemoteRegion`'s): what a kill at the
     /// hard limit kills (throttle.rs).
-    pub program_pid: Option<rustix::process::Pid>,
+    program_pid: Option<rustix::process::Pid>,
     /// Faults served in the faulting thread (in_thread.rs): None where handlers serve them.
-    pub in_thread: Option<InThreadFaults>,
+    in_thread: Option<InThreadFaults>,
     /// kswapd's wake-ups, and reclaim's progress for those who wait on it.
-    pub reclaim_wait: ReclaimWait,
+    reclaim_wait: ReclaimWait,
     /// What a fault over the limit with nothing to reclaim does (over_limit.rs), and the
     /// episodes under way.
-    pub over_limit_config: OverLimit,
+    over_limit_config: OverLimit,
     /// The limit this region shares with others, if any (`RegionConfig::shared_limit`).
-    pub shared_limit: Option<std::sync::Arc<dyn crate::over_limit::SharedLimit>>,
-    pub over_limit: OverLimitState,
-    pub stop: AtomicBool,
+    shared_limit: Option<Arc<dyn crate::over_limit::SharedLimit>>,
+    over_limit: OverLimitState,
+    stop: AtomicBool,
     /// The threads started once needed (lazy_threads.rs).
-    pub lazy_threads: crate::lazy_threads::LazyThreads<Inner>,
-    pub stats: RegionStats,
+    lazy_threads: LazyThreads<Inner>,
+    stats: RegionStats,
 }
 
 impl Inner {
+    /// The parts of a region over `len` bytes of `mem`, served through `uffd`, under
+    /// `config` (validated for that length). The range is not registered yet (`register`).
+    pub fn new(
+        mem: &Memory,
+        len: usize,
+        uffd: Uffd,
+        config: &RegionConfig,
+    ) -> Result<Arc<Inner>, RegionError> {
+        let fs = config.folio_size;
+        let nr_pages = (len / PAGE_SIZE) as u32;
+        let folio_pages = (fs / PAGE_SIZE) as u32;
+        let fixed = FixedCharge::of(config, nr_pages);
+        let program_tasks = mem.tasks_dir();
+
+        let swap_pages = u32::try_from(config.swap_size.unwrap_or(len as u64) / PAGE_SIZE as u64)
+            .expect("validated");
+        let mut zswap_config = ZswapConfig::new(config.memory_limit)
+            .compressor(config.compressor)
+            .writeback_compressor(config.writeback_compressor)
+            .discard(config.swap_discard);
+        zswap_config = match (&config.segment_device, config.swap_format) {
+            (Some(store), _) => {
+                zswap_config.segment_device(store.clone(), swap_pages, config.encrypt)
+            }
+            (None, format) => {
+                let device: Arc<dyn BackingDevice> = match config.device.clone() {
+                    Some(d) => d,
+                    // Striped a folio at a time, so a folio's write is one write
+                    // (swap/file.rs); a segment is at most 64 KiB, the least stripe.
+                    None => Arc::new(FileDevice::create_with(
+                        config.swap_dir.as_deref(),
+                        swap_pages,
+                        folio_pages,
+                        true,
+                    )?),
+                };
+                let with_pages = zswap_config.device(device, swap_pages);
+                match format {
+                    SwapFormat::Segments => with_pages.segments(config.encrypt),
+                    SwapFormat::Pages => with_pages,
+                }
+            }
+        };
+        let zswap = Zswap::new(zswap_config);
+        zswap
+            .params()
+            .set_max_pool_percent(config.max_pool_percent)
+            .map_err(|e| {
+                RegionError::Config(ConfigError {
+                    field: "max_pool_percent",
+                    reason: e.to_string(),
+                })
+            })?;
+        zswap.params().set_writethrough_mode(config.writethrough);
+        // Sized by the program's CPU time, read from /proc: fixed where it cannot be read.
+        let pool_share = (config.policies.auto_pool_share
+            && crate::pool_share::program_cpu_ns(&program_tasks).is_some())
+        .then(crate::pool_share::PoolShare::default);
+        if let Some(share) = &pool_share {
+            zswap.set_pool_share_percent(share.percent());
+        }
+        zswap
+            .params()
+            .set_compress_threads(config.compress_threads)
+            .map_err(|e| {
+                RegionError::Config(ConfigError {
+                    field: "compress_threads",
+                    reason: e.to_string(),
+                })
+            })?;
+        let group = zswap.new_group(nr_pages);
+        group.set_writeback_enabled(config.writeback);
+
+        // Staged folios may hold 1/32 of the limit; staging needs room for that plus one
+        // folio in flight per thread that evicts.
+        let staged_budget = (config.memory_limit / 32 / PAGE_SIZE as u64).max(folio_pages as u64);
+        // Freed staging slots are discarded in batches (`discard_batch_slots`), one TLB
+        // flush a batch instead of one a folio; charged up front (`FixedCharge`).
+        let batch_slots = discard_batch_slots(config);
+        let evicting = fixed.evicting as u64;
+        let slots = u32::try_from(staged_budget / folio_pages as u64 + batch_slots + evicting)
+            .map_err(|_| {
+                RegionError::Config(ConfigError {
+                    field: "memory_limit",
+                    reason: format!("{} bytes is too large a limit", config.memory_limit),
+                })
+            })?
+            + 4;
+        fail::fail_point!("region::new::staging", |_| Err(crate::error::injected(
+            "mmap staging"
+        )));
+        let staging = mem.staging(slots, fs, batch_slots as usize)?;
+        // Batch evictions (4 KiB folios) stage in slots of their own, one per evicting thread
+        // (charged as in flight) and a few freed ones waiting for their batched discard
+        // (charged in the fixed charge's `dirty_reserve`).
+        let batch_staging = match batching(config) {
+            true => Some(mem.staging(
+                (evicting as usize + BATCH_DISCARD_SLOTS) as u32,
+                crate::config::BATCH_PAGES * PAGE_SIZE,
+                BATCH_DISCARD_SLOTS,
+            )?),
+            false => None,
+        };
+        // Write-protect faults too, where the kernel offers them: clean folios (clean.rs).
+        let wp = uffd.features().contains(uffd::Features::PAGEFAULT_FLAG_WP);
+        // Where the kernel's own accesses are not served, a system call that writes into a
+        // folio going round write-protected would fail with EFAULT: reclaim does not see
+        // writes there.
+        let referenced_writes = wp
+            && config.policies.referenced_writes
+            && !uffd.user_mode_only()
+            && !config.in_thread_faults;
+
+        let nr_folios = nr_pages.div_ceil(folio_pages) as usize;
+        let deferred = DeferredEvents::new()?;
+        let tables = mem.page_tables().map_err(|source| uffd::UffdError::Os {
+            op: "opening the program's pagemap",
+            source,
+        })?;
+        let kswapd_threads = config.kswapd_threads;
+        let thread_start = config.thread_start;
+        Ok(Arc::new_cyclic(|me| Inner {
+            lazy_threads: LazyThreads::new(
+                me.clone(),
+                LazyKind::new("uzswap-kswapd", 1..kswapd_threads, Inner::kswapd_loop),
+                LazyKind::new(
+                    "uzswap-readahead",
+                    0..crate::config::READAHEAD_THREADS,
+                    Inner::readahead_loop,
+                ),
+                thread_start,
+            ),
+            mapping: Mapping::new(uffd, tables, mem.addr(), len),
+            zswap,
+            group,
+            staging,
+            batch_staging,
+            limit: AtomicU64::new(config.memory_limit),
+            memory_max: AtomicU64::new(config.over_limit.memory_max.unwrap_or(u64::MAX)),
+            fixed_metadata: fixed.bytes,
+            in_flight: AtomicU64::new(0),
+            thread_scratch: ThreadScratch::new(fixed.per_thread, fixed.bounce),
+            dirty_reserve: fixed.dirty_reserve,
+            geometry: Geometry::new(folio_pages, nr_pages),
+            wp,
+            pages: PageFlags::new(nr_pages),
+            lru: Lru::with_write_tests(
+                folio_pages,
+                nr_folios,
+                config.pinned.div_ceil(fs) as u32,
+                referenced_writes,
+            ),
+            staged: StagedFolios::new(staged_budget, folio_pages, nr_folios),
+            discards: Default::default(),
+            deferred,
+            read_failures: Default::default(),
+            incompressible: IncompressibleFolios::new(nr_pages, folio_pages),
+            unevictable: Unevictable::new(nr_pages, folio_pages),
+            keep_incompressible: config.policies.keep_incompressible,
+            clean: CleanTracking::new(wp && config.policies.keep_clean),
+            readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),
+            workingset: config.policies.workingset,
+            referenced_writes,
+            swapin_window: crate::swapin_window::SwapinWindow::new(
+                config.policies.adaptive_swapin,
+                folio_pages,
+                nr_folios,
+            ),
+            spares: SpareHandlers::new(config.fault_threads),
+            pool_share,
+            busy_poll: Default::default(),
+            program_memory: mem.process_memory(),
+            program_tasks,
+            program_pid: mem.program_pid(),
+            // The handlers serve no faults then: program threads reclaim in their places.
+            in_thread: config.in_thread_faults.then(|| {
+                crate::serving_threads::InThreadFaults::new(
+                    config.fault_threads + crate::spare::SPARE_HANDLERS,
+                    fs,
+                    &config.codecs(),
+                )
+            }),
+            reclaim_wait: Default::default(),
+            stop: AtomicBool::new(false),
+            stats: RegionStats::default(),
+            over_limit_config: config.over_limit,
+            shared_limit: config.shared_limit.clone(),
+            over_limit: Default::default(),
+        }))
+    }
+
+    /// Register the range with the userfaultfd: from here on an unmap of it waits until a
+    /// handler reads its event.
+    pub fn register(&self, mem: &Memory) -> Result<(), uffd::UffdError> {
+        let mode = match self.wp {
+            true => RegisterMode::MISSING_WP,
+            false => RegisterMode::MISSING,
+        };
+        self.mapping.register(mem, mode)
+    }
+
+    /// The thread bodies: a fault handler, the spare handler, kswapd, readahead.
+    pub fn handler_loop(&self) {
+        self.handler().handler_loop();
+    }
+
+    pub fn spare_loop(&self) {
+        self.handler().spare_loop();
+    }
+
+    pub fn kswapd_loop(&self) {
+        self.reclaim().kswapd_loop();
+    }
+
+    pub fn readahead_loop(&self) {
+        self.swapin().readahead_loop();
+    }
+
+    /// Start the engine's shrink worker.
+    pub fn start_shrink_worker(&self) {
+        self.zswap.start_shrink_worker();
+    }
+
+    /// Stop the region's threads: those running see the stop within their poll timeouts,
+    /// kswapd at once; the lazy ones are joined here, and none starts after.
+    pub fn stop_threads(&self) {
+        self.stop.store(true, Relaxed);
+        self.reclaim_wait.wake_kswapd();
+    }
+
+    /// With every thread stopped: the lazy threads joined, the range unregistered (an unmap
+    /// of a registered range would wait for an event reader), staging given back.
+    pub fn shut_down(&self) {
+        self.lazy_threads.join_all();
+        let _ = self.mapping.unregister();
+        self.staged.clear();
+    }
+
+    // The views: each action borrows the parts it uses.
+
+    pub fn meter(&self) -> Meter<'_> {
+        Meter {
+            limit: &self.limit,
+            memory_max: &self.memory_max,
+            fixed_metadata: self.fixed_metadata,
+            dirty_reserve: self.dirty_reserve,
+            in_flight: &self.in_flight,
+            thread_scratch: &self.thread_scratch,
+            reclaim_wait: &self.reclaim_wait,
+            pages: &self.pages,
+            staged: &self.staged,
+            staging: &self.staging,
+            batch_staging: self.batch_staging.as_deref(),
+            zswap: &self.zswap,
+            group: &self.group,
+            incompressible: &self.incompressible,
+            swapin_window: &self.swapin_window,
+            unevictable: &self.unevictable,
+            lru: &self.lru,
+            in_thread: self.in_thread.as_ref(),
+        }
+    }
+
+    pub fn events(&self) -> Events<'_> {
+        Events {
+            mapping: &self.mapping,
+            group: &self.group,
+            geometry: self.geometry,
+            pages: &self.pages,
+            discards: &self.discards,
+            deferred: &self.deferred,
+            staged: &self.staged,
+            read_failures: &self.read_failures,
+            incompressible: &self.incompressible,
+            lru: &self.lru,
+            swapin_window: &self.swapin_window,
+            reclaim_wait: &self.reclaim_wait,
+            spares: &self.spares,
+            stats: &self.stats,
+        }
+    }
+
+    pub fn reclaim(&self) -> Reclaim<'_> {
+        Reclaim {
+            meter: self.meter(),
+            events: self.events(),
+            mapping: &self.mapping,
+            zswap: &self.zswap,
+            group: &self.group,
+            geometry: self.geometry,
+            pages: &self.pages,
+            lru: &self.lru,
+            discards: &self.discards,
+            unevictable: &self.unevictable,
+            staging: &self.staging,
+            batch_staging: self.batch_staging.as_ref(),
+            staged: &self.staged,
+            incompressible: &self.incompressible,
+            keep_incompressible: self.keep_incompressible,
+            referenced_writes: self.referenced_writes,
+            readahead: &self.readahead,
+            swapin_window: &self.swapin_window,
+            pool_share: self.pool_share.as_ref(),
+            program_memory: self.program_memory.as_ref(),
+            program_tasks: &self.program_tasks,
+            over_limit_config: self.over_limit_config,
+            over_limit: &self.over_limit,
+            shared_limit: self.shared_limit.as_deref(),
+            in_thread: self.in_thread.as_ref(),
+            reclaim_wait: &self.reclaim_wait,
+            lazy_threads: &self.lazy_threads,
+            stop: &self.stop,
+            stats: &self.stats,
+        }
+    }
+
+    pub fn swapin(&self) -> SwapIn<'_> {
+        SwapIn {
+            events: self.events(),
+            reclaim: self.reclaim(),
+            meter: self.meter(),
+            mapping: &self.mapping,
+            group: &self.group,
+            geometry: self.geometry,
+            pages: &self.pages,
+            staged: &self.staged,
+            discards: &self.discards,
+            lru: &self.lru,
+            swapin_window: &self.swapin_window,
+            readahead: &self.readahead,
+            incompressible: &self.incompressible,
+            clean: &self.clean,
+            workingset: self.workingset,
+            read_failures: &self.read_failures,
+            spares: &self.spares,
+            stop: &self.stop,
+            stats: &self.stats,
+        }
+    }
+
+    pub fn throttle(&self) -> Throttle<'_> {
+        Throttle {
+            reclaim: self.reclaim(),
+            meter: self.meter(),
+            over_limit_config: self.over_limit_config,
+            over_limit: &self.over_limit,
+            shared_limit: self.shared_limit.as_deref(),
+            spares: &self.spares,
+            zswap: &self.zswap,
+            group: &self.group,
+            program_pid: self.program_pid,
+            stats: &self.stats,
+        }
+    }
+
+    pub fn faults(&self) -> Faults<'_> {
+        Faults {
+            events: self.events(),
+            reclaim: self.reclaim(),
+            swapin: self.swapin(),
+            throttle: self.throttle(),
+            meter: self.meter(),
+            mapping: &self.mapping,
+            group: &self.group,
+            geometry: self.geometry,
+            pages: &self.pages,
+            staged: &self.staged,
+            discards: &self.discards,
+            unevictable: &self.unevictable,
+            lru: &self.lru,
+            clean: &self.clean,
+            over_limit_config: self.over_limit_config,
+            reclaim_wait: &self.reclaim_wait,
+            stats: &self.stats,
+        }
+    }
+
+    pub fn handler(&self) -> Handler<'_> {
+        Handler {
+            faults: self.faults(),
+            events: self.events(),
+            mapping: &self.mapping,
+            deferred: &self.deferred,
+            busy_poll: &self.busy_poll,
+            spares: &self.spares,
+            thread_scratch: &self.thread_scratch,
+            stop: &self.stop,
+            stats: &self.stats,
+        }
+    }
+
+    #[cfg(feature = "test-hooks")]
+    pub fn audit(&self) -> Audit<'_> {
+        Audit {
+            meter: self.meter(),
+            mapping: &self.mapping,
+            zswap: &self.zswap,
+            group: &self.group,
+            geometry: self.geometry,
+            pages: &self.pages,
+            staged: &self.staged,
+            discards: &self.discards,
+            deferred: &self.deferred,
+            readahead: &self.readahead,
+            reclaim_wait: &self.reclaim_wait,
+        }
+    }
+
+    // What the region's public face reads (region.rs).
+
+    pub fn mapping(&self) -> &Mapping {
+        &self.mapping
+    }
+
+    pub fn zswap(&self) -> &Zswap {
+        &self.zswap
+    }
+
+    pub fn group(&self) -> &ZswapGroup {
+        &self.group
+    }
+
+    pub fn stats(&self) -> &RegionStats {
+        &self.stats
+    }
+
+    pub fn over_limit_config(&self) -> OverLimit {
+        self.over_limit_config
+    }
+
+    /// Whether faults are served in the faulting thread (in_thread.rs).
+    pub fn serves_in_thread(&self) -> bool {
+        self.in_thread.is_some()
+    }
+
     /// The memory limit now, in bytes.
     pub fn limit(&self) -> u64 {
-        self.limit.load(Relaxed)
+        self.meter().limit()
     }
 
-    /// `Region::set_limits`: a lower limit wakes kswapd.
+    /// `Region::set_limits`.
     pub fn set_limits(&self, limit: u64, memory_max: Option<u64>) {
-        let max = memory_max.map_or(u64::MAX, |m| m.max(limit));
-        // Each fault of a region with a shared limit comes here: stores only on a change, so
-        // the faulting threads do not bounce the line between them.
-        if self.memory_max.load(Relaxed) != max {
-            self.memory_max.store(max, Relaxed);
-        }
-        let old = self.limit.load(Relaxed);
-        if old == limit {
-            return;
-        }
-        self.limit.store(limit, Relaxed);
-        if limit < old {
-            self.reclaim_wait.wake_kswapd();
-        }
-    }
-
-    pub fn folio_bytes(&self) -> usize {
-        self.folio_pages as usize * PAGE_SIZE
-    }
-
-    /// Pages in the region.
-    pub fn nr_pages(&self) -> u32 {
-        (self.mapping.len() / PAGE_SIZE) as u32
+        self.meter().set_limits(limit, memory_max);
     }
 
     pub fn usage(&self) -> Usage {
-        // A page joins `in_flight` before it leaves the resident count and leaves it after it
-        // is counted where it goes (resident, staged): read before and after the rest, the
-        // larger counts a page that moved meanwhile, either way.
-        let in_flight = self.in_flight.load(Relaxed);
-        let mut usage = Usage {
-            resident: self.pages.nr_resident() * PAGE_SIZE as u64,
-            // Staged folios, folios in flight, and freed staging slots not discarded yet
-            // beyond what the fixed charge holds for them.
-            staged: self.staged.pages() * PAGE_SIZE as u64
-                + self
-                    .staging_dirty_bytes()
-                    .saturating_sub(self.dirty_reserve),
-            // The pool's pages, and the freed ones it keeps for reuse: both are resident.
-            pool: self.zswap.pool().charged_bytes(),
-            metadata: self.fixed_metadata
-                + self.thread_scratch.bytes()
-                + self.group.cache().metadata_bytes()
-                + self.pages.bytes()
-                + self.incompressible.bytes()
-                + self.swapin_window.bytes()
-                + self.unevictable.bytes()
-                + self.zswap.pool().metadata_bytes()
-                + self.zswap.swap_metadata_bytes()
-                + zswap::compress::shared_context_bytes()
-                + self.lru.bytes()
-                + self.staged.queue_bytes()
-                + self
-                    .in_thread
-                    .as_ref()
-                    .map_or(0, InThreadFaults::scratch_bytes),
-        };
-        usage.staged += in_flight.max(self.in_flight.load(Relaxed));
-        usage
-    }
-
-    /// Bytes that freed staging slots hold until their batch is discarded.
-    fn staging_dirty_bytes(&self) -> u64 {
-        let batch = self.batch_staging.as_ref().map_or(0, |b| b.dirty_bytes());
-        (self.staging.dirty_bytes() + batch) as u64
-    }
-
-    /// Lock the folio at `start` for an event a handler serves: a folio someone holds (a
-    /// fault or readahead reading it from disk, reclaim storing or writing it) may keep the
-    /// handler as long as a disk read, a `SpareHandlers::blocking` wait.
-    pub fn lock_folio_for_event(&self, start: u32) -> FolioLock<'_> {
-        if !self.group.is_locked(start) {
-            return self.group.lock_folio(start, self.folio_order);
-        }
-        self.stats.folio_lock_waits.fetch_add(1, Relaxed);
-        self.spares
-            .blocking(|| self.group.lock_folio(start, self.folio_order))
+        self.meter().usage()
     }
 }

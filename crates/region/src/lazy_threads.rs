@@ -20,6 +20,13 @@ pub(crate) enum Lazy {
     Readahead,
 }
 
+/// Starts a region's lazy threads, for reclaim, which sees the threads but not the state
+/// they hold.
+pub(crate) trait StartLazy: Sync {
+    /// Start the threads of `kind`, the first time only.
+    fn start(&self, kind: Lazy);
+}
+
 /// Threads of one kind: `name-N` for each N of `numbers`, each running `run`.
 pub(crate) struct LazyKind<T> {
     pub name: &'static str,
@@ -52,6 +59,21 @@ pub(crate) struct LazyThreads<T> {
     handles: Mutex<Option<Vec<JoinHandle<()>>>>,
 }
 
+impl<T: Send + Sync + 'static> StartLazy for LazyThreads<T> {
+    fn start(&self, kind: Lazy) {
+        let kind = match kind {
+            Lazy::Kswapd => &self.kswapd,
+            Lazy::Readahead => &self.readahead,
+        };
+        if kind.started.swap(true, Relaxed) {
+            return;
+        }
+        for n in kind.numbers.clone() {
+            self.spawn(format!("{}-{n}", kind.name), kind.run);
+        }
+    }
+}
+
 impl<T: Send + Sync + 'static> LazyThreads<T> {
     pub fn new(
         owner: Weak<T>,
@@ -65,20 +87,6 @@ impl<T: Send + Sync + 'static> LazyThreads<T> {
             readahead,
             thread_start,
             handles: Mutex::new(&lock_order::THREAD_HANDLES, Some(Vec::new())),
-        }
-    }
-
-    /// Start the threads of `kind`, the first time only.
-    pub fn start(&self, kind: Lazy) {
-        let kind = match kind {
-            Lazy::Kswapd => &self.kswapd,
-            Lazy::Readahead => &self.readahead,
-        };
-        if kind.started.swap(true, Relaxed) {
-            return;
-        }
-        for n in kind.numbers.clone() {
-            self.spawn(format!("{}-{n}", kind.name), kind.run);
         }
     }
 

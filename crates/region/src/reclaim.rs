@@ -21,88 +21,870 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use uffd::StageError;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use uffd::process::ProcessMemory;
+use uffd::{StageError, Staging};
 use zswap::swap::FolioLock;
 use zswap::zswap::{StoreError, SwapOutResult};
-use zswap::PAGE_SIZE;
+use zswap::{Zswap, ZswapGroup, PAGE_SIZE};
 
-use crate::charge::InFlight;
+use crate::charge::{InFlight, Meter};
 use crate::config::BATCH_PAGES;
-use crate::inner::Inner;
-use crate::lazy_threads::Lazy;
-use crate::lru::Coldest;
+use crate::discards::Discards;
+use crate::events::Events;
+use crate::geometry::Geometry;
+use crate::incompressible::IncompressibleFolios;
+use crate::lazy_threads::{Lazy, StartLazy};
+use crate::lru::{Coldest, Lru};
+use crate::mapping::Mapping;
+use crate::over_limit::{OverLimit, OverLimitState, SharedLimit};
+use crate::page_flags::PageFlags;
+use crate::pool_share::PoolShare;
+use crate::readahead::Readahead;
+use crate::reclaim_wait::ReclaimWait;
+use crate::serving_threads::InThreadFaults;
+use crate::staged::StagedFolios;
+use crate::stats::RegionStats;
+use crate::swapin_window::SwapinWindow;
+use crate::unevictable::Unevictable;
 
-/// kswapd's part in sizing the pool (pool_share.rs): the measures at an epoch's ends, and
-/// the share handed to the engine when it moves.
-fn size_pool(inner: &Inner, share: &crate::pool_share::PoolShare) {
-    let ceiling = inner.zswap.params().max_pool_percent();
-    let moved = share.tick(
-        std::time::Instant::now(),
-        ceiling,
-        || {
-            let stats = inner.zswap.stats();
-            crate::pool_share::Sample {
-                program_cpu_ns: 0,
-                swapins: stats.get("zswpin") + stats.get("pswpin"),
-                disk_reads: stats.get("pswpin"),
-                written_back: stats.get("zswpwb"),
-            }
-        },
-        || crate::pool_share::program_cpu_ns(&inner.program_tasks).unwrap_or(0),
-    );
-    if let Some(percent) = moved {
-        inner.zswap.set_pool_share_percent(percent);
-    }
+/// Reclaim: kswapd's loop and direct reclaim, and the evictions both do. What it may
+/// touch: the parts below.
+#[derive(Clone, Copy)]
+pub(crate) struct Reclaim<'a> {
+    /// The charge it keeps under the limit.
+    pub meter: Meter<'a>,
+    /// Events read while an eviction or a put-back waits on the gate.
+    pub events: Events<'a>,
+    pub mapping: &'a Mapping,
+    pub zswap: &'a Zswap,
+    pub group: &'a ZswapGroup,
+    pub geometry: Geometry,
+    pub pages: &'a PageFlags,
+    pub lru: &'a Lru,
+    pub discards: &'a Discards,
+    pub unevictable: &'a Unevictable,
+    /// Where folios are moved out to (one folio a slot); batch evictions of 4 KiB folios
+    /// have slots of their own.
+    pub staging: &'a Arc<Staging>,
+    pub batch_staging: Option<&'a Arc<Staging>>,
+    /// Folios moved out after their store, kept uncompressed for a second chance.
+    pub staged: &'a StagedFolios,
+    /// Policies that decide what goes (incompressible.rs, readahead.rs' drop-behind,
+    /// swapin_window.rs), and `Policies::keep_incompressible` and `referenced_writes`.
+    pub incompressible: &'a IncompressibleFolios,
+    pub keep_incompressible: bool,
+    pub referenced_writes: bool,
+    pub readahead: &'a Readahead,
+    pub swapin_window: &'a SwapinWindow,
+    /// The pool's share of the limit (pool_share.rs): None where it is fixed.
+    pub pool_share: Option<&'a PoolShare>,
+    /// The program's memory, read where it is (a folio's compression tried in place), and
+    /// its threads in `/proc` (its CPU time for the pool's share).
+    pub program_memory: Option<&'a ProcessMemory>,
+    pub program_tasks: &'a std::path::Path,
+    /// Over the limit: the policy, the episodes under way, and a limit shared with others.
+    pub over_limit_config: OverLimit,
+    pub over_limit: &'a OverLimitState,
+    pub shared_limit: Option<&'a dyn SharedLimit>,
+    /// A program thread serving its own fault reclaims in a handler's place.
+    pub in_thread: Option<&'a InThreadFaults>,
+    /// kswapd's wake-ups, and reclaim's progress for those who wait on it.
+    pub reclaim_wait: &'a ReclaimWait,
+    pub lazy_threads: &'a dyn StartLazy,
+    pub stop: &'a AtomicBool,
+    pub stats: &'a RegionStats,
 }
 
-/// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
-fn margin(inner: &Inner) -> u64 {
-    (inner.folio_bytes() as u64 * 4).max(inner.limit() / 64)
+impl<'a> Reclaim<'a> {
+    /// Pages `first..end` are about to lose read-write: reclaim no longer tries to move
+    /// them (unevictable.rs).
+    pub(crate) fn mark_protected(&self, first: u32, end: u32) {
+        let end = end.min(self.geometry.nr_pages);
+        self.unevictable.set_protected(first.min(end), end, true);
+    }
+
+    /// Pages `first..end` are read-write again: their folios go back on reclaim's queue.
+    pub(crate) fn rescue_unprotected(&self, first: u32, end: u32) {
+        let fp = self.geometry.folio_pages;
+        for f in self
+            .unevictable
+            .rescue(first, end.min(self.geometry.nr_pages))
+        {
+            let resident = (f..f + fp).filter(|&p| self.pages.is_resident(p)).count();
+            self.lru.queue(f);
+            self.stats
+                .unevictable_pgs_rescued
+                .fetch_add(resident as u64, Relaxed);
+        }
+    }
+
+    /// kswapd's part in sizing the pool (pool_share.rs): the measures at an epoch's ends, and
+    /// the share handed to the engine when it moves.
+    fn size_pool(&self, share: &crate::pool_share::PoolShare) {
+        let ceiling = self.zswap.params().max_pool_percent();
+        let moved = share.tick(
+            std::time::Instant::now(),
+            ceiling,
+            || {
+                let stats = self.zswap.stats();
+                crate::pool_share::Sample {
+                    program_cpu_ns: 0,
+                    swapins: stats.get("zswpin") + stats.get("pswpin"),
+                    disk_reads: stats.get("pswpin"),
+                    written_back: stats.get("zswpwb"),
+                }
+            },
+            || crate::pool_share::program_cpu_ns(self.program_tasks).unwrap_or(0),
+        );
+        if let Some(percent) = moved {
+            self.zswap.set_pool_share_percent(percent);
+        }
+    }
+
+    /// How far below the limit kswapd brings the region: four folios, or 1/64 of the limit.
+    fn margin(&self) -> u64 {
+        (self.geometry.folio_bytes() as u64 * 4).max(self.meter.limit() / 64)
+    }
+
+    pub(crate) fn kswapd_loop(&self) {
+        let mut horizon = self.lru.now();
+        loop {
+            self.reclaim_wait.kswapd_sleep(KSWAPD_PERIOD);
+            if self.stop.load(Relaxed) {
+                return;
+            }
+            let pass = self.lru.now();
+            let reclaiming =
+                self.meter.usage().total() > self.meter.limit().saturating_sub(self.margin() / 2);
+            if reclaiming {
+                self.reclaim_to(
+                    self.meter.limit().saturating_sub(self.margin()),
+                    Reclaimer::Kswapd { horizon },
+                );
+                self.meter.thread_scratch.charge_this_thread();
+            }
+            if reclaiming {
+                self.lazy_threads.start(Lazy::Kswapd);
+            }
+            if self.readahead.any_queued() {
+                self.lazy_threads.start(Lazy::Readahead);
+            }
+            horizon = pass;
+            if let Some(share) = &self.pool_share {
+                self.size_pool(share);
+            }
+            self.over_limit.watch_device(&self.over_limit_config, || {
+                self.zswap.stats().get("swap_write_fail")
+            });
+            // Freed staging slots left over from the last batch: discard them while idle.
+            self.staging.flush();
+            if let Some(batch) = &self.batch_staging {
+                batch.flush();
+            }
+            // Exclusive loads and writeback leave holes in the pool: give the pages back.
+            self.zswap.pool().compact_if_fragmented();
+        }
+    }
+
+    /// A fault (or readahead) is about to bring in a folio: make room for it first. False when
+    /// nothing more could go (everything is in flight, or the pool is at its share with nowhere
+    /// to write back) and the folio would take the region past its limit: over_limit.rs decides
+    /// what then.
+    pub(crate) fn make_room(&self) -> bool {
+        let need = self.geometry.folio_bytes() as u64;
+        let total = self.meter.usage().total();
+        self.stats.peak_charged_bytes.fetch_max(total, Relaxed);
+        if let Some(shared) = &self.shared_limit {
+            let (limit, max) = shared.share(total);
+            self.meter.set_limits(limit, max);
+        }
+        if total + need <= self.meter.limit() {
+            self.over_limit.back_under();
+            return true;
+        }
+        // A program thread that serves its own fault reclaims in one of the handlers' places.
+        let _slot = self.in_thread.as_ref().map(|t| t.reclaim_slot());
+        while self.meter.usage().total() + need > self.meter.limit() {
+            self.stats.direct_reclaim.fetch_add(1, Relaxed);
+            if !self.reclaim_one(Reclaimer::Direct) {
+                return false;
+            }
+        }
+        self.over_limit.back_under();
+        true
+    }
+
+    /// Reclaim until the region holds at most `target` bytes, or nothing more can go.
+    pub(crate) fn reclaim_to(&self, target: u64, who: Reclaimer) {
+        let mut failures = 0;
+        while self.meter.usage().total() > target && failures < 8 {
+            if !self.reclaim_one(who) {
+                failures += 1;
+            }
+        }
+    }
+
+    /// Reclaim until the region holds at most `target` bytes, or nothing resident or staged is
+    /// left, for a caller that asked for it (`Region::reclaim_to`). kswapd may be evicting at the
+    /// same time: a folio it has in flight, or has just failed to store and queued again, is not
+    /// the end. While another reclaimer (or a discard) frees something, the caller tries again;
+    /// it stops once nothing was freed for `RECLAIM_PATIENCE` after its own attempt.
+    pub(crate) fn wait_for_reclaim(&self, target: u64) {
+        let done = || {
+            let u = self.meter.usage();
+            u.total() <= target || (u.resident == 0 && u.staged == 0)
+        };
+        for _ in 0..100 {
+            let seen = self.reclaim_wait.freed_count();
+            self.reclaim_to(target, Reclaimer::Direct);
+            if done() {
+                return;
+            }
+            let deadline = std::time::Instant::now() + RECLAIM_PATIENCE;
+            if !self.reclaim_wait.wait_freed(seen, deadline) {
+                return;
+            }
+        }
+    }
+
+    /// Evict the coldest folio (or, with none left, drop the oldest staged folio). False
+    /// when nothing could be freed. After `who.kept_max()` folios found incompressible and kept,
+    /// the next is stored whatever it is. What is freed wakes those who wait for it
+    /// (`wait_for_reclaim`).
+    fn reclaim_one(&self, who: Reclaimer) -> bool {
+        let _reclaiming = self.reclaim_wait.reclaiming();
+        let freed = self.free_one(who);
+        if freed {
+            self.reclaim_wait.freed();
+        }
+        freed
+    }
+
+    fn free_one(&self, who: Reclaimer) -> bool {
+        // Near the limit, staged folios go first: they are stored already, so dropping one
+        // frees a folio at once, while evicting a resident folio into staging frees nothing
+        // until staging itself is trimmed (and the pool grows meanwhile).
+        if self.staged.pages() > 0
+            && self.meter.usage().total() > self.meter.limit().saturating_sub(self.margin())
+            && self.drop_staged()
+        {
+            return true;
+        }
+        // A folio found incompressible and kept is marked: the next candidates are other folios.
+        // After `kept_max` of them the next is stored whatever it is: reclaim never leaves a
+        // fault short of room for want of compressible folios.
+        let kept_max = who.kept_max();
+        for kept in 0..=kept_max {
+            match self.evict_coldest(kept == kept_max, who) {
+                Eviction::Freed => return true,
+                Eviction::Failed => return false,
+                Eviction::NothingLeft => return self.write_back_pool(),
+                Eviction::KeptIncompressible => {}
+            }
+        }
+        false
+    }
+
+    /// Nothing resident or staged is left, and the region is still over its target: the pool
+    /// holds it there (its share of the limit, `max_pool_percent` or pool_share.rs's, is more
+    /// than what the fixed charge leaves). Write the coldest pool pages back, as a memory cgroup
+    /// at its limit makes zswap write back, and give the emptied pool pages back. With nothing
+    /// written (writeback off, an empty pool, a failing device), the pages the pool keeps for
+    /// reuse go back instead: they are charged too, and a pool emptied by faults keeps some.
+    /// False when neither freed anything.
+    fn write_back_pool(&self) -> bool {
+        let pool = self.zswap.pool();
+        if self.group.shrink(POOL_WRITEBACK_BATCH).written == 0 {
+            return pool.give_back_kept();
+        }
+        // Freed objects keep their pool pages (and their charge) until a compaction.
+        pool.compact();
+        true
+    }
+
+    fn evict_coldest(&self, as_is: bool, who: Reclaimer) -> Eviction {
+        // The queue names a folio again each time it comes back in, so it holds stale entries
+        // (folios that left since): skip them here, so a caller's count of attempts means work.
+        let mut sent_round = 0;
+        let (folio, present, behind, queued) = loop {
+            let Some(Coldest {
+                start,
+                behind,
+                queued,
+            }) = self.lru.pop_coldest()
+            else {
+                return match self.drop_staged() {
+                    true => Eviction::Freed,
+                    false => Eviction::NothingLeft,
+                };
+            };
+            // Checked under the folio's lock: a fault queues its folio before installing it, and
+            // an unlocked look could take it for stale mid-install and lose it from the queue.
+            let folio = self.group.lock_folio(start, self.geometry.folio_order);
+            // Activated between the pop and the lock (a write while it went round, lru.rs): the
+            // active queue holds it now.
+            if self.lru.is_active(start) {
+                continue;
+            }
+            let present = folio
+                .offsets()
+                .filter(|&p| self.pages.is_resident(p))
+                .count() as u32;
+            if present == 0 {
+                continue;
+            }
+            if self.unevictable.cull(folio.start()) {
+                // Off the queue until its pages are read-write again (unevictable.rs).
+                self.stats
+                    .unevictable_pgs_culled
+                    .fetch_add(u64::from(present), Relaxed);
+                continue;
+            }
+            // (A folio a scan has passed was touched: the scan went on past it.)
+            if !behind && who.too_young(self.lru, start) {
+                self.lru.put_back(start);
+                drop(folio);
+                return Eviction::Failed;
+            }
+            if !behind
+                && self.keep_resident(&folio, present)
+                && self.incompressible.pass_over(queued)
+            {
+                drop(folio);
+                self.lru.queue(start);
+                self.stats.incompressible_skipped.fetch_add(1, Relaxed);
+                continue;
+            }
+            // Aged out of the active queue: round once more, write-protected (lru.rs).
+            if !behind
+                && sent_round < who.sent_round_max()
+                && self.lru.take_deactivated(start)
+                && self.send_round(&folio)
+            {
+                sent_round += 1;
+                continue;
+            }
+            break (folio, present, behind, queued);
+        };
+        if behind {
+            self.stats.dropped_behind.fetch_add(1, Relaxed);
+        }
+        let start = folio.start();
+        let marked = self.incompressible.is_marked(start);
+        // A cold 4 KiB folio takes its cold neighbours along: one move, one TLB flush.
+        let single = as_is || behind || marked;
+        let folio = match self.with_neighbours(folio, present, queued, single, who) {
+            Ok(batch) => return self.evict_batch(batch),
+            Err(folio) => folio,
+        };
+        let result = if present == folio.nr_pages() {
+            // A scan has passed it: it goes, whatever it holds.
+            self.evict(&folio, true, as_is || behind)
+        } else {
+            // Partly present (part of it was discarded): evict what is there, page by page.
+            let mut any = false;
+            for page in folio.split() {
+                if self.pages.is_resident(page.start()) {
+                    any |= self.evict(&page, false, true) == Eviction::Freed;
+                }
+            }
+            match any {
+                true => Eviction::Freed,
+                false => Eviction::Failed,
+            }
+        };
+        if result == Eviction::Freed {
+            self.lru.evicted(start);
+            self.incompressible.evicted(marked);
+            if self.swapin_window.reclaimed(start, present) {
+                self.stats.page_alone_misses.fetch_add(1, Relaxed);
+            }
+        }
+        result
+    }
+
+    /// The folios after the cold 4 KiB folio `head` (locked, all `present`, taken from the reclaim
+    /// queue with `queued` entries left behind it) that go with it in one batch, or `head` alone
+    /// (Err) when none does or batching does not apply (`single`: it is stored as-is or dropped
+    /// behind, or marked incompressible).
+    ///
+    /// Each eviction's `UFFDIO_MOVE` flushes the TLB of every CPU running the program, an IPI
+    /// each: on a random workload of 4 KiB folios, one move a folio is the largest single cost
+    /// of reclaim (`perf`, `bench mix`: 15% of all CPU). Neighbours move with one flush. A
+    /// neighbour goes only if it would go soon anyway and costs nothing to find out about:
+    /// resident and unlocked (a try, never a wait: we hold `head`), its last store compressed
+    /// (so it is stored, not tried or kept: incompressible.rs), not clean, not staged, and in the
+    /// older half of the reclaim queue (queued at least half as long ago as `head`), so a folio
+    /// in use is not taken for its place, nor one too young for `who`. The first that fails
+    /// ends the run. A head that
+    /// was queued again since the entry that named it (a stale entry: the queue names a folio
+    /// each time it comes in) is young, and goes alone: its age says nothing of its neighbours'.
+    fn with_neighbours(
+        &self,
+        head: FolioLock<'a>,
+        present: u32,
+        queued: usize,
+        single: bool,
+        who: Reclaimer,
+    ) -> Result<Vec<FolioLock<'a>>, FolioLock<'a>> {
+        let head_age = self.lru.age(head.start());
+        if self.batch_staging.is_none()
+            || single
+            || present != 1
+            || (head_age as usize) < queued / 2
+            || !self.incompressible.is_compressible(head.start())
+            || crate::clean::is_clean(&head)
+        {
+            return Err(head);
+        }
+        let half_age = head_age / 2;
+        let nr_pages = self.geometry.nr_pages;
+        let mut batch = vec![head];
+        while batch.len() < BATCH_PAGES {
+            let next = batch[batch.len() - 1].start() + 1;
+            if next >= nr_pages
+                || !self.pages.is_resident(next)
+                || !self.incompressible.is_compressible(next)
+                || self.unevictable.any_protected(next, next + 1)
+                || self.lru.age(next) < half_age
+                || who.too_young(self.lru, next)
+            {
+                break;
+            }
+            let Ok(folio) = self.group.cache().try_lock_page(next) else {
+                break;
+            };
+            // Checked again under the lock: a fault or a discard may have got there first.
+            if folio.nr_pages() != 1
+                || !self.pages.is_resident(next)
+                || self.incompressible.is_marked(next)
+                || crate::clean::is_clean(&folio)
+                || self.staged.contains(next)
+            {
+                break;
+            }
+            batch.push(folio);
+        }
+        match batch.len() {
+            1 => Err(batch.pop().expect("the head")),
+            _ => Ok(batch),
+        }
+    }
+
+    /// Evict `batch` (consecutive 4 KiB folios, locked and resident, from `with_neighbours`)
+    /// with one move into a batch slot, then store each page. The pages are not kept staged: the
+    /// slot is one, freed whole once every page is stored. A page that cannot be stored comes
+    /// back, as in `evict`.
+    fn evict_batch(&self, batch: Vec<FolioLock>) -> Eviction {
+        let n = batch.len();
+        let first = batch[0].start();
+        let slots = self.batch_staging.as_ref().expect("batching is on");
+        let staged = {
+            // As in `evict`: held from the pending check through the move.
+            let gate = self.mapping.gate();
+            if self
+                .discards
+                .pending_mask(first, first + n as u32)
+                .is_some()
+            {
+                drop(gate);
+                self.give_up(&batch[0]);
+                return Eviction::Failed;
+            }
+            let staged = self.mapping.stage(&gate, slots, first, n * PAGE_SIZE);
+            drop(gate);
+            staged
+        };
+        let staged = match staged {
+            Ok(s) => s,
+            Err(StageError::NoSlot) => {
+                // Every batch slot in flight (they are one per evicting thread, and then some).
+                return self.evict_head_alone(batch);
+            }
+            Err(StageError::Partial {
+                folio: mut partial, ..
+            }) => {
+                // As in `evict`: what moved comes back; resident bits were never cleared.
+                for (i, folio) in batch.iter().enumerate() {
+                    self.put_back(folio, &mut partial, i, PutBack::WhatMoved);
+                    let p = folio.start();
+                    if self.pages.is_resident(p) && !self.mapping.in_mapping(p).unwrap_or(true) {
+                        self.events.zapped_late(folio, p);
+                    }
+                }
+                // One page of the run could not move (pinned, zapped late, the mapping
+                // changing). (`evict` finds out for itself whether the head can.)
+                return self.evict_head_alone(batch);
+            }
+        };
+        // Charged until every page is stored or put back: bound before the slot, so that the
+        // slot is freed (and counted dirty) before the guard drops.
+        let mut in_flight = InFlight::new(self.meter.in_flight);
+        let mut staged = staged;
+        let mut any = false;
+        // Moved back only once no page of the slot is read any more: `bytes` may only be taken
+        // while every page of it is there.
+        let mut unstored = Vec::new();
+        for (i, folio) in batch.iter().enumerate() {
+            let p = folio.start();
+            in_flight.add_page();
+            self.pages.set_resident(p, false);
+            self.pages.left_for_the_engine(p, self.discards);
+            let bytes = &staged.bytes()[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
+            match self.group.swap_out(folio, bytes) {
+                Ok(result) => {
+                    if let SwapOutResult::Stored = result {
+                        let length = self.group.stored_length(folio);
+                        let poor = crate::incompressible::saved_too_little(length, 1);
+                        self.incompressible.set(p, poor);
+                        if poor {
+                            self.incompressible.stored_as_is();
+                        }
+                    }
+                    self.stats.folios_evicted.fetch_add(1, Relaxed);
+                    self.incompressible.evicted(false);
+                    self.lru.evicted(p);
+                    any = true;
+                }
+                Err(e) => {
+                    // Neither the pool nor the swap file took it (as in `evict`): it stays.
+                    if matches!(e, StoreError::CompressPoor(_)) {
+                        self.incompressible.set(p, true);
+                    }
+                    unstored.push(i);
+                }
+            }
+        }
+        for i in unstored {
+            self.put_back(&batch[i], &mut staged, i, PutBack::All);
+            self.give_up(&batch[i]);
+        }
+        if !any {
+            return Eviction::Failed;
+        }
+        self.stats.batch_evictions.fetch_add(1, Relaxed);
+        Eviction::Freed
+    }
+
+    /// A batch that could not go together: its head goes alone, as it would have without
+    /// neighbours (unlocked here), who keep their places in the queue.
+    fn evict_head_alone(&self, batch: Vec<FolioLock>) -> Eviction {
+        let head = batch.into_iter().next().expect("the head");
+        let result = self.evict(&head, true, false);
+        if result == Eviction::Freed {
+            self.lru.evicted(head.start());
+            self.incompressible.evicted(false);
+        }
+        result
+    }
+
+    /// An incompressible folio that came back in or was kept (incompressible.rs) stays while
+    /// the region's incompressible data is in use, unless it is clean: then evicting it costs
+    /// no store and frees it.
+    fn keep_resident(&self, folio: &FolioLock, present: u32) -> bool {
+        self.keep_incompressible
+            && self.incompressible.is_marked(folio.start())
+            && !(present == folio.nr_pages() && crate::clean::is_clean(folio))
+            && self.incompressible.keep_marked()
+    }
+
+    /// Send the locked folio, which reached the LRU's head untested, round once more
+    /// write-protected: a write on the way keeps it (lru.rs). False where it cannot be protected
+    /// (the mapping changing or gone): it is taken now.
+    fn send_round(&self, folio: &FolioLock) -> bool {
+        if !self.referenced_writes {
+            return false;
+        }
+        // A clean folio is write-protected already, and a write makes it dirty (clean.rs).
+        if !crate::clean::is_clean(folio) {
+            let gate = self.mapping.gate();
+            let addr = self.mapping.page_addr(folio.start());
+            let len = folio.nr_pages() as usize * PAGE_SIZE;
+            if self.mapping.write_protect(&gate, addr, len).is_err() {
+                return false;
+            }
+        }
+        self.lru.second_trip(folio.start());
+        self.stats.sent_round.fetch_add(1, Relaxed);
+        true
+    }
+
+    fn drop_staged(&self) -> bool {
+        let dropped = self.staged.drop_oldest();
+        if dropped {
+            self.stats.staged_dropped.fetch_add(1, Relaxed);
+        }
+        dropped
+    }
+
+    /// Move the locked, fully present pages of `folio` out and store them; `as_is`: even if it
+    /// does not compress (else a first store of an incompressible folio may keep it).
+    fn evict(&self, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Eviction {
+        let bytes = folio.nr_pages() as usize * PAGE_SIZE;
+        // A folio with nothing known of it (no store since it was new or discarded; one whose
+        // last store compressed is not tried), while the region's incompressible data keeps
+        // coming back in: if it does not compress, it stays (incompressible.rs).
+        // (Not a clean folio: it leaves with no store at all.)
+        let mut refuse_as_is = !as_is
+            && keep_staged
+            && self.keep_incompressible
+            && !self.incompressible.is_marked(folio.start())
+            && !self.incompressible.is_compressible(folio.start())
+            && !crate::clean::is_clean(folio)
+            && self.incompressible.try_in_place();
+        if refuse_as_is {
+            // Tried where it is, not moved out and back (two page-table walks and TLB flushes,
+            // most of what finding a region's random data would cost); and outside the event
+            // gate, which a handler waits on to read its fault while any reclaim holds it (the
+            // read and the compression would be most of the time reclaim holds it). Only a
+            // guess, so a race is harmless: a discard or `mremap` meanwhile makes the read fail
+            // (the store decides) or read what is going away (a folio kept that had gone anyway,
+            // whose mark the discard, waiting for our folio lock, clears).
+            if self.compresses_in_place(folio.start(), bytes) == Some(false) {
+                if self.incompressible.keep_found() {
+                    self.incompressible.set(folio.start(), true);
+                    self.incompressible.kept();
+                    self.stats.incompressible_kept.fetch_add(1, Relaxed);
+                    self.requeue(folio);
+                    return Eviction::KeptIncompressible;
+                }
+                // A probe: stored as-is, to measure whether such folios come back.
+                refuse_as_is = false;
+            }
+        }
+        let staged = loop {
+            // Held from the pending check through the move: a discard read after the check waits
+            // for the move, and then finds the pages out of the mapping (a fault on them waits
+            // for its processing, events.rs).
+            let gate = self.mapping.gate();
+            if self
+                .discards
+                .pending_mask(folio.start(), folio.end())
+                .is_some()
+            {
+                // A discard of these pages is read but not processed. `MADV_FREE` leaves them
+                // mapped, so the program may have written them since its `madvise` returned;
+                // moved out now, that write would be freed with the discard.
+                drop(gate);
+                self.give_up(folio);
+                return Eviction::Failed;
+            }
+            // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
+            let staged = self
+                .mapping
+                .stage(&gate, self.staging, folio.start(), bytes);
+            drop(gate);
+            match staged {
+                Ok(s) => break s,
+                Err(StageError::NoSlot) => {
+                    if !self.drop_staged() {
+                        self.give_up(folio);
+                        return Eviction::Failed;
+                    }
+                }
+                Err(StageError::Partial {
+                    folio: mut partial, ..
+                }) => {
+                    // A page not present (a discard we have not processed), pinned (EBUSY), or
+                    // the mapping changing: put back what moved and leave this folio for now.
+                    // Its resident bits were never cleared.
+                    self.put_back(folio, &mut partial, 0, PutBack::WhatMoved);
+                    // A page the kernel unmapped after its discard was processed is not there to
+                    // move: it reads zero now (events.rs).
+                    for p in folio.offsets() {
+                        if self.pages.is_resident(p) && !self.mapping.in_mapping(p).unwrap_or(true)
+                        {
+                            self.events.zapped_late(folio, p);
+                        }
+                    }
+                    self.give_up(folio);
+                    return Eviction::Failed;
+                }
+            }
+        };
+        // Charged until the folio is kept staged, freed or put back: bound before the slot, so
+        // that the slot is freed (and counted dirty) before the guard drops.
+        let mut in_flight = InFlight::new(self.meter.in_flight);
+        let mut staged = staged;
+        // Read back from disk and not written since (clean.rs): the disk copy stands.
+        let clean = keep_staged && crate::clean::is_clean(folio);
+        for p in folio.offsets() {
+            in_flight.add_page();
+            self.pages.set_resident(p, false);
+            self.pages.left_for_the_engine(p, self.discards);
+        }
+        if clean {
+            self.stats.clean_evictions.fetch_add(1, Relaxed);
+        } else {
+            // `refuse_as_is`: tried in place above and found compressible, or not tried (it could
+            // not be read there). Found incompressible by the store (the program may have
+            // written it since): kept, but for the probes, which are stored as-is.
+            let stored = if refuse_as_is {
+                self.group.swap_out_unless_poor(folio, staged.bytes(), &|| {
+                    self.incompressible.keep_found()
+                })
+            } else {
+                self.group.swap_out(folio, staged.bytes())
+            };
+            match stored {
+                Ok(SwapOutResult::Stored) if keep_staged => {
+                    let length = self.group.stored_length(folio);
+                    let poor = crate::incompressible::saved_too_little(length, folio.nr_pages());
+                    self.incompressible.set(folio.start(), poor);
+                    if poor {
+                        self.incompressible.stored_as_is();
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    // Neither the pool nor the swap file took it (writeback off, and the pool
+                    // full or the folio incompressible; or refused as incompressible): it stays
+                    // resident.
+                    let poor = matches!(e, StoreError::CompressPoor(_));
+                    if keep_staged && poor {
+                        self.incompressible.set(folio.start(), true);
+                    }
+                    self.put_back(folio, &mut staged, 0, PutBack::All);
+                    if refuse_as_is && poor {
+                        self.incompressible.kept();
+                        self.stats.incompressible_kept.fetch_add(1, Relaxed);
+                        self.requeue(folio);
+                        return Eviction::KeptIncompressible;
+                    }
+                    self.give_up(folio);
+                    return Eviction::Failed;
+                }
+            }
+        }
+        self.stats.folios_evicted.fetch_add(1, Relaxed);
+        if keep_staged {
+            let dropped = self.staged.insert(folio.start(), staged);
+            self.stats.staged_dropped.fetch_add(dropped, Relaxed);
+        }
+        Eviction::Freed
+    }
+
+    /// Whether the folio's `bytes` from page `start`, read where they are, would be stored
+    /// compressed enough not to count as incompressible (`incompressible::saved_too_little`).
+    /// None for a folio that cannot be read: it is moved out and its store decides. Called with
+    /// the folio locked: the read must not wait on a fault handler (who would wait for that
+    /// lock), and `ProcessMemory` fails on a missing page instead of waiting; nor on the disk
+    /// (reclaim would stall), so a folio with a page in system swap is not tried.
+    fn compresses_in_place(&self, start: u32, bytes: usize) -> Option<bool> {
+        let mem = self.program_memory.as_ref()?;
+        let nr_pages = bytes / PAGE_SIZE;
+        if !self
+            .mapping
+            .in_core(start, nr_pages as u32)
+            .unwrap_or(false)
+        {
+            return None;
+        }
+        let addr = self.mapping.page_addr(start);
+        crate::folio_buf::with_folio_buf(nr_pages, |buf| match mem.read(addr, buf) {
+            Ok(n) if n == bytes => {
+                let length = self.group.stored_length_estimate(buf);
+                Some(!crate::incompressible::saved_too_little(
+                    length,
+                    nr_pages as u32,
+                ))
+            }
+            _ => None,
+        })
+    }
+
+    /// The folio stays resident, having failed to go: queue it again. `folio` may be one page of
+    /// a split folio (evicted page by page): the queue holds whole folios' starts, which reclaim
+    /// locks at the region's folio order.
+    fn give_up(&self, folio: &FolioLock) {
+        self.stats.evict_failed.fetch_add(1, Relaxed);
+        self.requeue(folio);
+    }
+
+    /// Queue the folio for reclaim again, at the back.
+    fn requeue(&self, folio: &FolioLock) {
+        let start = folio.start() & !(self.geometry.folio_pages - 1);
+        self.lru.queue(start);
+    }
+
+    /// Return a staged folio's pages to the region, except pages with a discard pending (they
+    /// are gone for the program: the next access reads zero), holding the event gate shared as
+    /// every install does (events.rs). The folio's first page is page `slot_page` of the slot
+    /// (a batch slot holds several folios). After `PutBack::All` the pages' resident bits are
+    /// set again; pending ones stay clear.
+    fn put_back(
+        &self,
+        folio: &FolioLock,
+        staged: &mut uffd::StagedFolio,
+        slot_page: usize,
+        how: PutBack,
+    ) {
+        let whole = slot_page == 0 && staged.len() == folio.nr_pages() as usize * PAGE_SIZE;
+        // A clean folio (clean.rs) is resident with the engine's copies kept, kept honest by
+        // write protection. Pages moved back come back writable (`UFFDIO_MOVE` does not carry the
+        // protection), so a write would land unseen and a later clean eviction would bring the
+        // old copy back: drop the copies first. We hold the folio lock, so nothing takes the
+        // folio for clean in between; the folio is simply stored on its next eviction. (After a
+        // failed store, `PutBack::All`, the store has left no entry already.)
+        for p in folio.offsets() {
+            if crate::clean::engine_has_copy(folio.state(p).kind) {
+                self.group.invalidate_page(folio, p);
+            }
+        }
+        self.events.under_gate(|gate| {
+            // Under the gate, each time: an `mremap` read meanwhile moved the region (events.rs).
+            let addr = self.mapping.page_addr(folio.start());
+            let pending = self.discards.pending_mask(folio.start(), folio.end());
+            let result = match (&pending, how) {
+                (None, PutBack::All) if whole => self
+                    .mapping
+                    .move_back(gate, staged, folio.start())
+                    .map(all_moved)
+                    .map_err(|(_, stop)| stop),
+                _ => (|| {
+                    for i in 0..folio.nr_pages() as usize {
+                        if pending.as_ref().is_some_and(|m| m[i]) {
+                            continue;
+                        }
+                        let s = slot_page + i;
+                        let page = folio.start() + i as u32;
+                        let moved = self.mapping.move_back_page(gate, staged, page, s)?;
+                        // Found present only in the region, the page moved back on an earlier
+                        // try of this loop (the kernel reports the present destination before
+                        // the source hole), or, for `WhatMoved`, never moved.
+                        if moved != uffd::Filled::All && staged.page_present(s) {
+                            if how == PutBack::All {
+                                all_moved(moved); // present on both sides: stops
+                            }
+                            // Present on both sides: the region's page never moved, yet one
+                            // sits in the slot.
+                            self.stats.stray_staged_pages.fetch_add(1, Relaxed);
+                        }
+                    }
+                    Ok(())
+                })(),
+            };
+            result?;
+            if how == PutBack::All {
+                for (i, p) in folio.offsets().enumerate() {
+                    let gone = pending.as_ref().is_some_and(|m| m[i]);
+                    self.pages.set_resident(p, !gone);
+                }
+            }
+            // Threads that faulted on the folio while it was out wait for this.
+            self.mapping
+                .wake(addr, folio.nr_pages() as usize * PAGE_SIZE);
+            Ok(())
+        });
+    }
 }
 
 /// How often kswapd looks at the region unwoken: it also gives back freed staging slots and
 /// compacts the pool while idle.
 const KSWAPD_PERIOD: Duration = Duration::from_millis(20);
-
-pub(crate) fn kswapd_loop(inner: &Inner) {
-    let mut horizon = inner.lru.now();
-    loop {
-        inner.reclaim_wait.kswapd_sleep(KSWAPD_PERIOD);
-        if inner.stop.load(Relaxed) {
-            return;
-        }
-        let pass = inner.lru.now();
-        let reclaiming = inner.usage().total() > inner.limit().saturating_sub(margin(inner) / 2);
-        if reclaiming {
-            reclaim_to(
-                inner,
-                inner.limit().saturating_sub(margin(inner)),
-                Reclaimer::Kswapd { horizon },
-            );
-            inner.thread_scratch.charge_this_thread();
-        }
-        if reclaiming {
-            inner.lazy_threads.start(Lazy::Kswapd);
-        }
-        if inner.readahead.any_queued() {
-            inner.lazy_threads.start(Lazy::Readahead);
-        }
-        horizon = pass;
-        if let Some(share) = &inner.pool_share {
-            size_pool(inner, share);
-        }
-        inner.over_limit.watch_device(&inner.over_limit_config, || {
-            inner.zswap.stats().get("swap_write_fail")
-        });
-        // Freed staging slots left over from the last batch: discard them while idle.
-        inner.staging.flush();
-        if let Some(batch) = &inner.batch_staging {
-            batch.flush();
-        }
-        // Exclusive loads and writeback leave holes in the pool: give the pages back.
-        inner.zswap.pool().compact_if_fragmented();
-    }
-}
 
 /// Who reclaims, which decides what it may take.
 #[derive(Clone, Copy)]
@@ -138,48 +920,10 @@ impl Reclaimer {
     }
 
     /// Whether the folio at `start` came in too recently for this reclaimer to take.
-    fn too_young(self, inner: &Inner, start: u32) -> bool {
+    fn too_young(self, lru: &Lru, start: u32) -> bool {
         match self {
-            Reclaimer::Kswapd { horizon } => inner.lru.queued_since(start, horizon),
+            Reclaimer::Kswapd { horizon } => lru.queued_since(start, horizon),
             Reclaimer::Direct => false,
-        }
-    }
-}
-
-/// A fault (or readahead) is about to bring in a folio: make room for it first. False when
-/// nothing more could go (everything is in flight, or the pool is at its share with nowhere
-/// to write back) and the folio would take the region past its limit: over_limit.rs decides
-/// what then.
-pub(crate) fn make_room(inner: &Inner) -> bool {
-    let need = inner.folio_bytes() as u64;
-    let total = inner.usage().total();
-    inner.stats.peak_charged_bytes.fetch_max(total, Relaxed);
-    if let Some(shared) = &inner.shared_limit {
-        let (limit, max) = shared.share(total);
-        inner.set_limits(limit, max);
-    }
-    if total + need <= inner.limit() {
-        inner.over_limit.back_under();
-        return true;
-    }
-    // A program thread that serves its own fault reclaims in one of the handlers' places.
-    let _slot = inner.in_thread.as_ref().map(|t| t.reclaim_slot());
-    while inner.usage().total() + need > inner.limit() {
-        inner.stats.direct_reclaim.fetch_add(1, Relaxed);
-        if !reclaim_one(inner, Reclaimer::Direct) {
-            return false;
-        }
-    }
-    inner.over_limit.back_under();
-    true
-}
-
-/// Reclaim until the region holds at most `target` bytes, or nothing more can go.
-pub(crate) fn reclaim_to(inner: &Inner, target: u64, who: Reclaimer) {
-    let mut failures = 0;
-    while inner.usage().total() > target && failures < 8 {
-        if !reclaim_one(inner, who) {
-            failures += 1;
         }
     }
 }
@@ -187,86 +931,8 @@ pub(crate) fn reclaim_to(inner: &Inner, target: u64, who: Reclaimer) {
 /// How long `wait_for_reclaim` waits for another reclaimer to free something.
 const RECLAIM_PATIENCE: Duration = Duration::from_millis(200);
 
-/// Reclaim until the region holds at most `target` bytes, or nothing resident or staged is
-/// left, for a caller that asked for it (`Region::reclaim_to`). kswapd may be evicting at the
-/// same time: a folio it has in flight, or has just failed to store and queued again, is not
-/// the end. While another reclaimer (or a discard) frees something, the caller tries again;
-/// it stops once nothing was freed for `RECLAIM_PATIENCE` after its own attempt.
-pub(crate) fn wait_for_reclaim(inner: &Inner, target: u64) {
-    let done = || {
-        let u = inner.usage();
-        u.total() <= target || (u.resident == 0 && u.staged == 0)
-    };
-    for _ in 0..100 {
-        let seen = inner.reclaim_wait.freed_count();
-        reclaim_to(inner, target, Reclaimer::Direct);
-        if done() {
-            return;
-        }
-        let deadline = std::time::Instant::now() + RECLAIM_PATIENCE;
-        if !inner.reclaim_wait.wait_freed(seen, deadline) {
-            return;
-        }
-    }
-}
-
-/// Evict the coldest folio (or, with none left, drop the oldest staged folio). False
-/// when nothing could be freed. After `who.kept_max()` folios found incompressible and kept,
-/// the next is stored whatever it is. What is freed wakes those who wait for it
-/// (`wait_for_reclaim`).
-fn reclaim_one(inner: &Inner, who: Reclaimer) -> bool {
-    let _reclaiming = inner.reclaim_wait.reclaiming();
-    let freed = free_one(inner, who);
-    if freed {
-        inner.reclaim_wait.freed();
-    }
-    freed
-}
-
-fn free_one(inner: &Inner, who: Reclaimer) -> bool {
-    // Near the limit, staged folios go first: they are stored already, so dropping one
-    // frees a folio at once, while evicting a resident folio into staging frees nothing
-    // until staging itself is trimmed (and the pool grows meanwhile).
-    if inner.staged.pages() > 0
-        && inner.usage().total() > inner.limit().saturating_sub(margin(inner))
-        && drop_staged(inner)
-    {
-        return true;
-    }
-    // A folio found incompressible and kept is marked: the next candidates are other folios.
-    // After `kept_max` of them the next is stored whatever it is: reclaim never leaves a
-    // fault short of room for want of compressible folios.
-    let kept_max = who.kept_max();
-    for kept in 0..=kept_max {
-        match evict_coldest(inner, kept == kept_max, who) {
-            Eviction::Freed => return true,
-            Eviction::Failed => return false,
-            Eviction::NothingLeft => return write_back_pool(inner),
-            Eviction::KeptIncompressible => {}
-        }
-    }
-    false
-}
-
 /// Pool pages written back at a time when the pool alone holds the region over its limit.
 const POOL_WRITEBACK_BATCH: u32 = 32;
-
-/// Nothing resident or staged is left, and the region is still over its target: the pool
-/// holds it there (its share of the limit, `max_pool_percent` or pool_share.rs's, is more
-/// than what the fixed charge leaves). Write the coldest pool pages back, as a memory cgroup
-/// at its limit makes zswap write back, and give the emptied pool pages back. With nothing written
-/// (writeback off, an empty pool, a failing device), the pages the pool keeps for reuse go
-/// back instead: they are charged too, and a pool emptied by faults keeps some. False when
-/// neither freed anything.
-fn write_back_pool(inner: &Inner) -> bool {
-    let pool = inner.zswap.pool();
-    if inner.group.shrink(POOL_WRITEBACK_BATCH).written == 0 {
-        return pool.give_back_kept();
-    }
-    // Freed objects keep their pool pages (and their charge) until a compaction.
-    pool.compact();
-    true
-}
 
 /// Folios one `reclaim_one` may find incompressible and keep before it stores one as-is,
 /// where a fault waits for the room (direct reclaim) or the program asked for it
@@ -291,497 +957,6 @@ enum Eviction {
     KeptIncompressible,
 }
 
-fn evict_coldest(inner: &Inner, as_is: bool, who: Reclaimer) -> Eviction {
-    // The queue names a folio again each time it comes back in, so it holds stale entries
-    // (folios that left since): skip them here, so a caller's count of attempts means work.
-    let mut sent_round = 0;
-    let (folio, present, behind, queued) = loop {
-        let Some(Coldest {
-            start,
-            behind,
-            queued,
-        }) = inner.lru.pop_coldest()
-        else {
-            return match drop_staged(inner) {
-                true => Eviction::Freed,
-                false => Eviction::NothingLeft,
-            };
-        };
-        // Checked under the folio's lock: a fault queues its folio before installing it, and
-        // an unlocked look could take it for stale mid-install and lose it from the queue.
-        let folio = inner.group.lock_folio(start, inner.folio_order);
-        // Activated between the pop and the lock (a write while it went round, lru.rs): the
-        // active queue holds it now.
-        if inner.lru.is_active(start) {
-            continue;
-        }
-        let present = folio
-            .offsets()
-            .filter(|&p| inner.pages.is_resident(p))
-            .count() as u32;
-        if present == 0 {
-            continue;
-        }
-        if inner.unevictable.cull(folio.start()) {
-            // Off the queue until its pages are read-write again (unevictable.rs).
-            inner
-                .stats
-                .unevictable_pgs_culled
-                .fetch_add(u64::from(present), Relaxed);
-            continue;
-        }
-        // (A folio a scan has passed was touched: the scan went on past it.)
-        if !behind && who.too_young(inner, start) {
-            inner.lru.put_back(start);
-            drop(folio);
-            return Eviction::Failed;
-        }
-        if !behind
-            && keep_resident(inner, &folio, present)
-            && inner.incompressible.pass_over(queued)
-        {
-            drop(folio);
-            inner.lru.queue(start);
-            inner.stats.incompressible_skipped.fetch_add(1, Relaxed);
-            continue;
-        }
-        // Aged out of the active queue: round once more, write-protected (lru.rs).
-        if !behind
-            && sent_round < who.sent_round_max()
-            && inner.lru.take_deactivated(start)
-            && send_round(inner, &folio)
-        {
-            sent_round += 1;
-            continue;
-        }
-        break (folio, present, behind, queued);
-    };
-    if behind {
-        inner.stats.dropped_behind.fetch_add(1, Relaxed);
-    }
-    let start = folio.start();
-    let marked = inner.incompressible.is_marked(start);
-    // A cold 4 KiB folio takes its cold neighbours along: one move, one TLB flush.
-    let single = as_is || behind || marked;
-    let folio = match with_neighbours(inner, folio, present, queued, single, who) {
-        Ok(batch) => return evict_batch(inner, batch),
-        Err(folio) => folio,
-    };
-    let result = if present == folio.nr_pages() {
-        // A scan has passed it: it goes, whatever it holds.
-        evict(inner, &folio, true, as_is || behind)
-    } else {
-        // Partly present (part of it was discarded): evict what is there, page by page.
-        let mut any = false;
-        for page in folio.split() {
-            if inner.pages.is_resident(page.start()) {
-                any |= evict(inner, &page, false, true) == Eviction::Freed;
-            }
-        }
-        match any {
-            true => Eviction::Freed,
-            false => Eviction::Failed,
-        }
-    };
-    if result == Eviction::Freed {
-        inner.lru.evicted(start);
-        inner.incompressible.evicted(marked);
-        if inner.swapin_window.reclaimed(start, present) {
-            inner.stats.page_alone_misses.fetch_add(1, Relaxed);
-        }
-    }
-    result
-}
-
-/// The folios after the cold 4 KiB folio `head` (locked, all `present`, taken from the reclaim
-/// queue with `queued` entries left behind it) that go with it in one batch, or `head` alone
-/// (Err) when none does or batching does not apply (`single`: it is stored as-is or dropped
-/// behind, or marked incompressible).
-///
-/// Each eviction's `UFFDIO_MOVE` flushes the TLB of every CPU running the program, an IPI
-/// each: on a random workload of 4 KiB folios, one move a folio is the largest single cost
-/// of reclaim (`perf`, `bench mix`: 15% of all CPU). Neighbours move with one flush. A
-/// neighbour goes only if it would go soon anyway and costs nothing to find out about:
-/// resident and unlocked (a try, never a wait: we hold `head`), its last store compressed
-/// (so it is stored, not tried or kept: incompressible.rs), not clean, not staged, and in the
-/// older half of the reclaim queue (queued at least half as long ago as `head`), so a folio
-/// in use is not taken for its place, nor one too young for `who`. The first that fails
-/// ends the run. A head that
-/// was queued again since the entry that named it (a stale entry: the queue names a folio
-/// each time it comes in) is young, and goes alone: its age says nothing of its neighbours'.
-fn with_neighbours<'a>(
-    inner: &'a Inner,
-    head: FolioLock<'a>,
-    present: u32,
-    queued: usize,
-    single: bool,
-    who: Reclaimer,
-) -> Result<Vec<FolioLock<'a>>, FolioLock<'a>> {
-    let head_age = inner.lru.age(head.start());
-    if inner.batch_staging.is_none()
-        || single
-        || present != 1
-        || (head_age as usize) < queued / 2
-        || !inner.incompressible.is_compressible(head.start())
-        || crate::clean::is_clean(&head)
-    {
-        return Err(head);
-    }
-    let half_age = head_age / 2;
-    let nr_pages = inner.nr_pages();
-    let mut batch = vec![head];
-    while batch.len() < BATCH_PAGES {
-        let next = batch[batch.len() - 1].start() + 1;
-        if next >= nr_pages
-            || !inner.pages.is_resident(next)
-            || !inner.incompressible.is_compressible(next)
-            || inner.unevictable.any_protected(next, next + 1)
-            || inner.lru.age(next) < half_age
-            || who.too_young(inner, next)
-        {
-            break;
-        }
-        let Ok(folio) = inner.group.cache().try_lock_page(next) else {
-            break;
-        };
-        // Checked again under the lock: a fault or a discard may have got there first.
-        if folio.nr_pages() != 1
-            || !inner.pages.is_resident(next)
-            || inner.incompressible.is_marked(next)
-            || crate::clean::is_clean(&folio)
-            || inner.staged.contains(next)
-        {
-            break;
-        }
-        batch.push(folio);
-    }
-    match batch.len() {
-        1 => Err(batch.pop().expect("the head")),
-        _ => Ok(batch),
-    }
-}
-
-/// Evict `batch` (consecutive 4 KiB folios, locked and resident, from `with_neighbours`)
-/// with one move into a batch slot, then store each page. The pages are not kept staged: the
-/// slot is one, freed whole once every page is stored. A page that cannot be stored comes
-/// back, as in `evict`.
-fn evict_batch(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
-    let n = batch.len();
-    let first = batch[0].start();
-    let slots = inner.batch_staging.as_ref().expect("batching is on");
-    let staged = {
-        // As in `evict`: held from the pending check through the move.
-        let gate = inner.mapping.gate();
-        if inner
-            .discards
-            .pending_mask(first, first + n as u32)
-            .is_some()
-        {
-            drop(gate);
-            give_up(inner, &batch[0]);
-            return Eviction::Failed;
-        }
-        let staged = inner.mapping.stage(&gate, slots, first, n * PAGE_SIZE);
-        drop(gate);
-        staged
-    };
-    let staged = match staged {
-        Ok(s) => s,
-        Err(StageError::NoSlot) => {
-            // Every batch slot in flight (they are one per evicting thread, and then some).
-            return evict_head_alone(inner, batch);
-        }
-        Err(StageError::Partial {
-            folio: mut partial, ..
-        }) => {
-            // As in `evict`: what moved comes back; resident bits were never cleared.
-            for (i, folio) in batch.iter().enumerate() {
-                put_back(inner, folio, &mut partial, i, PutBack::WhatMoved);
-                let p = folio.start();
-                if inner.pages.is_resident(p) && !inner.mapping.in_mapping(p).unwrap_or(true) {
-                    crate::events::zapped_late(inner, folio, p);
-                }
-            }
-            // One page of the run could not move (pinned, zapped late, the mapping
-            // changing). (`evict` finds out for itself whether the head can.)
-            return evict_head_alone(inner, batch);
-        }
-    };
-    // Charged until every page is stored or put back: bound before the slot, so that the
-    // slot is freed (and counted dirty) before the guard drops.
-    let mut in_flight = InFlight::new(&inner.in_flight);
-    let mut staged = staged;
-    let mut any = false;
-    // Moved back only once no page of the slot is read any more: `bytes` may only be taken
-    // while every page of it is there.
-    let mut unstored = Vec::new();
-    for (i, folio) in batch.iter().enumerate() {
-        let p = folio.start();
-        in_flight.add_page();
-        inner.pages.set_resident(p, false);
-        inner.pages.left_for_the_engine(p, &inner.discards);
-        let bytes = &staged.bytes()[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
-        match inner.group.swap_out(folio, bytes) {
-            Ok(result) => {
-                if let SwapOutResult::Stored = result {
-                    let length = inner.group.stored_length(folio);
-                    let poor = crate::incompressible::saved_too_little(length, 1);
-                    inner.incompressible.set(p, poor);
-                    if poor {
-                        inner.incompressible.stored_as_is();
-                    }
-                }
-                inner.stats.folios_evicted.fetch_add(1, Relaxed);
-                inner.incompressible.evicted(false);
-                inner.lru.evicted(p);
-                any = true;
-            }
-            Err(e) => {
-                // Neither the pool nor the swap file took it (as in `evict`): it stays.
-                if matches!(e, StoreError::CompressPoor(_)) {
-                    inner.incompressible.set(p, true);
-                }
-                unstored.push(i);
-            }
-        }
-    }
-    for i in unstored {
-        put_back(inner, &batch[i], &mut staged, i, PutBack::All);
-        give_up(inner, &batch[i]);
-    }
-    if !any {
-        return Eviction::Failed;
-    }
-    inner.stats.batch_evictions.fetch_add(1, Relaxed);
-    Eviction::Freed
-}
-
-/// A batch that could not go together: its head goes alone, as it would have without
-/// neighbours (unlocked here), who keep their places in the queue.
-fn evict_head_alone(inner: &Inner, batch: Vec<FolioLock>) -> Eviction {
-    let head = batch.into_iter().next().expect("the head");
-    let result = evict(inner, &head, true, false);
-    if result == Eviction::Freed {
-        inner.lru.evicted(head.start());
-        inner.incompressible.evicted(false);
-    }
-    result
-}
-
-/// An incompressible folio that came back in or was kept (incompressible.rs) stays while
-/// the region's incompressible data is in use, unless it is clean: then evicting it costs
-/// no store and frees it.
-fn keep_resident(inner: &Inner, folio: &FolioLock, present: u32) -> bool {
-    inner.keep_incompressible
-        && inner.incompressible.is_marked(folio.start())
-        && !(present == folio.nr_pages() && crate::clean::is_clean(folio))
-        && inner.incompressible.keep_marked()
-}
-
-/// Send the locked folio, which reached the LRU's head untested, round once more
-/// write-protected: a write on the way keeps it (lru.rs). False where it cannot be protected
-/// (the mapping changing or gone): it is taken now.
-fn send_round(inner: &Inner, folio: &FolioLock) -> bool {
-    if !inner.referenced_writes {
-        return false;
-    }
-    // A clean folio is write-protected already, and a write makes it dirty (clean.rs).
-    if !crate::clean::is_clean(folio) {
-        let gate = inner.mapping.gate();
-        let addr = inner.mapping.page_addr(folio.start());
-        let len = folio.nr_pages() as usize * PAGE_SIZE;
-        if inner.mapping.write_protect(&gate, addr, len).is_err() {
-            return false;
-        }
-    }
-    inner.lru.second_trip(folio.start());
-    inner.stats.sent_round.fetch_add(1, Relaxed);
-    true
-}
-
-fn drop_staged(inner: &Inner) -> bool {
-    let dropped = inner.staged.drop_oldest();
-    if dropped {
-        inner.stats.staged_dropped.fetch_add(1, Relaxed);
-    }
-    dropped
-}
-
-/// Move the locked, fully present pages of `folio` out and store them; `as_is`: even if it
-/// does not compress (else a first store of an incompressible folio may keep it).
-fn evict(inner: &Inner, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Eviction {
-    let bytes = folio.nr_pages() as usize * PAGE_SIZE;
-    // A folio with nothing known of it (no store since it was new or discarded; one whose
-    // last store compressed is not tried), while the region's incompressible data keeps
-    // coming back in: if it does not compress, it stays (incompressible.rs).
-    // (Not a clean folio: it leaves with no store at all.)
-    let mut refuse_as_is = !as_is
-        && keep_staged
-        && inner.keep_incompressible
-        && !inner.incompressible.is_marked(folio.start())
-        && !inner.incompressible.is_compressible(folio.start())
-        && !crate::clean::is_clean(folio)
-        && inner.incompressible.try_in_place();
-    if refuse_as_is {
-        // Tried where it is, not moved out and back (two page-table walks and TLB flushes,
-        // most of what finding a region's random data would cost); and outside the event
-        // gate, which a handler waits on to read its fault while any reclaim holds it (the
-        // read and the compression would be most of the time reclaim holds it). Only a
-        // guess, so a race is harmless: a discard or `mremap` meanwhile makes the read fail
-        // (the store decides) or read what is going away (a folio kept that had gone anyway,
-        // whose mark the discard, waiting for our folio lock, clears).
-        if compresses_in_place(inner, folio.start(), bytes) == Some(false) {
-            if inner.incompressible.keep_found() {
-                inner.incompressible.set(folio.start(), true);
-                inner.incompressible.kept();
-                inner.stats.incompressible_kept.fetch_add(1, Relaxed);
-                requeue(inner, folio);
-                return Eviction::KeptIncompressible;
-            }
-            // A probe: stored as-is, to measure whether such folios come back.
-            refuse_as_is = false;
-        }
-    }
-    let staged = loop {
-        // Held from the pending check through the move: a discard read after the check waits
-        // for the move, and then finds the pages out of the mapping (a fault on them waits
-        // for its processing, events.rs).
-        let gate = inner.mapping.gate();
-        if inner
-            .discards
-            .pending_mask(folio.start(), folio.end())
-            .is_some()
-        {
-            // A discard of these pages is read but not processed. `MADV_FREE` leaves them
-            // mapped, so the program may have written them since its `madvise` returned;
-            // moved out now, that write would be freed with the discard.
-            drop(gate);
-            give_up(inner, folio);
-            return Eviction::Failed;
-        }
-        // Under the gate: an `mremap` of the region is applied as it is read (events.rs).
-        let staged = inner
-            .mapping
-            .stage(&gate, &inner.staging, folio.start(), bytes);
-        drop(gate);
-        match staged {
-            Ok(s) => break s,
-            Err(StageError::NoSlot) => {
-                if !drop_staged(inner) {
-                    give_up(inner, folio);
-                    return Eviction::Failed;
-                }
-            }
-            Err(StageError::Partial {
-                folio: mut partial, ..
-            }) => {
-                // A page not present (a discard we have not processed), pinned (EBUSY), or
-                // the mapping changing: put back what moved and leave this folio for now.
-                // Its resident bits were never cleared.
-                put_back(inner, folio, &mut partial, 0, PutBack::WhatMoved);
-                // A page the kernel unmapped after its discard was processed is not there to
-                // move: it reads zero now (events.rs).
-                for p in folio.offsets() {
-                    if inner.pages.is_resident(p) && !inner.mapping.in_mapping(p).unwrap_or(true) {
-                        crate::events::zapped_late(inner, folio, p);
-                    }
-                }
-                give_up(inner, folio);
-                return Eviction::Failed;
-            }
-        }
-    };
-    // Charged until the folio is kept staged, freed or put back: bound before the slot, so
-    // that the slot is freed (and counted dirty) before the guard drops.
-    let mut in_flight = InFlight::new(&inner.in_flight);
-    let mut staged = staged;
-    // Read back from disk and not written since (clean.rs): the disk copy stands.
-    let clean = keep_staged && crate::clean::is_clean(folio);
-    for p in folio.offsets() {
-        in_flight.add_page();
-        inner.pages.set_resident(p, false);
-        inner.pages.left_for_the_engine(p, &inner.discards);
-    }
-    if clean {
-        inner.stats.clean_evictions.fetch_add(1, Relaxed);
-    } else {
-        // `refuse_as_is`: tried in place above and found compressible, or not tried (it could
-        // not be read there). Found incompressible by the store (the program may have
-        // written it since): kept, but for the probes, which are stored as-is.
-        let stored = if refuse_as_is {
-            inner
-                .group
-                .swap_out_unless_poor(folio, staged.bytes(), &|| inner.incompressible.keep_found())
-        } else {
-            inner.group.swap_out(folio, staged.bytes())
-        };
-        match stored {
-            Ok(SwapOutResult::Stored) if keep_staged => {
-                let length = inner.group.stored_length(folio);
-                let poor = crate::incompressible::saved_too_little(length, folio.nr_pages());
-                inner.incompressible.set(folio.start(), poor);
-                if poor {
-                    inner.incompressible.stored_as_is();
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                // Neither the pool nor the swap file took it (writeback off, and the pool
-                // full or the folio incompressible; or refused as incompressible): it stays
-                // resident.
-                let poor = matches!(e, StoreError::CompressPoor(_));
-                if keep_staged && poor {
-                    inner.incompressible.set(folio.start(), true);
-                }
-                put_back(inner, folio, &mut staged, 0, PutBack::All);
-                if refuse_as_is && poor {
-                    inner.incompressible.kept();
-                    inner.stats.incompressible_kept.fetch_add(1, Relaxed);
-                    requeue(inner, folio);
-                    return Eviction::KeptIncompressible;
-                }
-                give_up(inner, folio);
-                return Eviction::Failed;
-            }
-        }
-    }
-    inner.stats.folios_evicted.fetch_add(1, Relaxed);
-    if keep_staged {
-        let dropped = inner.staged.insert(folio.start(), staged);
-        inner.stats.staged_dropped.fetch_add(dropped, Relaxed);
-    }
-    Eviction::Freed
-}
-
-/// Whether the folio's `bytes` from page `start`, read where they are, would be stored compressed
-/// enough not to count as incompressible (`incompressible::saved_too_little`). None for a folio that
-/// cannot be read: it is moved out and its store decides. Called with the folio locked: the
-/// read must not wait on a fault handler (who would wait for that lock), and `ProcessMemory`
-/// fails on a missing page instead of waiting; nor on the disk (reclaim would stall), so a
-/// folio with a page in system swap is not tried.
-fn compresses_in_place(inner: &Inner, start: u32, bytes: usize) -> Option<bool> {
-    let mem = inner.program_memory.as_ref()?;
-    let nr_pages = bytes / PAGE_SIZE;
-    if !inner
-        .mapping
-        .in_core(start, nr_pages as u32)
-        .unwrap_or(false)
-    {
-        return None;
-    }
-    let addr = inner.mapping.page_addr(start);
-    crate::folio_buf::with_folio_buf(nr_pages, |buf| match mem.read(addr, buf) {
-        Ok(n) if n == bytes => {
-            let length = inner.group.stored_length_estimate(buf);
-            Some(!crate::incompressible::saved_too_little(
-                length,
-                nr_pages as u32,
-            ))
-        }
-        _ => None,
-    })
-}
-
 /// Nothing installs into a folio without its lock, which we hold: a present page where a
 /// staged one returns means the bookkeeping is wrong, and the staged pages behind it would be
 /// lost with the slot. Stop (the process is stopped with us).
@@ -789,20 +964,6 @@ fn all_moved(f: uffd::Filled) {
     if let uffd::Filled::PageExists { done } = f {
         panic!("page {done} bytes into a staged folio is already present");
     }
-}
-
-/// The folio stays resident, having failed to go: queue it again. `folio` may be one page of
-/// a split folio (evicted page by page): the queue holds whole folios' starts, which reclaim
-/// locks at the region's folio order.
-fn give_up(inner: &Inner, folio: &FolioLock) {
-    inner.stats.evict_failed.fetch_add(1, Relaxed);
-    requeue(inner, folio);
-}
-
-/// Queue the folio for reclaim again, at the back.
-fn requeue(inner: &Inner, folio: &FolioLock) {
-    let start = folio.start() & !(inner.folio_pages - 1);
-    inner.lru.queue(start);
 }
 
 /// What `put_back` returns.
@@ -815,76 +976,4 @@ enum PutBack {
     /// back, page by page; a page present on both sides (a stray page in the slot, the
     /// region's page never moved) stays where it is, and the stray goes with the slot.
     WhatMoved,
-}
-
-/// Return a staged folio's pages to the region, except pages with a discard pending (they
-/// are gone for the program: the next access reads zero), holding the event gate shared as
-/// every install does (events.rs). The folio's first page is page `slot_page` of the slot
-/// (a batch slot holds several folios). After `PutBack::All` the pages' resident bits are
-/// set again; pending ones stay clear.
-fn put_back(
-    inner: &Inner,
-    folio: &FolioLock,
-    staged: &mut uffd::StagedFolio,
-    slot_page: usize,
-    how: PutBack,
-) {
-    let whole = slot_page == 0 && staged.len() == folio.nr_pages() as usize * PAGE_SIZE;
-    // A clean folio (clean.rs) is resident with the engine's copies kept, kept honest by
-    // write protection. Pages moved back come back writable (`UFFDIO_MOVE` does not carry the
-    // protection), so a write would land unseen and a later clean eviction would bring the
-    // old copy back: drop the copies first. We hold the folio lock, so nothing takes the
-    // folio for clean in between; the folio is simply stored on its next eviction. (After a
-    // failed store, `PutBack::All`, the store has left no entry already.)
-    for p in folio.offsets() {
-        if crate::clean::engine_has_copy(folio.state(p).kind) {
-            inner.group.invalidate_page(folio, p);
-        }
-    }
-    crate::events::under_gate(inner, |gate| {
-        // Under the gate, each time: an `mremap` read meanwhile moved the region (events.rs).
-        let addr = inner.mapping.page_addr(folio.start());
-        let pending = inner.discards.pending_mask(folio.start(), folio.end());
-        let result = match (&pending, how) {
-            (None, PutBack::All) if whole => inner
-                .mapping
-                .move_back(gate, staged, folio.start())
-                .map(all_moved)
-                .map_err(|(_, stop)| stop),
-            _ => (|| {
-                for i in 0..folio.nr_pages() as usize {
-                    if pending.as_ref().is_some_and(|m| m[i]) {
-                        continue;
-                    }
-                    let s = slot_page + i;
-                    let page = folio.start() + i as u32;
-                    let moved = inner.mapping.move_back_page(gate, staged, page, s)?;
-                    // Found present only in the region, the page moved back on an earlier
-                    // try of this loop (the kernel reports the present destination before
-                    // the source hole), or, for `WhatMoved`, never moved.
-                    if moved != uffd::Filled::All && staged.page_present(s) {
-                        if how == PutBack::All {
-                            all_moved(moved); // present on both sides: stops
-                        }
-                        // Present on both sides: the region's page never moved, yet one
-                        // sits in the slot.
-                        inner.stats.stray_staged_pages.fetch_add(1, Relaxed);
-                    }
-                }
-                Ok(())
-            })(),
-        };
-        result?;
-        if how == PutBack::All {
-            for (i, p) in folio.offsets().enumerate() {
-                let gone = pending.as_ref().is_some_and(|m| m[i]);
-                inner.pages.set_resident(p, !gone);
-            }
-        }
-        // Threads that faulted on the folio while it was out wait for this.
-        inner
-            .mapping
-            .wake(addr, folio.nr_pages() as usize * PAGE_SIZE);
-        Ok(())
-    });
 }

@@ -15,10 +15,11 @@ use uffd::remote::RemoteProcess;
 use uffd::{Features, UffdError};
 use zswap::{Zswap, ZswapGroup, PAGE_SIZE};
 
+use crate::charge::Usage;
 use crate::config::{ConfigError, RegionConfig};
-use crate::inner::Usage;
+use crate::error::RegionError;
 use crate::memory::Memory;
-use crate::region::{Region, RegionError, UsageProbe};
+use crate::region::{Region, UsageProbe};
 use crate::stats::RegionStatsSnapshot;
 
 /// A `RemoteRegion` made safe to fork (`RemoteRegion::prepare_fork`): dropping it lets

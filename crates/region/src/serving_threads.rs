@@ -94,7 +94,7 @@ impl Drop for ReclaimSlot<'_> {
 /// The engine's scratch one thread keeps once it has swapped in and reclaimed: two folio
 /// buffers (a load's, a writeback's), the store's batch buffer (at most
 /// `STORE_SCRATCH_BYTES`), the load's page buffer and the store's entry list (16 KiB
-/// together), and the codecs' contexts (zstd's are the process's: `Inner::usage`).
+/// together), and the codecs' contexts (zstd's are the process's: `Meter::usage`).
 fn scratch_per_thread(folio_bytes: usize, codecs: &[CompressorSpec]) -> u64 {
     let codec: u64 = codecs.iter().map(|c| c.thread_context_bytes()).sum();
     let store_batch = (folio_bytes as u64).min(zswap::zswap::STORE_SCRATCH_BYTES);

@@ -141,7 +141,7 @@ mod tests {
         )
         .unwrap();
         r.as_mut_slice().fill(1);
-        let inner = r.inner();
+        let inner = r.inner().reclaim();
         let map = StagedFolios::new(pages as u64, 1, pages);
         for p in 0..pages as u32 {
             // Moved out behind the region's back, as reclaim does (never read here again),

@@ -7,7 +7,7 @@
 //! A try-lock never waits, so it is not checked, but the lock it takes counts as held. In
 //! release builds every check is compiled out and [`Mutex`] and [`RwLock`] are parking_lot's.
 //!
-//! The ranks of the engine's callers (crates/region/src/inner.rs documents the order):
+//! The ranks of the engine's callers (crates/region/src/lock_order.rs documents the order):
 //! [`FOLIO`] is this crate's, the others are the region's.
 
 use std::ops::{Deref, DerefMut};
