@@ -36,7 +36,7 @@ pub(crate) struct Audit<'a> {
     pub reclaim_wait: &'a ReclaimWait,
 }
 
-impl<'a> Audit<'a> {
+impl Audit<'_> {
     /// Check where every page is against the region's counts and the engine's entries; the
     /// first disagreement.
     pub(crate) fn audit(&self) -> Result<(), String> {

@@ -176,7 +176,7 @@ impl<'a> Events<'a> {
         };
         let (first, last) = (claimed.first, claimed.last);
         let fp = self.geometry.folio_pages;
-        let mut fstart = first & !(fp - 1);
+        let mut fstart = self.geometry.folio_start(first);
         let mut deadline = Instant::now() + ZAP_WAIT;
         while fstart < last {
             let folio = self.lock_folio_for_event(fstart);
@@ -234,7 +234,7 @@ impl<'a> Events<'a> {
     /// it reads zero now. Count it missing, drop the clean copy the engine may keep of it (one
     /// brought back clean since: it holds data from before the zap), and say so; false when
     /// nothing explains it.
-    pub(crate) fn zapped_late(&self, folio: &zswap::swap::FolioLock, p: u32) -> bool {
+    pub(crate) fn zapped_late(&self, folio: &FolioLock, p: u32) -> bool {
         if !self.pages.is_discarded(p) {
             return false;
         }
@@ -254,7 +254,7 @@ impl<'a> Events<'a> {
                 // Part of the region moved: its pages would no longer be where we serve them.
                 log::warn!(
                     "mremap of part of a managed region ({len} bytes at {from:#x}) \
-                 is not supported; pages there will be served as they were"
+                    is not supported; pages there will be served as they were"
                 );
             }
             Moved::Elsewhere => {}
@@ -276,12 +276,12 @@ mod tests {
     /// The kernel's zap of page 0 coming late, behind our back: moved out of the mapping
     /// (and thrown away) while we count it resident, as only a zap does.
     fn zap_late(r: &Region) {
-        let inner = r.inner().reclaim();
-        let folio = inner.group.lock_folio(0, 0);
+        let reclaim = r.inner().reclaim();
+        let folio = reclaim.group.lock_folio(0, 0);
         drop(
-            inner
+            reclaim
                 .staging
-                .stage(inner.mapping.page_addr(0), PAGE_SIZE)
+                .stage(reclaim.mapping.page_addr(0), PAGE_SIZE)
                 .unwrap(),
         );
         drop(folio);
@@ -318,10 +318,10 @@ mod tests {
         r.as_mut_slice()[..PAGE_SIZE].fill(0x33);
         let region = r.inner().clone();
         {
-            let inner = region.reclaim();
-            let folio = inner.group.lock_folio(0, 0);
-            inner.group.swap_out(&folio, &[0x33; PAGE_SIZE]).unwrap();
-            inner.pages.set_discarded(0, true);
+            let reclaim = region.reclaim();
+            let folio = reclaim.group.lock_folio(0, 0);
+            reclaim.group.swap_out(&folio, &[0x33; PAGE_SIZE]).unwrap();
+            reclaim.pages.set_discarded(0, true);
         }
         zap_late(&r);
         assert!(r.as_mut_slice()[..PAGE_SIZE].iter().all(|&b| b == 0));

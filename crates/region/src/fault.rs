@@ -55,16 +55,16 @@ pub(crate) struct Faults<'a> {
     pub stats: &'a RegionStats,
 }
 
-impl<'a> Faults<'a> {
+impl Faults<'_> {
     /// The page a faulting `addr` falls in and the start of its folio. None for an address that
     /// is not the region's (an mremap moved the region under a pending fault): the faulting
     /// thread is woken to retry.
-    pub(crate) fn faulting_folio(&self, addr: usize) -> Option<(u32, u32)> {
+    fn faulting_folio(&self, addr: usize) -> Option<(u32, u32)> {
         let Some(page) = self.mapping.page_of(addr) else {
             self.mapping.wake(addr & !(PAGE_SIZE - 1), PAGE_SIZE);
             return None;
         };
-        Some((page, page & !(self.geometry.folio_pages - 1)))
+        Some((page, self.geometry.folio_start(page)))
     }
 
     /// Bring back the folio holding `addr`. False if left undone, for a regular handler: the spare

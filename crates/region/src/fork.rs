@@ -7,31 +7,32 @@
 //! then sees exactly its parent's data as it was at the fork, as plain memory of its own
 //! (held under no limit), and its own writes after.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use zswap::swap::Kind;
 
 use crate::swapin::SwapIn;
 
 impl<'a> SwapIn<'a> {
-    /// `Region::prepare_fork` but making the mapping inherited: reclaim held off (until the
-    /// guard returned drops) and every evicted page back.
+    /// `Region::prepare_fork` short of making the mapping inherited: reclaim held off (until
+    /// the guard returned drops) and every evicted page brought back.
     pub(crate) fn bring_all_back_for_fork(&self) -> crate::lock_order::RwLockWriteGuard<'a, ()> {
-        let held_off = self.reclaim.reclaim_wait.hold_off();
+        let held_off = self.reclaim_wait.hold_off();
         let before = self.meter.usage().resident;
         self.bring_all_back();
         // The pages the fork shares with the child cannot be moved out again (the kernel
         // moves only pages a process holds alone): from now on the region is neither
         // throttled nor killed over its limit (over_limit.rs).
         let brought_back = self.meter.usage().resident.saturating_sub(before);
-        self.reclaim
-            .over_limit
+        self.over_limit
             .fork_allowance
-            .fetch_max(brought_back, std::sync::atomic::Ordering::Relaxed);
+            .fetch_max(brought_back, Relaxed);
         held_off
     }
 
     /// Bring every page the engine holds (pool, swap file, zero marks) or staging keeps back
     /// into the mapping. Reclaim is held off by the caller, so what comes back stays.
-    pub(crate) fn bring_all_back(&self) {
+    fn bring_all_back(&self) {
         let fp = self.geometry.folio_pages;
         // A page held or staged has been locked, so its state word is allocated: the pages
         // outside `populated` are all missing or resident.

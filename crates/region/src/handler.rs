@@ -4,12 +4,10 @@
 //! while faults come fast (busy_poll.rs); the spare waits only while every regular one waits
 //! on the disk (spare.rs).
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use uffd::{Event, UffdError};
-
-use std::sync::atomic::AtomicBool;
 
 use crate::busy_poll::{BusyPoll, PollWindow, Woken};
 use crate::charge::ThreadScratch;
@@ -35,7 +33,7 @@ pub(crate) struct Handler<'a> {
     pub stats: &'a RegionStats,
 }
 
-impl<'a> Handler<'a> {
+impl Handler<'_> {
     /// Read events until the region stops; serve each.
     pub(crate) fn handler_loop(&self) {
         spare::mark_handler(false);
@@ -64,7 +62,7 @@ impl<'a> Handler<'a> {
     /// events again (those the bell rang for), then read what is there and serve it. `events`
     /// is empty and has room for a batch. Returns how many events were served (the faults the
     /// spare left to a regular handler are not).
-    pub(crate) fn serve_events(
+    fn serve_events(
         &self,
         events: &mut Vec<Event>,
         wait: impl FnOnce(Ready<'_>) -> Result<bool, UffdError>,

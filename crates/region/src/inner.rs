@@ -362,15 +362,16 @@ impl Inner {
         self.zswap.start_shrink_worker();
     }
 
-    /// Stop the region's threads: those running see the stop within their poll timeouts,
-    /// kswapd at once; the lazy ones are joined here, and none starts after.
+    /// Tell the region's threads to stop: those running see it within their poll timeouts,
+    /// kswapd at once.
     pub fn stop_threads(&self) {
         self.stop.store(true, Relaxed);
         self.reclaim_wait.wake_kswapd();
     }
 
-    /// With every thread stopped: the lazy threads joined, the range unregistered (an unmap
-    /// of a registered range would wait for an event reader), staging given back.
+    /// Once the threads the region started are joined: the lazy ones are joined too (none
+    /// starts after this), the range is unregistered (an unmap of a registered range would
+    /// wait for an event reader) and staging given back.
     pub fn shut_down(&self) {
         self.lazy_threads.join_all();
         let _ = self.mapping.unregister();
@@ -474,6 +475,8 @@ impl Inner {
             workingset: self.workingset,
             read_failures: &self.read_failures,
             spares: &self.spares,
+            reclaim_wait: &self.reclaim_wait,
+            over_limit: &self.over_limit,
             stop: &self.stop,
             stats: &self.stats,
         }

@@ -20,7 +20,7 @@
 //! leaves: each is held only for its part's own work, and a part never calls another, nor
 //! the engine, while holding one; they share one rank, so taking any lock under one panics
 //! (but the LRU's active queue, locked under its FIFO).
-//! `events::discard` lets `discards` go before it takes each folio lock; reclaim lets `lru`
+//! `Events::discard` lets `discards` go before it takes each folio lock; reclaim lets `lru`
 //! go before it locks the folio it named. The engine's own locks are not classed.
 //!
 //! Events and madvise: an `madvise`, `munmap` or `mremap` of the registered range (the

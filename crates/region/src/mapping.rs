@@ -143,7 +143,7 @@ impl Mapping {
 
     /// Run `op` under the gate (shared) until it is done, or the range is gone (None). On
     /// `Stop::EventsPending` the gate is given up before `read_events` reads the pending events
-    /// (`events::read_pending_events`, which takes the gate exclusively), and `op` starts
+    /// (`Events::read_pending_events`, which takes the gate exclusively), and `op` starts
     /// over under the gate taken anew. What the caller holds besides (its folio lock) stays
     /// held throughout.
     pub fn under_gate<T>(

@@ -18,11 +18,9 @@
 //! With 4 KiB folios, a cold folio's cold neighbours go with it: one move of up to 64 KiB,
 //! one TLB flush, each page then stored on its own (`with_neighbours`, `evict_batch`).
 
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
-
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Duration;
 
 use uffd::process::ProcessMemory;
 use uffd::{StageError, Staging};
@@ -123,7 +121,7 @@ impl<'a> Reclaim<'a> {
 
     /// kswapd's part in sizing the pool (pool_share.rs): the measures at an epoch's ends, and
     /// the share handed to the engine when it moves.
-    fn size_pool(&self, share: &crate::pool_share::PoolShare) {
+    fn size_pool(&self, share: &PoolShare) {
         let ceiling = self.zswap.params().max_pool_percent();
         let moved = share.tick(
             std::time::Instant::now(),
@@ -481,7 +479,7 @@ impl<'a> Reclaim<'a> {
     fn evict_batch(&self, batch: Vec<FolioLock>) -> Eviction {
         let n = batch.len();
         let first = batch[0].start();
-        let slots = self.batch_staging.as_ref().expect("batching is on");
+        let slots = self.batch_staging.expect("batching is on");
         let staged = {
             // As in `evict`: held from the pending check through the move.
             let gate = self.mapping.gate();
@@ -806,7 +804,7 @@ impl<'a> Reclaim<'a> {
 
     /// Queue the folio for reclaim again, at the back.
     fn requeue(&self, folio: &FolioLock) {
-        let start = folio.start() & !(self.geometry.folio_pages - 1);
+        let start = self.geometry.folio_start(folio.start());
         self.lru.queue(start);
     }
 

@@ -378,8 +378,7 @@ impl Region {
         })
     }
 
-    /// `prepare_fork` but making the mapping inherited: reclaim held off (until the guard
-    /// returned drops) and every evicted page back.
+    /// `prepare_fork` short of making the mapping inherited (`SwapIn::bring_all_back_for_fork`).
     pub(crate) fn bring_all_back_for_fork(&self) -> crate::lock_order::RwLockWriteGuard<'_, ()> {
         self.inner.swapin().bring_all_back_for_fork()
     }
@@ -433,8 +432,7 @@ impl Drop for Region {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        // The threads started once needed (none starts after this); then the range is
-        // unregistered before the mapping goes.
+        // Then the lazy threads, and the range unregistered before the mapping goes.
         self.inner.shut_down();
     }
 }

@@ -141,20 +141,20 @@ mod tests {
         )
         .unwrap();
         r.as_mut_slice().fill(1);
-        let inner = r.inner().reclaim();
+        let reclaim = r.inner().reclaim();
         let map = StagedFolios::new(pages as u64, 1, pages);
         for p in 0..pages as u32 {
             // Moved out behind the region's back, as reclaim does (never read here again),
             // and no longer counted resident: a fault event left over from the fill (its
             // page mapped by fault-around meanwhile), served after the move, must find the
             // page out, not a resident page gone from the mapping (which stops the process).
-            let folio = inner.group.lock_folio(p, 0);
-            inner.pages.set_resident(p, false);
+            let folio = reclaim.group.lock_folio(p, 0);
+            reclaim.pages.set_resident(p, false);
             map.insert(
                 p,
-                inner
+                reclaim
                     .staging
-                    .stage(inner.mapping.page_addr(p), PAGE_SIZE)
+                    .stage(reclaim.mapping.page_addr(p), PAGE_SIZE)
                     .unwrap(),
             );
             drop(map.take(p));

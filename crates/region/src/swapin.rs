@@ -18,10 +18,8 @@
 //! them, and the swap-in starts over under the same folio lock: nothing is lost, since pages
 //! already installed are marked and their engine copies already freed.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
-
-use std::sync::atomic::AtomicBool;
 
 use uffd::{Filled, StagedFolio};
 use zswap::swap::{FolioLock, Kind};
@@ -37,10 +35,12 @@ use crate::geometry::Geometry;
 use crate::incompressible::IncompressibleFolios;
 use crate::lru::Lru;
 use crate::mapping::{Gate, Mapping, Source, Stop};
+use crate::over_limit::OverLimitState;
 use crate::page_flags::PageFlags;
 use crate::read_failures::ReadFailures;
 use crate::readahead::Readahead;
 use crate::reclaim::Reclaim;
+use crate::reclaim_wait::ReclaimWait;
 use crate::spare::SpareHandlers;
 use crate::staged::StagedFolios;
 use crate::stats::RegionStats;
@@ -71,6 +71,10 @@ pub(crate) struct SwapIn<'a> {
     pub read_failures: &'a ReadFailures,
     /// A disk read leaves the userfaultfd to the spare.
     pub spares: &'a SpareHandlers,
+    /// A fork's bring-back holds reclaim off, and lets the region past its limit
+    /// (fork.rs).
+    pub reclaim_wait: &'a ReclaimWait,
+    pub over_limit: &'a OverLimitState,
     pub stop: &'a AtomicBool,
     pub stats: &'a RegionStats,
 }
@@ -236,7 +240,7 @@ impl<'a> SwapIn<'a> {
 
     /// The folio is still staged: move it back. Its stored copy is dropped, since the program may
     /// now write the page.
-    pub(crate) fn move_back_staged(
+    fn move_back_staged(
         &self,
         gate: &Gate,
         folio: &FolioLock,
@@ -276,7 +280,7 @@ impl<'a> SwapIn<'a> {
     /// Bring the folio's missing pages back from the engine, or with `page_alone` only the
     /// faulted `page`. `pending`: pages with a discard pending, read under `gate`; if any of them
     /// is missing, nothing is installed yet.
-    pub(crate) fn load_from_engine(
+    fn load_from_engine(
         &self,
         folio: &FolioLock,
         (page, page_alone): (u32, bool),
@@ -420,7 +424,7 @@ impl<'a> SwapIn<'a> {
     /// Load the whole folio, every page of which the engine holds, and install it with one copy
     /// (the caller has queued it for reclaim). False when the load failed: the caller falls back
     /// to page by page, which finds and poisons the bad page.
-    pub(crate) fn load_whole(
+    fn load_whole(
         &self,
         folio: &FolioLock,
         write: bool,
@@ -498,7 +502,7 @@ impl<'a> SwapIn<'a> {
             .collect();
         crate::threads::report(format_args!(
             "uzswap: bug: page {page} is marked resident but is not mapped; the engine {} it; \
-         pagemap entry {}; folio {}; {:?}",
+            pagemap entry {}; folio {}; {:?}",
             if held { "holds" } else { "does not hold" },
             self.mapping.pagemap_entry(page),
             pages.join(" "),

@@ -33,7 +33,7 @@ pub(crate) struct Throttle<'a> {
     pub stats: &'a RegionStats,
 }
 
-impl<'a> Throttle<'a> {
+impl Throttle<'_> {
     /// A fault is about to bring in `need` bytes and reclaim has nothing left to take: count it
     /// and throttle, or carry out `on_limit` past the hard limit. Returns once the fault may go
     /// on (or never, when the process is killed).
@@ -85,8 +85,8 @@ impl<'a> Throttle<'a> {
                         if state.over_max_starts() && config.say {
                             say(&format!(
                                 "the heap would hold {}, over --memory-max {}, and nothing more \
-                             can be reclaimed ({}): letting it grow unthrottled (--on-limit \
-                             exceed)",
+                                can be reclaimed ({}): letting it grow unthrottled (--on-limit \
+                                exceed)",
                                 mib(usage),
                                 mib(max),
                                 self.why_stuck()
@@ -105,7 +105,7 @@ impl<'a> Throttle<'a> {
         if new_episode && config.say {
             say(&format!(
                 "the heap would hold {}, over --memory-high {}, and nothing more can be reclaimed \
-             ({}): throttling the program's allocations",
+                ({}): throttling the program's allocations",
                 mib(usage),
                 mib(self.meter.limit()),
                 self.why_stuck()
@@ -139,7 +139,7 @@ impl<'a> Throttle<'a> {
         // Said whatever `say` is: a process that dies must not die in silence.
         say(&format!(
             "the heap would hold {}, over --memory-max {}, and nothing more can be reclaimed \
-         ({}): killing the program (--on-limit kill; --on-limit exceed lets it grow)",
+            ({}): killing the program (--on-limit kill; --on-limit exceed lets it grow)",
             mib(usage),
             mib(max),
             self.why_stuck()
