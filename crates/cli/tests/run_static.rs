@@ -41,14 +41,16 @@ fn run(args: &[&str], program: &[&str]) -> Output {
 
 /// The preload's test programs, linked statically, under a 24M limit: each prints what it
 /// prints without uzswap and ends as it does. Between them: protections that trap, mremap
-/// grown and shrunk, fixed mappings over the heap, system calls on evicted buffers, lazily
-/// freed memory, every alignment, descriptors the program closes.
+/// grown and shrunk, protections kept across mremap, fixed mappings over the heap, system
+/// calls on evicted buffers, lazily freed memory, every alignment, descriptors the program
+/// closes.
 #[test]
 fn static_programs_print_what_they_print_without_uzswap() {
     let programs = [
         "protections",
         "mremap_grow",
         "mremap_shrink",
+        "mremap_protections",
         "fixed_mprotect",
         "syscalls",
         "madvise_free",
@@ -91,6 +93,26 @@ fn a_static_programs_malloc_heap_is_held_under_the_limit() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), stdout(&alone));
     assert!(stat(&o, "zswpin") > 0, "{}", stderr(&o));
+    let peak = stat(&o, "peak_rss_bytes");
+    assert!(peak <= 28 << 20, "peak RSS {peak} under a 24M limit");
+}
+
+/// A static program that locks memory (mlock, then mlockall of all it has and will map)
+/// and writes a heap three times the limit: it reads what it reads alone, its heap stays
+/// under the limit (not locked, which is said), and the lock of all does not fault in the
+/// whole reservation uzswap keeps for its heap.
+#[test]
+fn a_static_programs_memory_locks_leave_its_heap_under_the_limit() {
+    let program = compile_static("mlocks");
+    let alone = Command::new(&program).output().unwrap();
+    let o = run(
+        &["--memory-high", "24M", "--stats=full"],
+        &[program.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), stdout(&alone));
+    assert!(stderr(&o).contains("locks memory"), "{}", stderr(&o));
+    assert!(stat(&o, "zswpout") > 0, "{}", stderr(&o));
     let peak = stat(&o, "peak_rss_bytes");
     assert!(peak <= 28 << 20, "peak RSS {peak} under a 24M limit");
 }

@@ -1,24 +1,35 @@
 //! The reservation a static program's mappings are placed in (agent.rs): which parts of it
-//! the program has mapped and which are free, as the kernel keeps a process's address space.
-//! A mapping is placed first fit; an unmap frees exactly what it names, a part of a mapping
-//! as well as several, and freeing free space is nothing, as `munmap` of unmapped memory is.
+//! the program has mapped and which are free, and the protection of each mapped part, as the
+//! kernel keeps a process's address space. A mapping is placed first fit; an unmap frees
+//! exactly what it names, a part of a mapping as well as several, and freeing free space is
+//! nothing, as `munmap` of unmapped memory is.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-/// The free parts of a reservation.
+/// `PROT_READ | PROT_WRITE`: the protection of every mapped part not in `protected`.
+pub const READ_WRITE: i32 = libc::PROT_READ | libc::PROT_WRITE;
+
+/// The free parts of a reservation, and the protections of the mapped ones.
 #[derive(Debug)]
 pub struct AddressSpace {
     range: Range<usize>,
     /// Free ranges, start to end, neither overlapping nor touching.
     free: BTreeMap<usize, usize>,
+    /// Mapped ranges under another protection than read-write: start to (end, protection),
+    /// not overlapping.
+    protected: BTreeMap<usize, (usize, i32)>,
 }
 
 impl AddressSpace {
     /// `range`, all of it free.
     pub fn new(range: Range<usize>) -> Self {
         let free = BTreeMap::from([(range.start, range.end)]);
-        AddressSpace { range, free }
+        AddressSpace {
+            range,
+            free,
+            protected: BTreeMap::new(),
+        }
     }
 
     /// Whether `start..start + len` lies inside the reservation.
@@ -77,9 +88,69 @@ impl AddressSpace {
         }
     }
 
+    /// The protection of `start..start + len`, if it is the same over all of it (a range
+    /// the program mapped with one protection, or changed with one `mprotect`).
+    pub fn protection(&self, start: usize, len: usize) -> Option<i32> {
+        let end = start + len;
+        let mut at = start;
+        let mut prot = None;
+        let before = self
+            .protected
+            .range(..start)
+            .next_back()
+            .filter(|(_, &(e, _))| e > start);
+        for (&s, &(e, p)) in before.into_iter().chain(self.protected.range(start..end)) {
+            // A read-write gap before this part, or a part of another protection.
+            if s > at || prot.is_some_and(|q| q != p) {
+                return None;
+            }
+            prot = Some(p);
+            at = e;
+        }
+        match prot {
+            None => Some(READ_WRITE),
+            Some(p) if at >= end => Some(p),
+            Some(_) => None,
+        }
+    }
+
+    /// Whether any page of `start..start + len` is under another protection than read-write.
+    pub fn any_protected(&self, start: usize, len: usize) -> bool {
+        let end = start + len;
+        self.protected
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, &(e, _))| e > start)
+    }
+
+    /// Record `prot` as the protection of `start..start + len`.
+    pub fn set_protection(&mut self, start: usize, len: usize, prot: i32) {
+        let end = start + len;
+        let overlapping: Vec<(usize, (usize, i32))> = self
+            .protected
+            .range(..end)
+            .rev()
+            .take_while(|(_, &(e, _))| e > start)
+            .map(|(&s, &v)| (s, v))
+            .collect();
+        for (s, (e, p)) in overlapping {
+            self.protected.remove(&s);
+            if s < start {
+                self.protected.insert(s, (start, p));
+            }
+            if e > end {
+                self.protected.insert(end, (e, p));
+            }
+        }
+        if prot != READ_WRITE {
+            self.protected.insert(start, (end, prot));
+        }
+    }
+
     /// Mark `start..start + len` free (clamped to the reservation), joined to the free space
-    /// around it.
+    /// around it; free space has no protection.
     pub fn free(&mut self, start: usize, len: usize) {
+        self.set_protection(start, len, READ_WRITE);
         let mut start = start.max(self.range.start);
         let mut end = start.saturating_add(len).min(self.range.end);
         if start >= end {
@@ -131,6 +202,37 @@ mod tests {
         assert!(space.is_free(P, 100 * P));
         assert_eq!(space.place(100 * P), Some(P));
         assert_eq!(space.place(P), None);
+    }
+
+    /// Protections are kept per part, split by a change of part of a range, and gone with
+    /// what is freed; a range of mixed protections has none.
+    #[test]
+    fn protections_are_kept_per_part() {
+        let mut space = AddressSpace::new(0..100 * P);
+        space.take(0, 50 * P);
+        assert_eq!(space.protection(0, 50 * P), Some(READ_WRITE));
+        space.set_protection(10 * P, 20 * P, libc::PROT_NONE);
+        assert_eq!(space.protection(10 * P, 20 * P), Some(libc::PROT_NONE));
+        assert_eq!(space.protection(12 * P, P), Some(libc::PROT_NONE));
+        assert_eq!(space.protection(9 * P, 2 * P), None);
+        assert_eq!(space.protection(29 * P, 2 * P), None);
+        assert!(space.any_protected(29 * P, 5 * P) && space.any_protected(0, 11 * P));
+        assert!(!space.any_protected(0, 10 * P) && !space.any_protected(30 * P, 20 * P));
+        // The middle made read-only: three parts, two protections.
+        space.set_protection(15 * P, 5 * P, libc::PROT_READ);
+        assert_eq!(space.protection(15 * P, 5 * P), Some(libc::PROT_READ));
+        assert_eq!(space.protection(10 * P, 5 * P), Some(libc::PROT_NONE));
+        assert_eq!(space.protection(20 * P, 10 * P), Some(libc::PROT_NONE));
+        assert_eq!(space.protection(10 * P, 20 * P), None);
+        // Two neighbours of one protection read as one.
+        space.set_protection(15 * P, 5 * P, libc::PROT_NONE);
+        assert_eq!(space.protection(10 * P, 20 * P), Some(libc::PROT_NONE));
+        // Freed: read-write when mapped again.
+        space.free(0, 25 * P);
+        space.take(0, 25 * P);
+        assert_eq!(space.protection(0, 25 * P), Some(READ_WRITE));
+        assert_eq!(space.protection(25 * P, 5 * P), Some(libc::PROT_NONE));
+        assert!(!space.any_protected(0, 25 * P));
     }
 
     #[test]

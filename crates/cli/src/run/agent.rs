@@ -39,23 +39,26 @@ use region::RemoteRegion;
 use uffd::remote::{Answer, RemoteProcess, SyscallNotice};
 use zswap::PAGE_SIZE;
 
-use super::address_space::AddressSpace;
+use super::address_space::{AddressSpace, READ_WRITE};
 use super::launch::{region_config, Refusal, RunArgs, StatsForm, SwapTo, FAILED};
 
 /// The calls the agent answers, and the forks it watches for.
-const INTERCEPTED: [libc::c_long; 9] = [
+const INTERCEPTED: [libc::c_long; 14] = [
     libc::SYS_mmap,
     libc::SYS_munmap,
     libc::SYS_mremap,
     libc::SYS_mprotect,
     libc::SYS_brk,
     libc::SYS_madvise,
+    libc::SYS_mlock,
+    libc::SYS_mlock2,
+    libc::SYS_munlock,
+    libc::SYS_mlockall,
+    libc::SYS_munlockall,
     libc::SYS_fork,
     libc::SYS_clone,
     libc::SYS_clone3,
 ];
-
-const READ_WRITE: i32 = libc::PROT_READ | libc::PROT_WRITE;
 
 /// Run the statically linked program at `path` under `args`; its exit status, as `run`.
 pub fn run(args: &RunArgs, path: &Path) -> Result<ExitCode, Refusal> {
@@ -206,6 +209,8 @@ struct Agent<'a> {
     said_outside: bool,
     /// An `execve` of the program has been said.
     said_exec: bool,
+    /// A lock of heap memory (`mlock`, `mlockall`) has been said.
+    said_lock: bool,
 }
 
 impl<'a> Agent<'a> {
@@ -217,6 +222,7 @@ impl<'a> Agent<'a> {
             brk: None,
             said_outside: false,
             said_exec: false,
+            said_lock: false,
         }
     }
 
@@ -257,6 +263,7 @@ impl<'a> Agent<'a> {
         match call.nr {
             libc::SYS_brk => return self.brk(addr),
             libc::SYS_fork | libc::SYS_clone | libc::SYS_clone3 => return Answer::Continue,
+            libc::SYS_mlockall | libc::SYS_munlockall => return self.lock_all(call.nr),
             _ => {}
         }
         // The rest take a range: one the kernel refuses (EINVAL) runs as made, to be refused.
@@ -272,6 +279,8 @@ impl<'a> Agent<'a> {
             libc::SYS_mremap => self.mremap(addr, len, c as usize, d as i32),
             libc::SYS_mprotect => self.mprotect(addr, len, c as i32),
             libc::SYS_madvise => self.madvise(addr, len, c as i32),
+            libc::SYS_mlock | libc::SYS_mlock2 => self.lock(addr, len, true),
+            libc::SYS_munlock => self.lock(addr, len, false),
             _ => return Answer::Continue,
         };
         match result {
@@ -347,6 +356,38 @@ impl<'a> Agent<'a> {
         Ok(Some(at))
     }
 
+    /// `mlock`, `mlock2` (`locks`) or `munlock` of `addr..addr + len`: over the heap, done
+    /// as far as uzswap can (nothing: its pages stay evictable, said once), and the rest of
+    /// the range left unlocked; elsewhere run as made.
+    fn lock(&mut self, addr: usize, len: usize, locks: bool) -> Result<Option<usize>, i32> {
+        if !self.space.overlaps(addr, len) {
+            return Ok(None);
+        }
+        if locks {
+            self.say_lock();
+        }
+        Ok(Some(0))
+    }
+
+    /// `mlockall` or `munlockall`: as made, it would fault in the whole reservation (every
+    /// page of `--max-heap`) and lock it there; answered as done, said once.
+    fn lock_all(&mut self, nr: libc::c_long) -> Answer {
+        if nr == libc::SYS_mlockall {
+            self.say_lock();
+        }
+        Answer::Return(0)
+    }
+
+    fn say_lock(&mut self) {
+        if !self.said_lock {
+            self.said_lock = true;
+            crate::report::say(
+                "the program locks memory (mlock, mlockall): its heap is not locked, uzswap \
+                 may compress it and write it to the swap file like the rest",
+            );
+        }
+    }
+
     /// `munmap(addr, len)`: Some(0) for a range inside the heap, None for one outside it.
     fn munmap(&mut self, addr: usize, len: usize) -> Result<Option<usize>, i32> {
         if !self.space.overlaps(addr, len) {
@@ -362,7 +403,10 @@ impl<'a> Agent<'a> {
     /// Let go of `addr..addr + len` of the heap: its pages discarded (the region frees what it
     /// held for them), read-write again, and free for the next mapping.
     fn unmap(&mut self, addr: usize, len: usize) -> Result<(), i32> {
-        self.protect(addr, len, READ_WRITE)?;
+        // Made read-write through the program only where it is not: a round trip to it.
+        if self.space.any_protected(addr, len) {
+            self.protect(addr, len, READ_WRITE)?;
+        }
         self.remote.discard(&[(addr, len)]).map_err(errno)?;
         self.space.free(addr, len);
         Ok(())
@@ -386,6 +430,10 @@ impl<'a> Agent<'a> {
         {
             return Err(libc::EINVAL);
         }
+        // The kernel moves one mapping: its protection goes with it, and to what it grows.
+        let Some(prot) = self.space.protection(addr, old_len) else {
+            return Err(libc::EFAULT);
+        };
         if new_len <= old_len {
             if new_len < old_len {
                 self.unmap(addr + new_len, old_len - new_len)?;
@@ -397,6 +445,9 @@ impl<'a> Agent<'a> {
             && self.space.is_free(grown, new_len - old_len)
         {
             self.space.take(grown, new_len - old_len);
+            if prot != READ_WRITE {
+                self.protect(grown, new_len - old_len, prot)?;
+            }
             return Ok(Some(addr));
         }
         if flags & libc::MREMAP_MAYMOVE == 0 {
@@ -405,7 +456,12 @@ impl<'a> Agent<'a> {
         let Some(to) = self.space.place(new_len) else {
             return Err(libc::ENOMEM);
         };
-        if let Err(e) = self.copy(addr, to, old_len) {
+        // Copied read-write, then given the mapping's protection.
+        let moved = self.copy(addr, to, old_len).and_then(|()| match prot {
+            READ_WRITE => Ok(()),
+            _ => self.protect(to, new_len, prot),
+        });
+        if let Err(e) = moved {
             let _ = self.unmap(to, new_len);
             return Err(e);
         }
@@ -440,9 +496,13 @@ impl<'a> Agent<'a> {
         Ok(Some(0))
     }
 
-    fn protect(&self, addr: usize, len: usize, prot: i32) -> Result<(), i32> {
+    /// Give `addr..addr + len` of the heap the protection `prot`, in the program and in
+    /// the region (whose reclaim leaves pages that are not read-write alone).
+    fn protect(&mut self, addr: usize, len: usize, prot: i32) -> Result<(), i32> {
         let offset = addr - self.region.range().start;
-        self.region.protect(offset, len, prot).map_err(errno)
+        self.region.protect(offset, len, prot).map_err(errno)?;
+        self.space.set_protection(addr, len, prot);
+        Ok(())
     }
 
     /// Whether `call` makes a child without the program's memory: `fork`, or a `clone`
