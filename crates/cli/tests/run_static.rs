@@ -97,7 +97,7 @@ fn a_static_programs_malloc_heap_is_held_under_the_limit() {
     assert!(peak <= 28 << 20, "peak RSS {peak} under a 24M limit");
 }
 
-/// A static program that locks memory (mlock, then mlockall of all it has and will map)
+/// A static program that locks memory (mlock of a malloc'd block, mlockall of all it has)
 /// and writes a heap three times the limit: it reads what it reads alone, its heap stays
 /// under the limit (not locked, which is said), and the lock of all does not fault in the
 /// whole reservation uzswap keeps for its heap.
@@ -105,6 +105,7 @@ fn a_static_programs_malloc_heap_is_held_under_the_limit() {
 fn a_static_programs_memory_locks_leave_its_heap_under_the_limit() {
     let program = compile_static("mlocks");
     let alone = Command::new(&program).output().unwrap();
+    assert_eq!(alone.status.code(), Some(0), "alone: {}", stderr(&alone));
     let o = run(
         &["--memory-high", "24M", "--stats=full"],
         &[program.to_str().unwrap()],

@@ -126,6 +126,12 @@ impl RemoteRegion {
         })
     }
 
+    /// Whether the region holds nothing for the `len` bytes at `offset` (`Region::holds_nothing`):
+    /// they read as zero. A hint, read without locks.
+    pub fn holds_nothing(&self, offset: usize, len: usize) -> bool {
+        self.0.holds_nothing(offset, len)
+    }
+
     /// Make the range safe for the program to fork, as `Region::prepare_fork` does: reclaim
     /// is held off and every evicted page brought back, and the range is inherited by a
     /// child (a plain copy: its pages as they were at the fork), until the guard drops. Call

@@ -43,7 +43,7 @@ use super::address_space::{AddressSpace, READ_WRITE};
 use super::launch::{region_config, Refusal, RunArgs, StatsForm, SwapTo, FAILED};
 
 /// The calls the agent answers, and the forks it watches for.
-const INTERCEPTED: [libc::c_long; 14] = [
+const INTERCEPTED: [libc::c_long; 13] = [
     libc::SYS_mmap,
     libc::SYS_munmap,
     libc::SYS_mremap,
@@ -54,7 +54,6 @@ const INTERCEPTED: [libc::c_long; 14] = [
     libc::SYS_mlock2,
     libc::SYS_munlock,
     libc::SYS_mlockall,
-    libc::SYS_munlockall,
     libc::SYS_fork,
     libc::SYS_clone,
     libc::SYS_clone3,
@@ -263,9 +262,17 @@ impl<'a> Agent<'a> {
         match call.nr {
             libc::SYS_brk => return self.brk(addr),
             libc::SYS_fork | libc::SYS_clone | libc::SYS_clone3 => return Answer::Continue,
-            libc::SYS_mlockall | libc::SYS_munlockall => return self.lock_all(call.nr),
+            libc::SYS_mlockall => return self.lock_all(a as i32),
             _ => {}
         }
+        // A lock's range starts at the page its address is in, as the kernel takes it.
+        let (addr, b) = match call.nr {
+            libc::SYS_mlock | libc::SYS_mlock2 | libc::SYS_munlock => {
+                let start = addr & !(PAGE_SIZE - 1);
+                (start, b.saturating_add((addr - start) as u64))
+            }
+            _ => (addr, b),
+        };
         // The rest take a range: one the kernel refuses (EINVAL) runs as made, to be refused.
         let Some(len) = (b as usize).checked_next_multiple_of(PAGE_SIZE) else {
             return Answer::Continue;
@@ -279,8 +286,9 @@ impl<'a> Agent<'a> {
             libc::SYS_mremap => self.mremap(addr, len, c as usize, d as i32),
             libc::SYS_mprotect => self.mprotect(addr, len, c as i32),
             libc::SYS_madvise => self.madvise(addr, len, c as i32),
-            libc::SYS_mlock | libc::SYS_mlock2 => self.lock(addr, len, true),
-            libc::SYS_munlock => self.lock(addr, len, false),
+            libc::SYS_mlock => self.lock(addr, len, 0, true),
+            libc::SYS_mlock2 => self.lock(addr, len, c as i32, true),
+            libc::SYS_munlock => self.lock(addr, len, 0, false),
             _ => return Answer::Continue,
         };
         match result {
@@ -351,17 +359,35 @@ impl<'a> Agent<'a> {
             }
         };
         if prot != READ_WRITE {
-            self.protect(at, len, prot)?;
+            if let Err(e) = self.protect(at, len, prot) {
+                let _ = self.unmap(at, len);
+                return Err(e);
+            }
         }
         Ok(Some(at))
     }
 
-    /// `mlock`, `mlock2` (`locks`) or `munlock` of `addr..addr + len`: over the heap, done
-    /// as far as uzswap can (nothing: its pages stay evictable, said once), and the rest of
-    /// the range left unlocked; elsewhere run as made.
-    fn lock(&mut self, addr: usize, len: usize, locks: bool) -> Result<Option<usize>, i32> {
+    /// `mlock`, `mlock2(flags)` (`locks`) or `munlock` of `addr..addr + len`: over the
+    /// heap, checked as the kernel checks it and done as far as uzswap can (nothing: its pages
+    /// stay evictable, said once), the rest of the range left unlocked; elsewhere run as made.
+    fn lock(
+        &mut self,
+        addr: usize,
+        len: usize,
+        flags: i32,
+        locks: bool,
+    ) -> Result<Option<usize>, i32> {
         if !self.space.overlaps(addr, len) {
             return Ok(None);
+        }
+        if flags & !(libc::MLOCK_ONFAULT as i32) != 0 {
+            return Err(libc::EINVAL);
+        }
+        // As the kernel: every page of the range must be mapped (here, its part in the heap).
+        let heap = self.region.range();
+        let (start, end) = (addr.max(heap.start), addr.saturating_add(len).min(heap.end));
+        if !self.space.is_mapped(start, end - start) {
+            return Err(libc::ENOMEM);
         }
         if locks {
             self.say_lock();
@@ -369,12 +395,15 @@ impl<'a> Agent<'a> {
         Ok(Some(0))
     }
 
-    /// `mlockall` or `munlockall`: as made, it would fault in the whole reservation (every
-    /// page of `--max-heap`) and lock it there; answered as done, said once.
-    fn lock_all(&mut self, nr: libc::c_long) -> Answer {
-        if nr == libc::SYS_mlockall {
-            self.say_lock();
+    /// `mlockall(flags)`: as made, it would fault in the whole reservation (every page of
+    /// `--max-heap`) and lock it there; answered as done once its flags are checked as the
+    /// kernel checks them, and said once. (`munlockall` runs as made.)
+    fn lock_all(&mut self, flags: i32) -> Answer {
+        let known = libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT;
+        if flags & !known != 0 || flags & (libc::MCL_CURRENT | libc::MCL_FUTURE) == 0 {
+            return Answer::Fail(libc::EINVAL);
         }
+        self.say_lock();
         Answer::Return(0)
     }
 
@@ -382,8 +411,9 @@ impl<'a> Agent<'a> {
         if !self.said_lock {
             self.said_lock = true;
             crate::report::say(
-                "the program locks memory (mlock, mlockall): its heap is not locked, uzswap \
-                 may compress it and write it to the swap file like the rest",
+                "the program locks memory (mlock, mlockall): its heap is not locked (uzswap \
+                 may compress it and write it to the swap file like the rest), nor, after \
+                 mlockall, the rest of its memory",
             );
         }
     }
@@ -403,10 +433,7 @@ impl<'a> Agent<'a> {
     /// Let go of `addr..addr + len` of the heap: its pages discarded (the region frees what it
     /// held for them), read-write again, and free for the next mapping.
     fn unmap(&mut self, addr: usize, len: usize) -> Result<(), i32> {
-        // Made read-write through the program only where it is not: a round trip to it.
-        if self.space.any_protected(addr, len) {
-            self.protect(addr, len, READ_WRITE)?;
-        }
+        self.protect(addr, len, READ_WRITE)?;
         self.remote.discard(&[(addr, len)]).map_err(errno)?;
         self.space.free(addr, len);
         Ok(())
@@ -430,23 +457,33 @@ impl<'a> Agent<'a> {
         {
             return Err(libc::EINVAL);
         }
-        // The kernel moves one mapping: its protection goes with it, and to what it grows.
-        let Some(prot) = self.space.protection(addr, old_len) else {
+        if !self.space.is_mapped(addr, PAGE_SIZE) {
             return Err(libc::EFAULT);
-        };
+        }
         if new_len <= old_len {
             if new_len < old_len {
                 self.unmap(addr + new_len, old_len - new_len)?;
             }
             return Ok(Some(addr));
         }
+        // The kernel grows one mapping: its protection goes with it, and to what it grows by.
+        let prot = match self.space.is_mapped(addr, old_len) {
+            true => self.space.protection(addr, old_len),
+            false => None,
+        };
+        let Some(prot) = prot else {
+            return Err(libc::EFAULT);
+        };
         let grown = addr + old_len;
         if self.space.contains(grown, new_len - old_len)
             && self.space.is_free(grown, new_len - old_len)
         {
             self.space.take(grown, new_len - old_len);
             if prot != READ_WRITE {
-                self.protect(grown, new_len - old_len, prot)?;
+                if let Err(e) = self.protect(grown, new_len - old_len, prot) {
+                    let _ = self.unmap(grown, new_len - old_len);
+                    return Err(e);
+                }
             }
             return Ok(Some(addr));
         }
@@ -456,13 +493,23 @@ impl<'a> Agent<'a> {
         let Some(to) = self.space.place(new_len) else {
             return Err(libc::ENOMEM);
         };
-        // Copied read-write, then given the mapping's protection.
-        let moved = self.copy(addr, to, old_len).and_then(|()| match prot {
+        // Copied from a readable source into the new place, read-write, which then gets the
+        // mapping's protection.
+        let readable = prot & libc::PROT_READ != 0;
+        let moved = match readable {
+            true => Ok(()),
+            false => self.protect(addr, old_len, libc::PROT_READ),
+        }
+        .and_then(|()| self.copy(addr, to, old_len))
+        .and_then(|()| match prot {
             READ_WRITE => Ok(()),
             _ => self.protect(to, new_len, prot),
         });
         if let Err(e) = moved {
             let _ = self.unmap(to, new_len);
+            if !readable {
+                let _ = self.protect(addr, old_len, prot);
+            }
             return Err(e);
         }
         self.unmap(addr, old_len)?;
@@ -470,11 +517,17 @@ impl<'a> Agent<'a> {
     }
 
     /// Copy `len` bytes from `from` to `to` in the program, a MiB at a time (the region
-    /// serves the faults either side takes).
+    /// serves the faults either side takes), into fresh memory: a MiB the region holds
+    /// nothing for reads as zero, as `to` does already, and is not read (reading it would
+    /// fault it in: a large reservation moved would fill the heap with zeros).
     fn copy(&self, from: usize, to: usize, len: usize) -> Result<(), i32> {
         let mut buf = vec![0u8; len.min(1 << 20)];
+        let base = self.region.range().start;
         for done in (0..len).step_by(buf.len()) {
             let n = buf.len().min(len - done);
+            if self.region.holds_nothing(from + done - base, n) {
+                continue;
+            }
             self.remote
                 .read(from + done, &mut buf[..n])
                 .map_err(errno)?;

@@ -62,11 +62,26 @@ int main(void) {
         m[6 * MIB - 1] = 9;
         wrong += m[6 * MIB - 1] != 9;
     }
-    /* A PROT_NONE reservation moved traps where it went. */
-    unsigned char *n = mmap(NULL, MIB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    /* Data made PROT_NONE and moved (a page mapped right after it is in the way): it traps
+     * where it went, and made readable there has every byte. */
+    unsigned char *n = mmap(NULL, MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < MIB; i++) n[i] = byte_at(i + 3);
+    mprotect(n, MIB, PROT_NONE);
+    mmap(n + MIB, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     unsigned char *n2 = mremap(n, MIB, 2 * MIB, MREMAP_MAYMOVE);
     failed += n2 == MAP_FAILED;
-    if (n2 != MAP_FAILED) trapped += traps(n2, 0) + traps(n2 + MIB + 5, 0);
+    if (n2 != MAP_FAILED) {
+        trapped += traps(n2, 0) + traps(n2 + MIB + 5, 0);
+        mprotect(n2, 2 * MIB, PROT_READ);
+        for (size_t i = 0; i < MIB; i++) wrong += n2[i] != byte_at(i + 3);
+        wrong += n2[MIB + 5] != 0;
+    }
+    /* Shrunk over two protections: only the rest is unmapped, whatever it was. */
+    unsigned char *t = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    t[0] = 7;
+    mprotect(t + 2 * 4096, 2 * 4096, PROT_READ);
+    failed += mremap(t, 4 * 4096, 4096, 0) != t;
+    wrong += t[0] != 7;
 
     for (size_t i = 0; i < 48 * MIB; i += 4093) wrong += more[i] != (unsigned char)(i * 31 >> 9);
     printf("trapped %d wrong %d failed %d\n", trapped, wrong, failed);
