@@ -15,32 +15,12 @@
 
 use region::Region;
 
-/// The first line, naming the form and its version.
-pub const HEADER: &str = "uzswap-stats 1";
-
 /// The statistics now, header first.
 pub fn render(region: &Region) -> String {
-    let engine = region.zswap().stats();
     let (high, max) = crate::run::limits().unwrap_or((region.limit(), None));
-    let mut text = format!("{HEADER}\n{engine}{}", region.stats());
+    let mut text = region.stats_text(high, max.unwrap_or(0));
     let usage = region.usage();
-    let swap_file = engine
-        .lines
-        .iter()
-        .find(|(n, _)| n == "swap_slots_used")
-        .map_or(0, |(_, v)| v * zswap::PAGE_SIZE as u64);
-    let mut lines = vec![
-        ("region_resident_bytes", usage.resident),
-        ("region_staged_bytes", usage.staged),
-        ("region_pool_bytes", usage.pool),
-        ("region_metadata_bytes", usage.metadata),
-        ("region_charged_bytes", usage.total()),
-        ("memory_limit_bytes", high),
-        ("memory_max_bytes", max.unwrap_or(0)),
-        ("region_limit_bytes", region.limit()),
-        ("pool_share_percent", u64::from(region.pool_share_percent())),
-        ("swap_file_bytes", swap_file),
-    ];
+    let mut lines = Vec::new();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib = |field: &str| {
         status

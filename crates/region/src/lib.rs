@@ -74,7 +74,7 @@ pub use charge::Usage;
 pub use config::{ConfigError, Policies, RegionConfig, SwapFormat};
 pub use error::RegionError;
 pub use over_limit::{OnLimit, OverLimit, SharedLimit};
-pub use region::{ForkGuard, Region, UsageProbe};
+pub use region::{ForkGuard, Region, UsageProbe, STATS_HEADER};
 #[cfg(target_arch = "x86_64")]
 pub use remote_region::{RemoteForkGuard, RemoteRegion};
 pub use stats::RegionStatsSnapshot;

@@ -16,6 +16,9 @@ use crate::memory::Memory;
 use crate::stats::RegionStatsSnapshot;
 use crate::threads::spawn_critical;
 
+/// The first line of a region's statistics text (`Region::stats_text`): its form and version.
+pub const STATS_HEADER: &str = "uzswap-stats 1";
+
 /// Reads a region's usage from any thread.
 #[derive(Clone)]
 pub struct UsageProbe(Arc<Inner>);
@@ -288,6 +291,32 @@ impl Region {
     /// A copy of the region's own statistics (the engine's are in `zswap().stats()`).
     pub fn stats(&self) -> RegionStatsSnapshot {
         self.inner.stats().snapshot()
+    }
+
+    /// The statistics as `uzswap stat` reads them, for a program held under `memory_high`
+    /// and `memory_max` (0 for none): `STATS_HEADER`, the engine's counters, the region's,
+    /// then its usage, limits, pool share and swap file as `name value` lines. The caller
+    /// adds what it knows of the process (its RSS, what lies outside the region).
+    pub fn stats_text(&self, memory_high: u64, memory_max: u64) -> String {
+        let engine = self.zswap().stats();
+        let mut text = format!("{STATS_HEADER}\n{engine}{}", self.stats());
+        let usage = self.usage();
+        let swap_file = engine.get("swap_slots_used") * PAGE_SIZE as u64;
+        for (name, value) in [
+            ("region_resident_bytes", usage.resident),
+            ("region_staged_bytes", usage.staged),
+            ("region_pool_bytes", usage.pool),
+            ("region_metadata_bytes", usage.metadata),
+            ("region_charged_bytes", usage.total()),
+            ("memory_limit_bytes", memory_high),
+            ("memory_max_bytes", memory_max),
+            ("region_limit_bytes", self.limit()),
+            ("pool_share_percent", u64::from(self.pool_share_percent())),
+            ("swap_file_bytes", swap_file),
+        ] {
+            text.push_str(&format!("{name} {value}\n"));
+        }
+        text
     }
 
     /// Discard `len` bytes at `offset` (page aligned), as `madvise(MADV_DONTNEED)`: they read

@@ -153,6 +153,11 @@ impl RemoteRegion {
         self.0.process()
     }
 
+    /// The statistics as `uzswap stat` reads them (`Region::stats_text`).
+    pub fn stats_text(&self, memory_high: u64, memory_max: u64) -> String {
+        self.0.stats_text(memory_high, memory_max)
+    }
+
     /// The memory limit in bytes.
     pub fn limit(&self) -> u64 {
         self.0.limit()

@@ -642,20 +642,8 @@ fn stats_text(
     peak_rss: u64,
     rss: &RssSamples,
 ) -> String {
-    let usage = region.usage();
-    let engine = region.zswap().stats();
-    let mut text = format!("{}\n{engine}{}", crate::stat::HEADER, region.stats());
-    let swap_file = engine.get("swap_slots_used") * PAGE_SIZE as u64;
+    let mut text = region.stats_text(memory_high, memory_max);
     for (name, value) in [
-        ("region_resident_bytes", usage.resident),
-        ("region_staged_bytes", usage.staged),
-        ("region_pool_bytes", usage.pool),
-        ("region_metadata_bytes", usage.metadata),
-        ("region_charged_bytes", usage.total()),
-        ("memory_limit_bytes", memory_high),
-        ("memory_max_bytes", memory_max),
-        ("region_limit_bytes", region.limit()),
-        ("swap_file_bytes", swap_file),
         ("peak_rss_bytes", peak_rss),
         ("rss_bytes", rss.rss.load(Relaxed)),
         ("outside_bytes", rss.outside.load(Relaxed)),

@@ -12,8 +12,8 @@
 
 use std::fmt::Write;
 
-/// The first line of the preload's statistics: their form and its version.
-pub const HEADER: &str = "uzswap-stats 1";
+/// The first line of the statistics (`region::Region::stats_text`): their form and version.
+pub use region::STATS_HEADER as HEADER;
 
 /// One statistic's value.
 #[derive(Debug, Clone, Copy, PartialEq)]
