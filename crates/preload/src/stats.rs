@@ -18,8 +18,8 @@ use region::Region;
 /// The statistics now, header first.
 pub fn render(region: &Region) -> String {
     let (high, max) = crate::run::limits().unwrap_or((region.limit(), None));
-    let mut text = region.stats_text(high, max.unwrap_or(0));
     let usage = region.usage();
+    let mut text = region.stats_text(&usage, high, max.unwrap_or(0));
     let mut lines = Vec::new();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib = |field: &str| {

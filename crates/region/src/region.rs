@@ -295,12 +295,12 @@ impl Region {
 
     /// The statistics as `uzswap stat` reads them, for a program held under `memory_high`
     /// and `memory_max` (0 for none): `STATS_HEADER`, the engine's counters, the region's,
-    /// then its usage, limits, pool share and swap file as `name value` lines. The caller
-    /// adds what it knows of the process (its RSS, what lies outside the region).
-    pub fn stats_text(&self, memory_high: u64, memory_max: u64) -> String {
+    /// then `usage` (read by the caller, who may derive more from the same sample), the
+    /// limits, the pool's share and the swap file as `name value` lines. The caller adds what
+    /// it knows of the process (its RSS, what lies outside the region).
+    pub fn stats_text(&self, usage: &Usage, memory_high: u64, memory_max: u64) -> String {
         let engine = self.zswap().stats();
         let mut text = format!("{STATS_HEADER}\n{engine}{}", self.stats());
-        let usage = self.usage();
         let swap_file = engine.get("swap_slots_used") * PAGE_SIZE as u64;
         for (name, value) in [
             ("region_resident_bytes", usage.resident),
@@ -367,11 +367,13 @@ impl Region {
     /// Whether the region holds nothing for the `len` bytes at `offset` (page aligned): no
     /// page of them present, staged or held by the engine, and none locked, so that they read
     /// as zero and a discard of them would free nothing; or a discard of them already read
-    /// and not yet processed. A hint, read without locks: a page
-    /// brought in meanwhile (a thread touching the range, readahead) may be missed. For
-    /// memory the program has let go of and never reads again, which a missed page only
-    /// keeps resident (and counted) until reclaim takes it: an allocator's trimmed
-    /// reservation, whose discard would cost a wait for a fault handler for nothing.
+    /// and not yet processed. A hint, read without locks: a page brought in meanwhile (a
+    /// thread touching the range, readahead) may be missed. For memory the program has let go
+    /// of and never reads again, which a missed page only keeps resident (and counted) until
+    /// reclaim takes it (an allocator's trimmed reservation, whose discard would cost a wait
+    /// for a fault handler for nothing); and for a copy of memory no thread writes meanwhile
+    /// (an emulated `mremap`, the program's call stopped), where what the region holds changes
+    /// only under its folio locks, which count as held.
     pub fn holds_nothing(&self, offset: usize, len: usize) -> bool {
         self.inner.events().holds_nothing(offset, len)
     }

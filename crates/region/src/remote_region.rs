@@ -154,8 +154,8 @@ impl RemoteRegion {
     }
 
     /// The statistics as `uzswap stat` reads them (`Region::stats_text`).
-    pub fn stats_text(&self, memory_high: u64, memory_max: u64) -> String {
-        self.0.stats_text(memory_high, memory_max)
+    pub fn stats_text(&self, usage: &Usage, memory_high: u64, memory_max: u64) -> String {
+        self.0.stats_text(usage, memory_high, memory_max)
     }
 
     /// The memory limit in bytes.

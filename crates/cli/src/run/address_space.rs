@@ -10,6 +10,10 @@ use std::ops::Range;
 /// `PROT_READ | PROT_WRITE`: the protection of every mapped part not in `protected`.
 pub const READ_WRITE: i32 = libc::PROT_READ | libc::PROT_WRITE;
 
+/// The protection of a part whose change failed part way: not known (no range with such a
+/// part in it has one protection).
+pub const UNKNOWN_PROTECTION: i32 = -1;
+
 /// The free parts of a reservation, and the protections of the mapped ones.
 #[derive(Debug)]
 pub struct AddressSpace {
@@ -100,8 +104,8 @@ impl AddressSpace {
             .next_back()
             .filter(|(_, &(e, _))| e > start);
         for (&s, &(e, p)) in before.into_iter().chain(self.protected.range(start..end)) {
-            // A read-write gap before this part, or a part of another protection.
-            if s > at || prot.is_some_and(|q| q != p) {
+            // A read-write gap before this part, a part of another protection, or of none known.
+            if s > at || prot.is_some_and(|q| q != p) || p == UNKNOWN_PROTECTION {
                 return None;
             }
             prot = Some(p);
@@ -112,6 +116,15 @@ impl AddressSpace {
             Some(p) if at >= end => Some(p),
             Some(_) => None,
         }
+    }
+
+    /// Whether any page of `start..start + len` is under another protection than read-write,
+    /// or one not known.
+    pub fn any_protected(&self, start: usize, len: usize) -> bool {
+        self.protected
+            .range(..start + len)
+            .next_back()
+            .is_some_and(|(_, &(e, _))| e > start)
     }
 
     /// Record `prot` as the protection of `start..start + len`.
@@ -221,6 +234,11 @@ mod tests {
         space.take(0, 25 * P);
         assert_eq!(space.protection(0, 25 * P), Some(READ_WRITE));
         assert_eq!(space.protection(25 * P, 5 * P), Some(libc::PROT_NONE));
+        assert!(space.any_protected(24 * P, 2 * P) && !space.any_protected(0, 25 * P));
+        // Not known: no protection for a range with it, and protected.
+        space.set_protection(40 * P, P, UNKNOWN_PROTECTION);
+        assert_eq!(space.protection(40 * P, P), None);
+        assert!(space.any_protected(39 * P, 2 * P) && !space.any_protected(41 * P, P));
         // A change over two parts and the gap between them.
         space.set_protection(27 * P, 5 * P, libc::PROT_READ);
         assert_eq!(space.protection(25 * P, 2 * P), Some(libc::PROT_NONE));

@@ -39,15 +39,16 @@ use region::RemoteRegion;
 use uffd::remote::{Answer, RemoteProcess, SyscallNotice};
 use zswap::PAGE_SIZE;
 
-use super::address_space::{AddressSpace, READ_WRITE};
+use super::address_space::{AddressSpace, READ_WRITE, UNKNOWN_PROTECTION};
 use super::launch::{region_config, Refusal, RunArgs, StatsForm, SwapTo, FAILED};
 
 /// The calls the agent answers, and the forks it watches for.
-const INTERCEPTED: [libc::c_long; 13] = [
+const INTERCEPTED: [libc::c_long; 14] = [
     libc::SYS_mmap,
     libc::SYS_munmap,
     libc::SYS_mremap,
     libc::SYS_mprotect,
+    libc::SYS_pkey_mprotect,
     libc::SYS_brk,
     libc::SYS_madvise,
     libc::SYS_mlock,
@@ -265,18 +266,23 @@ impl<'a> Agent<'a> {
             libc::SYS_mlockall => return self.lock_all(a as i32),
             _ => {}
         }
-        // A lock's range starts at the page its address is in, as the kernel takes it.
+        // A lock's range starts at the page its address is in, its length growing by as much
+        // (wrapping, as the kernel's arithmetic does).
         let (addr, b) = match call.nr {
             libc::SYS_mlock | libc::SYS_mlock2 | libc::SYS_munlock => {
                 let start = addr & !(PAGE_SIZE - 1);
-                (start, b.saturating_add((addr - start) as u64))
+                (start, b.wrapping_add((addr - start) as u64))
             }
             _ => (addr, b),
         };
-        // The rest take a range: one the kernel refuses (EINVAL) runs as made, to be refused.
+        // The rest take a range: one the kernel refuses (EINVAL), or an empty one (nothing to
+        // do, or refused), runs as made.
         let Some(len) = (b as usize).checked_next_multiple_of(PAGE_SIZE) else {
             return Answer::Continue;
         };
+        if (len == 0 && call.nr != libc::SYS_mremap) || (call.nr == libc::SYS_mremap && b == 0) {
+            return Answer::Continue;
+        }
         if call.nr != libc::SYS_mmap && !addr.is_multiple_of(PAGE_SIZE) {
             return Answer::Continue;
         }
@@ -285,6 +291,12 @@ impl<'a> Agent<'a> {
             libc::SYS_munmap => self.munmap(addr, len),
             libc::SYS_mremap => self.mremap(addr, len, c as usize, d as i32),
             libc::SYS_mprotect => self.mprotect(addr, len, c as i32),
+            libc::SYS_pkey_mprotect => match self.mprotect(addr, len, c as i32) {
+                // Protected here as asked; the kernel then sets the same protection again,
+                // with the key.
+                Ok(Some(_)) => Ok(None),
+                other => other,
+            },
             libc::SYS_madvise => self.madvise(addr, len, c as i32),
             libc::SYS_mlock => self.lock(addr, len, 0, true),
             libc::SYS_mlock2 => self.lock(addr, len, c as i32, true),
@@ -433,7 +445,11 @@ impl<'a> Agent<'a> {
     /// Let go of `addr..addr + len` of the heap: its pages discarded (the region frees what it
     /// held for them), read-write again, and free for the next mapping.
     fn unmap(&mut self, addr: usize, len: usize) -> Result<(), i32> {
-        self.protect(addr, len, READ_WRITE)?;
+        // Made read-write through the program (a round trip to it) only where it is not, or
+        // may not be (a protect that failed part way).
+        if self.space.any_protected(addr, len) {
+            self.protect(addr, len, READ_WRITE)?;
+        }
         self.remote.discard(&[(addr, len)]).map_err(errno)?;
         self.space.free(addr, len);
         Ok(())
@@ -512,7 +528,13 @@ impl<'a> Agent<'a> {
             }
             return Err(e);
         }
-        self.unmap(addr, old_len)?;
+        if let Err(e) = self.unmap(addr, old_len) {
+            let _ = self.unmap(to, new_len);
+            if !readable {
+                let _ = self.protect(addr, old_len, prot);
+            }
+            return Err(e);
+        }
         Ok(Some(to))
     }
 
@@ -551,11 +573,17 @@ impl<'a> Agent<'a> {
 
     /// Give `addr..addr + len` of the heap the protection `prot`, in the program and in
     /// the region (whose reclaim leaves pages that are not read-write alone).
+    /// A failure may leave part of the range changed: it is recorded as of no known
+    /// protection, which the next unmap of it resets.
     fn protect(&mut self, addr: usize, len: usize, prot: i32) -> Result<(), i32> {
         let offset = addr - self.region.range().start;
-        self.region.protect(offset, len, prot).map_err(errno)?;
-        self.space.set_protection(addr, len, prot);
-        Ok(())
+        let result = self.region.protect(offset, len, prot).map_err(errno);
+        let now = match result {
+            Ok(()) => prot,
+            Err(_) => UNKNOWN_PROTECTION,
+        };
+        self.space.set_protection(addr, len, now);
+        result
     }
 
     /// Whether `call` makes a child without the program's memory: `fork`, or a `clone`
@@ -642,7 +670,7 @@ fn stats_text(
     peak_rss: u64,
     rss: &RssSamples,
 ) -> String {
-    let mut text = region.stats_text(memory_high, memory_max);
+    let mut text = region.stats_text(&region.usage(), memory_high, memory_max);
     for (name, value) in [
         ("peak_rss_bytes", peak_rss),
         ("rss_bytes", rss.rss.load(Relaxed)),

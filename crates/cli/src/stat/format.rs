@@ -1,5 +1,6 @@
-//! The statistics of a program under `uzswap run` in the form the preload hands them out
-//! (crates/preload/src/stats.rs: the line `uzswap-stats 1`, then `name value` lines), and
+//! The statistics of a program under `uzswap run` in the form the preload and the agent hand
+//! them out (`region::Region::stats_text`: the line `uzswap-stats 1`, then `name value`
+//! lines, to which each adds what it knows of the process), and
 //! printed as text (those lines), JSON (one object, name to value) or the Prometheus text
 //! format. `uzswap run --stats` prints them at exit and `uzswap stat PID` while the program
 //! runs, both through [`Snapshot`].
