@@ -8,7 +8,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::ops::Range;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -17,30 +16,10 @@ use region::{RegionConfig, RemoteRegion};
 use uffd::remote::{Answer, RemoteProcess, SyscallListener};
 
 mod common;
+#[path = "common/static_program.rs"]
+mod static_program;
 
 const MIB: usize = 1 << 20;
-
-/// The static C program, built once.
-fn heap_rounds() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/heap_rounds.c");
-            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("heap_rounds");
-            let status = Command::new("cc")
-                .args(["-O2", "-static", "-pthread", "-o"])
-                .arg(&out)
-                .arg(src)
-                .status()
-                .expect("this test needs a C compiler: apt-get install build-essential");
-            assert!(
-                status.success(),
-                "cc -static failed: static glibc is needed"
-            );
-            out
-        })
-        .clone()
-}
 
 /// Answer the program's calls until `stop`: its first private anonymous read-write mmap of
 /// `range`'s length at no address asked is placed at `range` (already mapped, and served by
@@ -98,7 +77,7 @@ fn place(
 fn run(heap_mib: usize, rounds: usize, limit_mib: usize, folio_size: usize) -> RemoteRegion {
     let config = RegionConfig::new((limit_mib * MIB) as u64).folio_size(folio_size);
     let features = RemoteRegion::features(&config).unwrap();
-    let mut cmd = Command::new(heap_rounds());
+    let mut cmd = Command::new(static_program::built("heap_rounds"));
     cmd.args([heap_mib.to_string(), rounds.to_string()])
         .stdout(Stdio::piped());
     let (mut child, remote) =

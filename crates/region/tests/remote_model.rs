@@ -12,7 +12,6 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -21,29 +20,9 @@ use region::{RegionConfig, RemoteRegion};
 use uffd::remote::RemoteProcess;
 
 mod common;
+#[path = "common/static_program.rs"]
+mod static_program;
 use common::PAGE;
-
-/// tests/programs/wait.c, built once.
-fn wait_program() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/wait.c");
-            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wait");
-            let status = Command::new("cc")
-                .args(["-O2", "-static", "-o"])
-                .arg(&out)
-                .arg(src)
-                .status()
-                .expect("this test needs a C compiler: apt-get install build-essential");
-            assert!(
-                status.success(),
-                "cc -static failed: static glibc is needed"
-            );
-            out
-        })
-        .clone()
-}
 
 /// What page `p` holds after its write numbered `n`: real data, incompressible data or one
 /// byte repeated, stamped with the page and the write (but the repeated byte), so that a
@@ -117,7 +96,7 @@ fn run(folio_size: usize) {
     let pages = (24 << 20) / PAGE;
     let config = RegionConfig::new(6 << 20).folio_size(folio_size);
     let features = RemoteRegion::features(&config).unwrap();
-    let mut cmd = Command::new(wait_program());
+    let mut cmd = Command::new(static_program::built("wait"));
     cmd.stdin(Stdio::piped());
     let (mut child, remote) = RemoteProcess::spawn(&mut cmd, features, &[libc::SYS_mmap]).unwrap();
     let remote = Arc::new(remote);
