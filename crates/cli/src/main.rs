@@ -63,7 +63,7 @@ enum Bench {
     /// Your own program under the kernel's zswap (in a memory cgroup, needs root) and under
     /// uzswap, side by side at equal memory: wall time, memory held, statistics.
     Run(uzswap_cli::bench::program::ProgramArgs),
-    /// Nine unmodified programs of different shapes, each at two pressures, under the
+    /// Ten unmodified programs of different shapes, each at two pressures, under the
     /// kernel's zswap and under uzswap at equal memory, uzswap's defaults beside a grid of
     /// other settings (needs root).
     Suite(uzswap_cli::bench::suite::SuiteArgs),

@@ -6,14 +6,17 @@
 //! peak (its cgroup's charge plus the zswap pool). For each pressure P, the kernel side runs
 //! under peak / P, and every uzswap cell under what the kernel side held in that run. A row
 //! is a program at a pressure; its figures are medians over `--runs`. Every run must exit
-//! with status 0 and print what the plain run printed.
+//! with status 0 and print what the plain run printed. Every run starts with the page cache
+//! dropped, so what the kernel charges for the program's files does not depend on the runs
+//! before it.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use super::figures::median;
@@ -32,8 +35,8 @@ use crate::size::{fmt_size, parse_size};
 /// The arguments of `uzswap bench suite`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SuiteArgs {
-    /// The programs, comma-separated (default: all of python-objects, node-map, sqlite3,
-    /// redis-ycsb, sort, java-like-heap, c-mallocs, gcc).
+    /// The programs, comma-separated (default: all of python-objects, node-map, jvm-cache,
+    /// sqlite3, redis-ycsb, sort, java-like-heap, c-mallocs, go-churn, gcc).
     #[arg(long, value_delimiter = ',')]
     pub programs: Vec<String>,
     /// How far over its limit each program runs: its plain peak over the kernel side's
@@ -252,6 +255,17 @@ impl Row {
         median(self.uzswap[0].iter().map(tree_swapins).collect())
     }
 
+    /// The peak RSS of the program's first process with uzswap's defaults (`peak_rss_bytes`,
+    /// its VmHWM: the region, the program's code and files, stacks and uzswap's own).
+    fn default_peak_rss(&self) -> f64 {
+        median(
+            self.uzswap[0]
+                .iter()
+                .map(|u| u.stat("peak_rss_bytes").unwrap_or(f64::NAN))
+                .collect(),
+        )
+    }
+
     /// The fastest cell that did not fail, and its wall time.
     fn best_cell(&self) -> (usize, f64) {
         (0..self.uzswap.len())
@@ -314,6 +328,7 @@ pub fn run(a: &SuiteArgs) -> Result<()> {
         let command = (p.command)(&dir.0);
         let run_kernel = |m: &mut PeerMachine, limit: u64, what: &str| -> Result<KernelRun> {
             progress.start(what);
+            drop_page_cache()?;
             let k = m.run_program(&kernel, &command, limit)?;
             check_exit(
                 what,
@@ -352,6 +367,7 @@ pub fn run(a: &SuiteArgs) -> Result<()> {
                     }
                     let what = format!("{} at {pressure}x, uzswap {} run {i}", p.name, cell.name);
                     progress.start(&what);
+                    drop_page_cache()?;
                     let run = uzswap::run(&cell.run_args(held, &command)).and_then(|u| {
                         check_exit(&what, p.name, &u.exited, a.show_output, "")?;
                         same_output(p, &plain.exited, &u.exited, &what)?;
@@ -396,6 +412,19 @@ pub fn run(a: &SuiteArgs) -> Result<()> {
         bail!("{failed} cell(s) of the grid failed (above); their rows went on without them");
     }
     Ok(())
+}
+
+/// Every run starts with the page cache empty. The kernel charges a file page to the first
+/// cgroup that reads it, so a program whose code and files an earlier run left cached is
+/// charged less (node-map's plain peak: 222 MB so, 291 MB from an empty cache, twice): the
+/// plain peak, and the limits made from it, would move with what ran before.
+fn drop_page_cache() -> Result<()> {
+    let synced = Command::new("sync").status().context("running sync")?;
+    if !synced.success() {
+        bail!("sync failed before dropping the page cache: {synced}");
+    }
+    std::fs::write("/proc/sys/vm/drop_caches", "1")
+        .context("dropping the page cache (/proc/sys/vm/drop_caches)")
 }
 
 /// A run must print what the plain run printed.
@@ -464,15 +493,15 @@ impl Report<'_> {
         writeln!(
             out,
             "| program | pressure | kernel limit | kernel held | kernel s | kernel pgmajfault | \
-             kernel swap-ins | uzswap s | uzswap swap-ins | kernel/uzswap | best cell | \
-             defaults/best |"
+             kernel swap-ins | uzswap peak RSS | uzswap s | uzswap swap-ins | kernel/uzswap | \
+             best cell | defaults/best |"
         )?;
-        writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+        writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
         for (r, ratio) in self.rows.iter().zip(self.ratios()) {
             let (best, best_wall) = r.best_cell();
             writeln!(
                 out,
-                "| {} | {}x | {} | {:.1} MiB | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {} {:.2} s | {:.2} |",
+                "| {} | {}x | {} | {:.1} MiB | {:.2} | {:.0} | {:.0} | {:.1} MiB | {:.2} | {:.0} | {:.2} | {} {:.2} s | {:.2} |",
                 r.program,
                 r.pressure,
                 fmt_size(r.limit),
@@ -480,6 +509,7 @@ impl Report<'_> {
                 r.kernel_wall(),
                 r.kernel_majfaults(),
                 r.kernel_swapins(),
+                r.default_peak_rss() / (1u64 << 20) as f64,
                 r.cell_wall(0),
                 r.default_swapins(),
                 ratio,

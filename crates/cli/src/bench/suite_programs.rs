@@ -46,6 +46,24 @@ pub const PROGRAMS: &[SuiteProgram] = &[
         command: |d| vec!["node".into(), path(d, "map.js")],
     },
     SuiteProgram {
+        name: "jvm-cache",
+        shape: "a Java service's cache under G1: Zipf reads and replacements, collected",
+        needs: &["java", "javac"],
+        file: (
+            "Cache.java",
+            include_str!("../../../../bench/suite/Cache.java"),
+        ),
+        command: |d| {
+            vec![
+                "java".into(),
+                "-Xmx320m".into(),
+                "-cp".into(),
+                d.as_os_str().to_owned(),
+                "Cache".into(),
+            ]
+        },
+    },
+    SuiteProgram {
         name: "sqlite3",
         shape: "a database's page cache and sort buffers: an index built, aggregates",
         needs: &["sqlite3", "sh"],
@@ -150,7 +168,7 @@ fn find(exe: &str) -> Option<std::path::PathBuf> {
 }
 
 impl SuiteProgram {
-    /// Write its file into `dir` (compiling a C file there), checking first that what it
+    /// Write its file into `dir` (compiling a C, Go or Java file there), checking first that what it
     /// needs is installed.
     pub fn prepare(&self, dir: &Path) -> Result<()> {
         if let Some(missing) = self.needs.iter().find(|e| find(e).is_none()) {
@@ -177,6 +195,20 @@ impl SuiteProgram {
             if !out.status.success() {
                 bail!(
                     "go could not build {name}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
+        if name.ends_with(".java") {
+            let out = Command::new("javac")
+                .arg("-d")
+                .arg(dir)
+                .arg(&file)
+                .output()
+                .context("running javac")?;
+            if !out.status.success() {
+                bail!(
+                    "javac could not build {name}: {}",
                     String::from_utf8_lossy(&out.stderr).trim()
                 );
             }
@@ -218,10 +250,10 @@ mod tests {
     }
 
     #[test]
-    fn there_are_nine_programs_with_distinct_names() {
+    fn there_are_ten_programs_with_distinct_names() {
         let mut names: Vec<&str> = PROGRAMS.iter().map(|p| p.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 9);
+        assert_eq!(names.len(), 10);
     }
 }
