@@ -255,15 +255,24 @@ impl Row {
         median(self.uzswap[0].iter().map(tree_swapins).collect())
     }
 
-    /// The peak RSS of the program's first process with uzswap's defaults (`peak_rss_bytes`,
-    /// its VmHWM: the region, the program's code and files, stacks and uzswap's own).
-    fn default_peak_rss(&self) -> f64 {
-        median(
-            self.uzswap[0]
+    /// The peak RSS of the program's process with uzswap's defaults (`peak_rss_bytes`, its
+    /// VmHWM: the region, the program's code and files, stacks and uzswap's own); None where
+    /// more than one process of its tree held 8 MiB or more (a shell script's, a driver's:
+    /// the first process's figure is not the tree's).
+    fn default_peak_rss(&self) -> Option<f64> {
+        let one_process = |u: &UzswapRun| {
+            let holding = u
+                .stats
                 .iter()
-                .map(|u| u.stat("peak_rss_bytes").unwrap_or(f64::NAN))
-                .collect(),
-        )
+                .filter(|(k, v)| k.ends_with("/peak_charged_bytes") && **v >= (8 << 20) as f64)
+                .count();
+            holding <= 1
+        };
+        if !self.uzswap[0].iter().all(one_process) {
+            return None;
+        }
+        let peaks = self.uzswap[0].iter().map(|u| u.stat("peak_rss_bytes"));
+        Some(median(peaks.collect::<Option<Vec<f64>>>()?))
     }
 
     /// The fastest cell that did not fail, and its wall time.
@@ -501,7 +510,7 @@ impl Report<'_> {
             let (best, best_wall) = r.best_cell();
             writeln!(
                 out,
-                "| {} | {}x | {} | {:.1} MiB | {:.2} | {:.0} | {:.0} | {:.1} MiB | {:.2} | {:.0} | {:.2} | {} {:.2} s | {:.2} |",
+                "| {} | {}x | {} | {:.1} MiB | {:.2} | {:.0} | {:.0} | {} | {:.2} | {:.0} | {:.2} | {} {:.2} s | {:.2} |",
                 r.program,
                 r.pressure,
                 fmt_size(r.limit),
@@ -509,7 +518,10 @@ impl Report<'_> {
                 r.kernel_wall(),
                 r.kernel_majfaults(),
                 r.kernel_swapins(),
-                r.default_peak_rss() / (1u64 << 20) as f64,
+                r.default_peak_rss().map_or("-".into(), |b| format!(
+                    "{:.1} MiB",
+                    b / (1u64 << 20) as f64
+                )),
                 r.cell_wall(0),
                 r.default_swapins(),
                 ratio,
