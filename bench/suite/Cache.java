@@ -2,7 +2,7 @@
 // 1.5 M operations on Zipf-skewed keys (s = 0.99), four in five reading the value and one in
 // five replacing it with a new one (the old becomes garbage the collector evacuates around).
 // Prints a checksum of everything read, the same under any collector and any limit.
-// Usage: java -cp DIR Cache
+// Usage: java -XX:+UseG1GC -Xmx320m -cp DIR Cache
 import java.util.*;
 
 public class Cache {
@@ -23,7 +23,7 @@ public class Cache {
             s.append(WORDS[r.nextInt(WORDS.length)]).append(r.nextInt(10) == 0 ? ". " : " ");
             if (r.nextInt(16) == 0) s.append(r.nextInt(1_000_000));
         }
-        return s.substring(0, len).getBytes();
+        return s.substring(0, len).getBytes(java.nio.charset.StandardCharsets.US_ASCII);
     }
 
     public static void main(String[] args) {
@@ -33,7 +33,7 @@ public class Cache {
         // Zipf's cumulative distribution over ranks; rank i is a key scattered over the map.
         double[] cdf = new double[ENTRIES];
         double total = 0;
-        for (int i = 0; i < ENTRIES; i++) cdf[i] = total += 1.0 / Math.pow(i + 1, 0.99);
+        for (int i = 0; i < ENTRIES; i++) cdf[i] = total += 1.0 / StrictMath.pow(i + 1, 0.99);
         int[] keyOfRank = new int[ENTRIES];
         for (int i = 0; i < ENTRIES; i++) keyOfRank[i] = (int) ((i * 2_654_435_761L) % ENTRIES);
         long sum = 0;

@@ -1,5 +1,5 @@
 //! `uzswap bench suite`: the suite's programs (suite_programs.rs), each at several pressures,
-//! under the kernel's zswap and under uzswap at equal memory, uzswap with its defaults and
+//! under the kernel's zswap and under uzswap with its limit at what the kernel held, uzswap with its defaults and
 //! with a small grid of other settings, as `bench run` runs one program.
 //!
 //! For each program: one plain run under the kernel side with no limit to speak of gives its
@@ -256,22 +256,15 @@ impl Row {
     }
 
     /// The peak RSS of the program's process with uzswap's defaults (`peak_rss_bytes`, its
-    /// VmHWM: the region, the program's code and files, stacks and uzswap's own); None where
-    /// more than one process of its tree held 8 MiB or more (a shell script's, a driver's:
-    /// the first process's figure is not the tree's).
+    /// VmHWM: the region, the program's code and files, stacks and uzswap's own), where that
+    /// process holds the program's memory: None where another process of its tree held
+    /// `TREE_MEMBER_BYTES` or more in a run (a shell script's child, a driver's server: the
+    /// first process's figure is not the program's), or where a run left no statistics.
     fn default_peak_rss(&self) -> Option<f64> {
-        let one_process = |u: &UzswapRun| {
-            let holding = u
-                .stats
-                .iter()
-                .filter(|(k, v)| k.ends_with("/peak_charged_bytes") && **v >= (8 << 20) as f64)
-                .count();
-            holding <= 1
-        };
-        if !self.uzswap[0].iter().all(one_process) {
-            return None;
-        }
-        let peaks = self.uzswap[0].iter().map(|u| u.stat("peak_rss_bytes"));
+        let peaks = self.uzswap[0].iter().map(|u| {
+            let first = u.stat("peak_rss_bytes")?;
+            (!memory_in_a_child(&u.stats)).then_some(first)
+        });
         Some(median(peaks.collect::<Option<Vec<f64>>>()?))
     }
 
@@ -281,6 +274,26 @@ impl Row {
             .map(|c| (c, self.cell_wall(c)))
             .fold((0, f64::INFINITY), |b, x| if x.1 < b.1 { x } else { b })
     }
+}
+
+/// What a process of the program's tree other than the first must have held at its peak for
+/// the first process's peak RSS not to stand for the program's.
+const TREE_MEMBER_BYTES: f64 = (8 << 20) as f64;
+
+/// A process of the run's tree other than the first one (the one `uzswap run` started, whose
+/// parent is not in the tree) held `TREE_MEMBER_BYTES` or more.
+fn memory_in_a_child(stats: &BTreeMap<String, f64>) -> bool {
+    let tree_value = |pid: &str, name: &str| stats.get(&format!("tree/{pid}/{name}")).copied();
+    let pids: Vec<&str> = stats
+        .keys()
+        .filter_map(|k| k.strip_prefix("tree/")?.strip_suffix("/parent"))
+        .collect();
+    let in_tree = |parent: f64| pids.iter().any(|p| p.parse::<f64>().ok() == Some(parent));
+    pids.iter().any(|pid| {
+        let child = tree_value(pid, "parent").is_some_and(in_tree);
+        let held = tree_value(pid, "peak_charged_bytes").unwrap_or(0.0);
+        child && held >= TREE_MEMBER_BYTES
+    })
 }
 
 /// `zswpin` + `pswpin` summed over the process tree's ledger (`tree/PID/NAME`); the
@@ -425,8 +438,8 @@ pub fn run(a: &SuiteArgs) -> Result<()> {
 
 /// Every run starts with the page cache empty. The kernel charges a file page to the first
 /// cgroup that reads it, so a program whose code and files an earlier run left cached is
-/// charged less (node-map's plain peak: 222 MB so, 291 MB from an empty cache, twice): the
-/// plain peak, and the limits made from it, would move with what ran before.
+/// charged less: the plain peak, and the limits made from it, would move with what ran
+/// before (BENCHMARKS.md, the suite).
 fn drop_page_cache() -> Result<()> {
     let synced = Command::new("sync").status().context("running sync")?;
     if !synced.success() {
@@ -510,7 +523,8 @@ impl Report<'_> {
             let (best, best_wall) = r.best_cell();
             writeln!(
                 out,
-                "| {} | {}x | {} | {:.1} MiB | {:.2} | {:.0} | {:.0} | {} | {:.2} | {:.0} | {:.2} | {} {:.2} s | {:.2} |",
+                "| {} | {}x | {} | {:.1} MiB | {:.2} | {:.0} | {:.0} | {} | {:.2} | {:.0} | \
+                 {:.2} | {} {:.2} s | {:.2} |",
                 r.program,
                 r.pressure,
                 fmt_size(r.limit),
@@ -610,6 +624,7 @@ impl Report<'_> {
                         "vmstat": r.kernel.iter().map(|k| &k.stats).collect::<Vec<_>>(),
                     },
                     "uzswap": cells,
+                    "uzswap_defaults_peak_rss_bytes": r.default_peak_rss(),
                     "kernel_over_uzswap_defaults": r.kernel_wall() / r.cell_wall(0),
                 })
             })
@@ -693,6 +708,33 @@ mod tests {
             stats: stats.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         };
         assert_eq!(tree_swapins(&u), 11.0);
+    }
+
+    /// The first process's peak RSS stands for the program's unless a child of it held 8 MiB
+    /// or more: a shell script's `sort`, not a pyenv shim's `readlink` nor the process itself
+    /// under the names it exec'd through.
+    #[test]
+    fn memory_in_a_child_is_a_child_of_the_tree_holding_eight_mib() {
+        const M: f64 = (1 << 20) as f64;
+        let stats = |rows: &[(&str, f64)]| -> BTreeMap<String, f64> {
+            rows.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        let shim = stats(&[
+            ("tree/10/parent", 1.0),
+            ("tree/10/peak_charged_bytes", 200.0 * M),
+            ("tree/11/parent", 10.0),
+            ("tree/11/peak_charged_bytes", 1.2 * M),
+        ]);
+        assert!(!memory_in_a_child(&shim));
+        let script = stats(&[
+            ("tree/10/parent", 1.0),
+            ("tree/10/peak_charged_bytes", 2.0 * M),
+            ("tree/12/parent", 10.0),
+            ("tree/12/peak_charged_bytes", 300.0 * M),
+        ]);
+        assert!(memory_in_a_child(&script));
+        // Held from outside: no tree at all.
+        assert!(!memory_in_a_child(&stats(&[("peak_rss_bytes", 9.0 * M)])));
     }
 
     /// A cell that failed is no cell's best and has no time; the row keeps the others.

@@ -1,6 +1,6 @@
 //! The programs of `bench suite`: unmodified programs of different shapes, each a file of
-//! bench/suite/ built into the binary, written out (and compiled, for C) in a directory of
-//! the run's own before it starts, so the suite runs from anywhere.
+//! bench/suite/ built into the binary, written out (and compiled, for C, Go and Java) in a
+//! directory of the run's own before it starts, so the suite runs from anywhere.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -56,6 +56,10 @@ pub const PROGRAMS: &[SuiteProgram] = &[
         command: |d| {
             vec![
                 "java".into(),
+                // The same collector and machine on both sides: in the kernel side's cgroup
+                // the JVM would otherwise size itself to the limit (and pick Serial).
+                "-XX:+UseG1GC".into(),
+                "-XX:-UseContainerSupport".into(),
                 "-Xmx320m".into(),
                 "-cp".into(),
                 d.as_os_str().to_owned(),
@@ -168,8 +172,8 @@ fn find(exe: &str) -> Option<std::path::PathBuf> {
 }
 
 impl SuiteProgram {
-    /// Write its file into `dir` (compiling a C, Go or Java file there), checking first that what it
-    /// needs is installed.
+    /// Write its file into `dir` (compiling a C, Go or Java file there), checking first that
+    /// what it needs is installed.
     pub fn prepare(&self, dir: &Path) -> Result<()> {
         if let Some(missing) = self.needs.iter().find(|e| find(e).is_none()) {
             bail!(
