@@ -64,8 +64,8 @@ enum Bench {
     /// uzswap, side by side at equal memory: wall time, memory held, statistics.
     Run(uzswap_cli::bench::program::ProgramArgs),
     /// Ten unmodified programs of different shapes, each at two pressures, under the
-    /// kernel's zswap and under uzswap at equal memory, uzswap's defaults beside a grid of
-    /// other settings (needs root).
+    /// kernel's zswap and under uzswap with its limit at what the kernel held, uzswap's
+    /// defaults beside a grid of other settings (needs root).
     Suite(uzswap_cli::bench::suite::SuiteArgs),
     /// One workload on plain memory for a kernel peer (started by the commands above).
     #[command(hide = true)]
