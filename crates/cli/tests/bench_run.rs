@@ -241,6 +241,44 @@ fn beside_the_kernels_zswap_uzswap_gets_what_the_kernel_held() {
     assert_eq!(v["settings"]["reclaim"], "limit");
 }
 
+/// The kernel side's program does not see its cgroup's limit, as uzswap's sees none: a
+/// program that sizes itself to it (a JVM choosing its collector, node its heap) runs the
+/// same on both sides. The program reads the limit of its own cgroup as such a program does
+/// (`/proc/self/cgroup`) and says whether it is under 1 GiB.
+#[test]
+fn the_kernel_sides_program_does_not_see_its_cgroups_limit() {
+    let _turn = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        common::is_root()
+            && Path::new(ZSWAP_PARAMS).exists()
+            && Path::new(CGROUP_V1_MEMORY).exists(),
+        "bench run --peer kernel-zswap needs root, the kernel's zswap ({ZSWAP_PARAMS}) and a \
+         cgroup v1 memory controller ({CGROUP_V1_MEMORY}): run the tests as root on such a \
+         machine (README)"
+    );
+    const SEES_A_LIMIT: &str = r#"
+x = [str(i) * 20 for i in range(600_000)]
+path = [l.split(":")[2] for l in open("/proc/self/cgroup").read().splitlines()
+        if l.split(":")[1] == "memory"][0].rstrip("/")
+limit = int(open("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes").read())
+print(len(x), "limited" if limit < (1 << 30) else "unlimited")
+"#;
+    let o = bench_run(
+        &[
+            "--peer",
+            "kernel-zswap",
+            "--memory-high",
+            "40M",
+            "--runs",
+            "1",
+            "--json",
+        ],
+        &["python3", "-c", SEES_A_LIMIT],
+    );
+    let v = json(&o);
+    assert_eq!(v["stdout_identical"], true, "{v}");
+}
+
 /// `bench suite` with one of its programs (sqlite3, about 180 MiB at its peak) at one
 /// pressure and its defaults alone: the kernel side under two thirds of the plain peak,
 /// uzswap under what the kernel held, both printing what the plain run printed (the suite

@@ -23,9 +23,16 @@ use crate::bench::stats::Snapshot;
 static RUN_SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// The shell that puts itself in the cgroup (its `cgroup.procs` is `$0`) and becomes the
-/// program (`$@`). It fails with 125 and a line of its own if it cannot join.
+/// program (`$@`) in a cgroup namespace of its own. It fails with 125 and a line of its own if
+/// it cannot join.
+///
+/// The namespace keeps the limit from the program, as uzswap's side has none to show: a
+/// program that reads its cgroup's limit sizes itself to it (in a 96M cgroup, OpenJDK 17
+/// picks the Serial collector instead of G1, and node caps its heap at 259 MiB instead of
+/// about 4 GiB), and the two sides would run different programs. In its own namespace its
+/// cgroup is the root (`/proc/self/cgroup`), whose limit it reads as none.
 const JOIN_AND_EXEC: &str = "echo $$ > \"$0\" || { echo 'uzswap: cannot join the cgroup' >&2; \
-                             exit 125; }; exec \"$@\"";
+                             exit 125; }; exec unshare --cgroup -- \"$@\"";
 
 /// One run of a program on a kernel peer.
 #[derive(Debug)]
