@@ -187,53 +187,45 @@ impl SuiteProgram {
         std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
         if let Some(stem) = name.strip_suffix(".go") {
             // Statically linked (no cgo): `uzswap run` holds it from outside.
-            let out = Command::new(find("go").context("go")?)
-                .args(["build", "-o"])
+            let mut go = Command::new(find("go").context("go")?);
+            go.args(["build", "-o"])
                 .arg(dir.join(stem))
                 .arg(&file)
                 .env("CGO_ENABLED", "0")
                 .env("GO111MODULE", "off")
-                .env("GOCACHE", dir.join("gocache"))
-                .output()
-                .context("running go build")?;
-            if !out.status.success() {
-                bail!(
-                    "go could not build {name}: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
+                .env("GOCACHE", dir.join("gocache"));
+            build(go, "go", name)?;
         }
         if name.ends_with(".java") {
-            let out = Command::new("javac")
-                .arg("-d")
-                .arg(dir)
-                .arg(&file)
-                .output()
-                .context("running javac")?;
-            if !out.status.success() {
-                bail!(
-                    "javac could not build {name}: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
+            let mut javac = Command::new("javac");
+            javac.arg("-d").arg(dir).arg(&file);
+            build(javac, "javac", name)?;
         }
         if let Some(stem) = name.strip_suffix(".c") {
-            let out = Command::new("cc")
-                .args(["-O2", "-o"])
+            let mut cc = Command::new("cc");
+            cc.args(["-O2", "-o"])
                 .arg(dir.join(stem))
                 .arg(&file)
-                .arg("-lm")
-                .output()
-                .context("running cc")?;
-            if !out.status.success() {
-                bail!(
-                    "cc could not build {name}: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
+                .arg("-lm");
+            build(cc, "cc", name)?;
         }
         Ok(())
     }
+}
+
+/// Run `compiler` (named `what`) on the program's file `name`; its stderr is the error if it
+/// fails.
+fn build(mut compiler: Command, what: &str, name: &str) -> Result<()> {
+    let out = compiler
+        .output()
+        .with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} could not build {name}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
