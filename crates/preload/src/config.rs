@@ -74,6 +74,7 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
             "in_thread_faults" => region.in_thread_faults = on()?,
             "workingset" => region.policies.workingset = on()?,
             "referenced_writes" => region.policies.referenced_writes = on()?,
+            "inactive_list" => region.policies.inactive_list = on()?,
             "adaptive_swapin" => region.policies.adaptive_swapin = on()?,
             "auto_pool_share" => region.policies.auto_pool_share = on()?,
             "memory_max" => memory_max = Some(bytes()?),

@@ -413,6 +413,12 @@ impl RegionConfig {
         self
     }
 
+    /// Set `policies.inactive_list`.
+    pub fn inactive_list(mut self, on: bool) -> Self {
+        self.policies.inactive_list = on;
+        self
+    }
+
     /// Set `policies.workingset`.
     pub fn workingset(mut self, on: bool) -> Self {
         self.policies.workingset = on;
@@ -547,6 +553,16 @@ pub struct Policies {
     /// `user_mode_only` or `in_thread_faults`: a system call writing into a folio going round
     /// would fail with EFAULT). Default: off.
     pub referenced_writes: bool,
+    /// Reclaim's inactive list (staged.rs): the coldest folios are moved out uncompressed
+    /// first, 1/8 of the limit of them, and stored only when they reach the list's end
+    /// untouched; a fault on one moves it back and activates it. The kernel's referenced
+    /// check, reads included, made with a fault where the kernel reads the accessed bit.
+    /// Off: the coldest folio is stored at once, and reclaim sees no access but refaults.
+    /// Off by default: it halves the pages swapped in from the pool on a malloc churn and
+    /// cuts a fifth on a Java-shaped heap, but each folio found in use costs a move back
+    /// and a move out again (a TLB flush each), and no program of the suite ran faster
+    /// for it (BENCHMARKS.md, "The inactive list").
+    pub inactive_list: bool,
 }
 
 impl Default for Policies {
@@ -560,6 +576,7 @@ impl Default for Policies {
             adaptive_swapin: true,
             auto_pool_share: true,
             referenced_writes: false,
+            inactive_list: false,
         }
     }
 }

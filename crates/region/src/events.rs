@@ -10,8 +10,9 @@
 //!
 //! Processing waits for the zap: each page of the range still mapped is waited for until the
 //! kernel has cleared it. Only then is the range processed: what the engine holds for those
-//! pages is freed, a staged copy of their folio is dropped (never moved back: the engine
-//! holds a stored copy of every staged folio), and the pages count as missing. So nothing the
+//! pages is freed, a staged folio's pages outside the range go back into the mapping (the
+//! slot holds the only copy of a folio not yet stored; those in the range are dropped with
+//! the slot, never moved back), and the pages count as missing. So nothing the
 //! program writes after its `madvise` returns can be processed away with the discard, and
 //! after `madvise` returns the program reads zeros, as the kernel promises.
 //!
@@ -180,13 +181,27 @@ impl<'a> Events<'a> {
         let mut deadline = Instant::now() + ZAP_WAIT;
         while fstart < last {
             let folio = self.lock_folio_for_event(fstart);
-            // Never moved back: that could land after the kernel's zap. The engine has it all.
-            drop(self.staged.take(fstart));
+            // A staged folio not stored yet is held by its slot alone: the pages the discard
+            // does not cover go back into the mapping, and those it covers (pending, as is
+            // every discard read and not processed) never do, which could land after the
+            // kernel's zap. A clean one is dropped: the engine holds every page of it.
+            let staged = self.staged.take(fstart);
+            let put_back = match staged {
+                Some(mut s) if !crate::clean::is_clean(&folio) => {
+                    self.put_back(&folio, &mut s, 0, PutBack::All);
+                    true
+                }
+                _ => false,
+            };
             self.read_failures.forget(folio.offsets());
             // Whatever the program puts here next is new data: judged on its own next store.
             self.incompressible.forget(fstart);
             self.lru.forget(fstart);
             self.swapin_window.forget(fstart);
+            if put_back && folio.offsets().any(|p| self.pages.is_resident(p)) {
+                // Off every queue while it was staged: reclaim's again.
+                self.lru.queue(fstart);
+            }
             for p in folio.offsets().filter(|p| (first..last).contains(p)) {
                 let mapped = self.pages.is_resident(p) && {
                     let gone = self.zapped(p, deadline);
@@ -259,6 +274,77 @@ impl<'a> Events<'a> {
             }
             Moved::Elsewhere => {}
         }
+    }
+
+    /// Return a staged folio's pages to the region, except pages with a discard pending (they
+    /// are gone for the program: the next access reads zero), holding the event gate shared as
+    /// every install does. The folio's first page is page `slot_page` of the slot
+    /// (a batch slot holds several folios). After `PutBack::All` the pages' resident bits are
+    /// set again; pending ones stay clear.
+    pub(crate) fn put_back(
+        &self,
+        folio: &FolioLock,
+        staged: &mut uffd::StagedFolio,
+        slot_page: usize,
+        how: PutBack,
+    ) {
+        let whole = slot_page == 0 && staged.len() == folio.nr_pages() as usize * PAGE_SIZE;
+        // A clean folio (clean.rs) is resident with the engine's copies kept, kept honest by
+        // write protection. Pages moved back come back writable (`UFFDIO_MOVE` does not carry the
+        // protection), so a write would land unseen and a later clean eviction would bring the
+        // old copy back: drop the copies first. We hold the folio lock, so nothing takes the
+        // folio for clean in between; the folio is simply stored on its next eviction. (After a
+        // failed store, `PutBack::All`, the store has left no entry already.)
+        for p in folio.offsets() {
+            if crate::clean::engine_has_copy(folio.state(p).kind) {
+                self.group.invalidate_page(folio, p);
+            }
+        }
+        self.under_gate(|gate| {
+            // Under the gate, each time: an `mremap` read meanwhile moved the region.
+            let addr = self.mapping.page_addr(folio.start());
+            let pending = self.discards.pending_mask(folio.start(), folio.end());
+            let result = match (&pending, how) {
+                (None, PutBack::All) if whole => self
+                    .mapping
+                    .move_back(gate, staged, folio.start())
+                    .map(all_moved)
+                    .map_err(|(_, stop)| stop),
+                _ => (|| {
+                    for i in 0..folio.nr_pages() as usize {
+                        if pending.as_ref().is_some_and(|m| m[i]) {
+                            continue;
+                        }
+                        let s = slot_page + i;
+                        let page = folio.start() + i as u32;
+                        let moved = self.mapping.move_back_page(gate, staged, page, s)?;
+                        // Found present only in the region, the page moved back on an earlier
+                        // try of this loop (the kernel reports the present destination before
+                        // the source hole), or, for `WhatMoved`, never moved.
+                        if moved != uffd::Filled::All && staged.page_present(s) {
+                            if how == PutBack::All {
+                                all_moved(moved); // present on both sides: stops
+                            }
+                            // Present on both sides: the region's page never moved, yet one
+                            // sits in the slot.
+                            self.stats.stray_staged_pages.fetch_add(1, Relaxed);
+                        }
+                    }
+                    Ok(())
+                })(),
+            };
+            result?;
+            if how == PutBack::All {
+                for (i, p) in folio.offsets().enumerate() {
+                    let gone = pending.as_ref().is_some_and(|m| m[i]);
+                    self.pages.set_resident(p, !gone);
+                }
+            }
+            // Threads that faulted on the folio while it was out wait for this.
+            self.mapping
+                .wake(addr, folio.nr_pages() as usize * PAGE_SIZE);
+            Ok(())
+        });
     }
 }
 
@@ -333,4 +419,25 @@ mod tests {
             "the copy is dropped"
         );
     }
+}
+
+/// Nothing installs into a folio without its lock, which we hold: a present page where a
+/// staged one returns means the bookkeeping is wrong, and the staged pages behind it would be
+/// lost with the slot. Stop (the process is stopped with us).
+fn all_moved(f: uffd::Filled) {
+    if let uffd::Filled::PageExists { done } = f {
+        panic!("page {done} bytes into a staged folio is already present");
+    }
+}
+
+/// What `put_back` returns.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PutBack {
+    /// The whole folio had left (its resident bits were cleared): all of it comes back, and
+    /// a page found present in its place is a bookkeeping error (the process is stopped).
+    All,
+    /// A move out that failed part way (resident bits never cleared): whatever moved comes
+    /// back, page by page; a page present on both sides (a stray page in the slot, the
+    /// region's page never moved) stays where it is, and the stray goes with the slot.
+    WhatMoved,
 }

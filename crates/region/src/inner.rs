@@ -4,8 +4,9 @@
 //! parts it uses, built here (`Inner::reclaim`, ...). Only this file sees every part.
 //!
 //! Where a page is: present in the mapping (`pages`, its resident bit), staged (`staged`:
-//! moved out after its store, uncompressed, still in memory), or held by the engine (pool,
-//! zero mark, swap file: `group`'s swap cache); missing otherwise. All three change only under
+//! moved out by reclaim, uncompressed, still in memory, not yet stored), or held by the engine
+//! (pool, zero mark, swap file: `group`'s swap cache); missing otherwise. A clean folio is
+//! resident or staged and held by the engine too (clean.rs). All three change only under
 //! the page's folio lock in the engine's swap cache, which is what makes concurrent faults,
 //! reclaim and discards agree. What the region holds is charged as charge.rs says.
 
@@ -51,6 +52,10 @@ use crate::swapin_window::SwapinWindow;
 use crate::throttle::Throttle;
 use crate::unevictable::Unevictable;
 
+/// The share of the limit reclaim keeps staged (its inactive list, staged.rs): a folio must
+/// be used within the time it takes reclaim to store this much to be kept.
+const STAGED_SHARE: u64 = 8;
+
 /// The state the region's threads share: its parts.
 ///
 /// Their locks are taken in the order lock_order.rs gives (checked in debug builds).
@@ -82,7 +87,7 @@ pub(crate) struct Inner {
     pages: PageFlags,
     /// The order reclaim takes folios in.
     lru: Lru,
-    /// Folios moved out after their store, kept uncompressed for a second chance.
+    /// Folios moved out and not yet stored: reclaim's inactive list (staged.rs).
     staged: StagedFolios,
     /// Discards read, pending and recent (events.rs).
     discards: Discards,
@@ -212,14 +217,17 @@ impl Inner {
         let group = zswap.new_group(nr_pages);
         group.set_writeback_enabled(config.writeback);
 
-        // Staged folios may hold 1/32 of the limit; staging needs room for that plus one
-        // folio in flight per thread that evicts.
-        let staged_budget = (config.memory_limit / 32 / PAGE_SIZE as u64).max(folio_pages as u64);
+        // Reclaim keeps 1/8 of the limit staged (its inactive list, staged.rs); staging needs
+        // room for that plus one folio in flight per thread that evicts.
+        let staged_target = match config.policies.inactive_list {
+            true => (config.memory_limit / STAGED_SHARE / PAGE_SIZE as u64).max(folio_pages as u64),
+            false => 0,
+        };
         // Freed staging slots are discarded in batches (`discard_batch_slots`), one TLB
         // flush a batch instead of one a folio; charged up front (`FixedCharge`).
         let batch_slots = discard_batch_slots(config);
         let evicting = fixed.evicting as u64;
-        let slots = u32::try_from(staged_budget / folio_pages as u64 + batch_slots + evicting)
+        let slots = u32::try_from(staged_target / folio_pages as u64 + batch_slots + evicting)
             .map_err(|_| {
                 RegionError::Config(ConfigError {
                     field: "memory_limit",
@@ -291,7 +299,7 @@ impl Inner {
                 config.pinned.div_ceil(fs) as u32,
                 referenced_writes,
             ),
-            staged: StagedFolios::new(staged_budget, folio_pages, nr_folios),
+            staged: StagedFolios::new(staged_target, folio_pages, nr_folios),
             discards: Default::default(),
             deferred,
             read_failures: Default::default(),

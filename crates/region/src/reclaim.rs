@@ -6,14 +6,21 @@
 //!
 //! The coldest folio is the one that came in longest ago (FIFO), except that folios a
 //! sequential scan has passed go first (drop-behind, readahead.rs), and folios found
-//! incompressible that came back in are passed over (incompressible.rs); staging gives
-//! a folio faulted again soon after eviction its second chance. Evicting a folio:
-//! 1. lock it in the engine's swap cache (waiting for a fault that owns it);
-//! 2. move its pages out of the mapping with one `UFFDIO_MOVE` into staging: from here a
-//!    program access faults and waits for the lock, so no write can be lost;
-//! 3. store it (compress) or, failing that, write it to the swap file;
-//! 4. keep the staged copy (staged.rs), or, if nothing took the folio, move
-//!    it back: it stays resident and nothing is lost.
+//! incompressible that came back in are passed over (incompressible.rs). With the inactive
+//! list (`Policies::inactive_list`), reclaim has two hands, as the kernel's LRU has an active
+//! and an inactive list:
+//! 1. deactivate: the coldest resident folio, locked in the engine's swap cache (waiting for a
+//!    fault that owns it), is moved out of the mapping with one `UFFDIO_MOVE` into staging,
+//!    uncompressed (staged.rs, reclaim's inactive list, kept at its target). From here a
+//!    program access faults, waits for the lock, and moves the folio straight back, activated:
+//!    the referenced check, reads included, that the kernel makes with the accessed bit;
+//! 2. evict: the oldest staged folio, untouched for the whole list, is locked and stored
+//!    (compressed, or written to the swap file); its staging slot is freed. If nothing took
+//!    it, it is moved back: it stays resident and nothing is lost.
+//!
+//! Only the second frees memory. Folios a scan has passed, those stored as-is, and the
+//! batches below are stored at once, with no trip through staging; and every folio, without
+//! the list.
 //!
 //! With 4 KiB folios, a cold folio's cold neighbours go with it: one move of up to 64 KiB,
 //! one TLB flush, each page then stored on its own (`with_neighbours`, `evict_batch`).
@@ -31,7 +38,7 @@ use zswap::{Zswap, ZswapGroup, PAGE_SIZE};
 use crate::charge::{InFlight, Meter};
 use crate::config::BATCH_PAGES;
 use crate::discards::Discards;
-use crate::events::Events;
+use crate::events::{Events, PutBack};
 use crate::geometry::Geometry;
 use crate::incompressible::IncompressibleFolios;
 use crate::lazy_threads::{Lazy, StartLazy};
@@ -68,7 +75,7 @@ pub(crate) struct Reclaim<'a> {
     /// have slots of their own.
     pub staging: &'a Arc<Staging>,
     pub batch_staging: Option<&'a Arc<Staging>>,
-    /// Folios moved out after their store, kept uncompressed for a second chance.
+    /// Folios moved out and not yet stored: reclaim's inactive list (staged.rs).
     pub staged: &'a StagedFolios,
     /// Policies that decide what goes (incompressible.rs, readahead.rs' drop-behind,
     /// swapin_window.rs), and `Policies::keep_incompressible` and `referenced_writes`.
@@ -262,28 +269,77 @@ impl<'a> Reclaim<'a> {
     }
 
     fn free_one(&self, who: Reclaimer) -> bool {
-        // Near the limit, staged folios go first: they are stored already, so dropping one
-        // frees a folio at once, while evicting a resident folio into staging frees nothing
-        // until staging itself is trimmed (and the pool grows meanwhile).
-        if self.staged.pages() > 0
-            && self.meter.usage().total() > self.meter.limit().saturating_sub(self.margin())
-            && self.drop_staged()
-        {
-            return true;
-        }
         // A folio found incompressible and kept is marked: the next candidates are other folios.
         // After `kept_max` of them the next is stored whatever it is: reclaim never leaves a
         // fault short of room for want of compressible folios.
         let kept_max = who.kept_max();
-        for kept in 0..=kept_max {
-            match self.evict_coldest(kept == kept_max, who) {
+        let mut kept = 0;
+        // The inactive list first, filled from the LRU's cold end a few folios a call, so a
+        // fault waiting for room does not wait for the whole list to fill.
+        let mut staged = 0;
+        while staged < STAGE_PER_CALL && self.staged.wants(self.geometry.folio_pages) {
+            match self.evict_coldest(kept >= kept_max, who, true) {
+                // Stored at once: one a scan passed, a batch, or one only partly present.
                 Eviction::Freed => return true,
-                Eviction::Failed => return false,
-                Eviction::NothingLeft => return self.write_back_pool(),
-                Eviction::KeptIncompressible => {}
+                Eviction::Staged => staged += 1,
+                Eviction::KeptIncompressible => kept += 1,
+                Eviction::Failed | Eviction::NothingLeft => break,
             }
         }
-        false
+        match self.evict_staged(&mut kept, kept_max) {
+            Eviction::Freed => return true,
+            Eviction::NothingLeft => {}
+            _ => return false,
+        }
+        // Nothing staged: the coldest resident folio is stored at once.
+        loop {
+            match self.evict_coldest(kept >= kept_max, who, false) {
+                Eviction::Freed => return true,
+                Eviction::Failed | Eviction::Staged => return false,
+                Eviction::NothingLeft => return self.write_back_pool(),
+                Eviction::KeptIncompressible => kept += 1,
+            }
+        }
+    }
+
+    /// Store the oldest staged folio, which nothing used while it went through the list, and
+    /// free its slot (a clean one is dropped: the engine holds it). One found incompressible
+    /// and kept goes back resident and the next is tried, `kept` counting them against
+    /// `kept_max` (then one is stored as-is). NothingLeft when nothing is staged.
+    fn evict_staged(&self, kept: &mut usize, kept_max: usize) -> Eviction {
+        while let Some(start) = self.staged.pop_oldest() {
+            let folio = self.group.lock_folio(start, self.geometry.folio_order);
+            // Bound before the slot, so that the slot is freed before the guard drops.
+            let mut in_flight = InFlight::new(self.meter.in_flight);
+            // Taken by a fault or a discard between the pop and the lock.
+            let Some(mut staged) = self.staged.take(start) else {
+                continue;
+            };
+            in_flight.add(staged.len() as u64);
+            let refuse_as_is = *kept < kept_max && self.refuses_as_is(&folio);
+            match self.store_staged(&folio, &mut staged, true, refuse_as_is) {
+                Eviction::KeptIncompressible => *kept += 1,
+                result => {
+                    if result == Eviction::Freed {
+                        self.stats.staged_dropped.fetch_add(1, Relaxed);
+                    }
+                    return result;
+                }
+            }
+        }
+        Eviction::NothingLeft
+    }
+
+    /// A folio with nothing known of it (no store since it was new or discarded; one whose
+    /// last store compressed is not tried), while the region's incompressible data keeps
+    /// coming back in: if it does not compress, it is kept resident (incompressible.rs).
+    /// (Not a clean folio: it leaves with no store at all.)
+    fn refuses_as_is(&self, folio: &FolioLock) -> bool {
+        self.keep_incompressible
+            && !self.incompressible.is_marked(folio.start())
+            && !self.incompressible.is_compressible(folio.start())
+            && !crate::clean::is_clean(folio)
+            && self.incompressible.try_in_place()
     }
 
     /// Nothing resident or staged is left, and the region is still over its target: the pool
@@ -303,7 +359,9 @@ impl<'a> Reclaim<'a> {
         true
     }
 
-    fn evict_coldest(&self, as_is: bool, who: Reclaimer) -> Eviction {
+    /// Take the coldest resident folio: onto the inactive list (`stage`: Staged), or stored at
+    /// once (Freed). `as_is`: stored even if it does not compress.
+    fn evict_coldest(&self, as_is: bool, who: Reclaimer, stage: bool) -> Eviction {
         // The queue names a folio again each time it comes back in, so it holds stale entries
         // (folios that left since): skip them here, so a caller's count of attempts means work.
         let mut sent_round = 0;
@@ -314,10 +372,7 @@ impl<'a> Reclaim<'a> {
                 queued,
             }) = self.lru.pop_coldest()
             else {
-                return match self.drop_staged() {
-                    true => Eviction::Freed,
-                    false => Eviction::NothingLeft,
-                };
+                return Eviction::NothingLeft;
             };
             // Checked under the folio's lock: a fault queues its folio before installing it, and
             // an unlocked look could take it for stale mid-install and lose it from the queue.
@@ -379,14 +434,20 @@ impl<'a> Reclaim<'a> {
             Err(folio) => folio,
         };
         let result = if present == folio.nr_pages() {
-            // A scan has passed it: it goes, whatever it holds.
-            self.evict(&folio, true, as_is || behind)
+            // A scan has passed it: it goes now, whatever it holds.
+            let how = match stage && !as_is && !behind {
+                true => Leave::Stage,
+                false => Leave::Store {
+                    as_is: as_is || behind,
+                },
+            };
+            self.evict(&folio, how)
         } else {
             // Partly present (part of it was discarded): evict what is there, page by page.
             let mut any = false;
             for page in folio.split() {
                 if self.pages.is_resident(page.start()) {
-                    any |= self.evict(&page, false, true) == Eviction::Freed;
+                    any |= self.evict(&page, Leave::StorePage) == Eviction::Freed;
                 }
             }
             match any {
@@ -394,7 +455,7 @@ impl<'a> Reclaim<'a> {
                 false => Eviction::Failed,
             }
         };
-        if result == Eviction::Freed {
+        if matches!(result, Eviction::Freed | Eviction::Staged) {
             self.lru.evicted(start);
             self.incompressible.evicted(marked);
             if self.swapin_window.reclaimed(start, present) {
@@ -507,7 +568,8 @@ impl<'a> Reclaim<'a> {
             }) => {
                 // As in `evict`: what moved comes back; resident bits were never cleared.
                 for (i, folio) in batch.iter().enumerate() {
-                    self.put_back(folio, &mut partial, i, PutBack::WhatMoved);
+                    self.events
+                        .put_back(folio, &mut partial, i, PutBack::WhatMoved);
                     let p = folio.start();
                     if self.pages.is_resident(p) && !self.mapping.in_mapping(p).unwrap_or(true) {
                         self.events.zapped_late(folio, p);
@@ -557,7 +619,8 @@ impl<'a> Reclaim<'a> {
             }
         }
         for i in unstored {
-            self.put_back(&batch[i], &mut staged, i, PutBack::All);
+            self.events
+                .put_back(&batch[i], &mut staged, i, PutBack::All);
             self.give_up(&batch[i]);
         }
         if !any {
@@ -571,7 +634,7 @@ impl<'a> Reclaim<'a> {
     /// neighbours (unlocked here), who keep their places in the queue.
     fn evict_head_alone(&self, batch: Vec<FolioLock>) -> Eviction {
         let head = batch.into_iter().next().expect("the head");
-        let result = self.evict(&head, true, false);
+        let result = self.evict(&head, Leave::Store { as_is: false });
         if result == Eviction::Freed {
             self.lru.evicted(head.start());
             self.incompressible.evicted(false);
@@ -610,29 +673,16 @@ impl<'a> Reclaim<'a> {
         true
     }
 
-    fn drop_staged(&self) -> bool {
-        let dropped = self.staged.drop_oldest();
-        if dropped {
-            self.stats.staged_dropped.fetch_add(1, Relaxed);
-        }
-        dropped
-    }
-
-    /// Move the locked, fully present pages of `folio` out and store them; `as_is`: even if it
-    /// does not compress (else a first store of an incompressible folio may keep it).
-    fn evict(&self, folio: &FolioLock, keep_staged: bool, as_is: bool) -> Eviction {
+    /// Move the locked, fully present pages of `folio` out, onto the inactive list or to be
+    /// stored now (`how`).
+    fn evict(&self, folio: &FolioLock, how: Leave) -> Eviction {
         let bytes = folio.nr_pages() as usize * PAGE_SIZE;
-        // A folio with nothing known of it (no store since it was new or discarded; one whose
-        // last store compressed is not tried), while the region's incompressible data keeps
-        // coming back in: if it does not compress, it stays (incompressible.rs).
-        // (Not a clean folio: it leaves with no store at all.)
-        let mut refuse_as_is = !as_is
-            && keep_staged
-            && self.keep_incompressible
-            && !self.incompressible.is_marked(folio.start())
-            && !self.incompressible.is_compressible(folio.start())
-            && !crate::clean::is_clean(folio)
-            && self.incompressible.try_in_place();
+        let (whole, as_is) = match how {
+            Leave::Stage => (true, false),
+            Leave::Store { as_is } => (true, as_is),
+            Leave::StorePage => (false, true),
+        };
+        let mut refuse_as_is = !as_is && whole && self.refuses_as_is(folio);
         if refuse_as_is {
             // Tried where it is, not moved out and back (two page-table walks and TLB flushes,
             // most of what finding a region's random data would cost); and outside the event
@@ -653,7 +703,7 @@ impl<'a> Reclaim<'a> {
                 refuse_as_is = false;
             }
         }
-        let staged = loop {
+        let staged = {
             // Held from the pending check through the move: a discard read after the check waits
             // for the move, and then finds the pages out of the mapping (a fault on them waits
             // for its processing, events.rs).
@@ -675,93 +725,108 @@ impl<'a> Reclaim<'a> {
                 .mapping
                 .stage(&gate, self.staging, folio.start(), bytes);
             drop(gate);
-            match staged {
-                Ok(s) => break s,
-                Err(StageError::NoSlot) => {
-                    if !self.drop_staged() {
-                        self.give_up(folio);
-                        return Eviction::Failed;
+            staged
+        };
+        let mut staged = match staged {
+            Ok(s) => s,
+            Err(StageError::NoSlot) => {
+                // Every slot staged or in flight (there is one a thread that evicts beyond the
+                // list's target): this folio stays for now.
+                self.give_up(folio);
+                return Eviction::Failed;
+            }
+            Err(StageError::Partial {
+                folio: mut partial, ..
+            }) => {
+                // A page not present (a discard we have not processed), pinned (EBUSY), or
+                // the mapping changing: put back what moved and leave this folio for now.
+                // Its resident bits were never cleared.
+                self.events
+                    .put_back(folio, &mut partial, 0, PutBack::WhatMoved);
+                // A page the kernel unmapped after its discard was processed is not there to
+                // move: it reads zero now (events.rs).
+                for p in folio.offsets() {
+                    if self.pages.is_resident(p) && !self.mapping.in_mapping(p).unwrap_or(true) {
+                        self.events.zapped_late(folio, p);
                     }
                 }
-                Err(StageError::Partial {
-                    folio: mut partial, ..
-                }) => {
-                    // A page not present (a discard we have not processed), pinned (EBUSY), or
-                    // the mapping changing: put back what moved and leave this folio for now.
-                    // Its resident bits were never cleared.
-                    self.put_back(folio, &mut partial, 0, PutBack::WhatMoved);
-                    // A page the kernel unmapped after its discard was processed is not there to
-                    // move: it reads zero now (events.rs).
-                    for p in folio.offsets() {
-                        if self.pages.is_resident(p) && !self.mapping.in_mapping(p).unwrap_or(true)
-                        {
-                            self.events.zapped_late(folio, p);
-                        }
-                    }
-                    self.give_up(folio);
-                    return Eviction::Failed;
-                }
+                self.give_up(folio);
+                return Eviction::Failed;
             }
         };
-        // Charged until the folio is kept staged, freed or put back: bound before the slot, so
-        // that the slot is freed (and counted dirty) before the guard drops.
+        // Charged until the folio is staged, freed or put back; dropped after the slot, so
+        // that a freed slot is counted dirty before the guard drops.
         let mut in_flight = InFlight::new(self.meter.in_flight);
-        let mut staged = staged;
-        // Read back from disk and not written since (clean.rs): the disk copy stands.
-        let clean = keep_staged && crate::clean::is_clean(folio);
         for p in folio.offsets() {
             in_flight.add_page();
             self.pages.set_resident(p, false);
             self.pages.left_for_the_engine(p, self.discards);
         }
-        if clean {
+        if how == Leave::Stage {
+            self.staged.insert(folio.start(), staged);
+            self.stats.pgdeactivate.fetch_add(1, Relaxed);
+            return Eviction::Staged;
+        }
+        let result = self.store_staged(folio, &mut staged, whole, refuse_as_is);
+        drop(staged);
+        drop(in_flight);
+        result
+    }
+
+    /// Store the locked `folio`, moved out to `staged` (its resident bits cleared), or drop it
+    /// if it is clean (`whole`: the whole folio; else one page of a split one, stored as it
+    /// is). Freed: the caller frees the slot. Otherwise the folio is moved back, resident.
+    /// `refuse_as_is`: one that does not compress is kept resident (KeptIncompressible), but for
+    /// the probes (incompressible.rs).
+    fn store_staged(
+        &self,
+        folio: &FolioLock,
+        staged: &mut uffd::StagedFolio,
+        whole: bool,
+        refuse_as_is: bool,
+    ) -> Eviction {
+        // Read back from disk and not written since (clean.rs): the disk copy stands.
+        if whole && crate::clean::is_clean(folio) {
             self.stats.clean_evictions.fetch_add(1, Relaxed);
+            self.stats.folios_evicted.fetch_add(1, Relaxed);
+            return Eviction::Freed;
+        }
+        let stored = if refuse_as_is {
+            self.group
+                .swap_out_unless_poor(folio, staged.bytes(), &|| self.incompressible.keep_found())
         } else {
-            // `refuse_as_is`: tried in place above and found compressible, or not tried (it could
-            // not be read there). Found incompressible by the store (the program may have
-            // written it since): kept, but for the probes, which are stored as-is.
-            let stored = if refuse_as_is {
-                self.group.swap_out_unless_poor(folio, staged.bytes(), &|| {
-                    self.incompressible.keep_found()
-                })
-            } else {
-                self.group.swap_out(folio, staged.bytes())
-            };
-            match stored {
-                Ok(SwapOutResult::Stored) if keep_staged => {
-                    let length = self.group.stored_length(folio);
-                    let poor = crate::incompressible::saved_too_little(length, folio.nr_pages());
-                    self.incompressible.set(folio.start(), poor);
-                    if poor {
-                        self.incompressible.stored_as_is();
-                    }
+            self.group.swap_out(folio, staged.bytes())
+        };
+        match stored {
+            Ok(SwapOutResult::Stored) if whole => {
+                let length = self.group.stored_length(folio);
+                let poor = crate::incompressible::saved_too_little(length, folio.nr_pages());
+                self.incompressible.set(folio.start(), poor);
+                if poor {
+                    self.incompressible.stored_as_is();
                 }
-                Ok(_) => {}
-                Err(e) => {
-                    // Neither the pool nor the swap file took it (writeback off, and the pool
-                    // full or the folio incompressible; or refused as incompressible): it stays
-                    // resident.
-                    let poor = matches!(e, StoreError::CompressPoor(_));
-                    if keep_staged && poor {
-                        self.incompressible.set(folio.start(), true);
-                    }
-                    self.put_back(folio, &mut staged, 0, PutBack::All);
-                    if refuse_as_is && poor {
-                        self.incompressible.kept();
-                        self.stats.incompressible_kept.fetch_add(1, Relaxed);
-                        self.requeue(folio);
-                        return Eviction::KeptIncompressible;
-                    }
-                    self.give_up(folio);
-                    return Eviction::Failed;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                // Neither the pool nor the swap file took it (writeback off, and the pool
+                // full or the folio incompressible; or refused as incompressible): it stays
+                // resident.
+                let poor = matches!(e, StoreError::CompressPoor(_));
+                if whole && poor {
+                    self.incompressible.set(folio.start(), true);
                 }
+                self.events.put_back(folio, staged, 0, PutBack::All);
+                if refuse_as_is && poor {
+                    self.incompressible.kept();
+                    self.stats.incompressible_kept.fetch_add(1, Relaxed);
+                    self.requeue(folio);
+                    return Eviction::KeptIncompressible;
+                }
+                self.give_up(folio);
+                return Eviction::Failed;
             }
         }
         self.stats.folios_evicted.fetch_add(1, Relaxed);
-        if keep_staged {
-            let dropped = self.staged.insert(folio.start(), staged);
-            self.stats.staged_dropped.fetch_add(dropped, Relaxed);
-        }
         Eviction::Freed
     }
 
@@ -806,77 +871,6 @@ impl<'a> Reclaim<'a> {
     fn requeue(&self, folio: &FolioLock) {
         let start = self.geometry.folio_start(folio.start());
         self.lru.queue(start);
-    }
-
-    /// Return a staged folio's pages to the region, except pages with a discard pending (they
-    /// are gone for the program: the next access reads zero), holding the event gate shared as
-    /// every install does (events.rs). The folio's first page is page `slot_page` of the slot
-    /// (a batch slot holds several folios). After `PutBack::All` the pages' resident bits are
-    /// set again; pending ones stay clear.
-    fn put_back(
-        &self,
-        folio: &FolioLock,
-        staged: &mut uffd::StagedFolio,
-        slot_page: usize,
-        how: PutBack,
-    ) {
-        let whole = slot_page == 0 && staged.len() == folio.nr_pages() as usize * PAGE_SIZE;
-        // A clean folio (clean.rs) is resident with the engine's copies kept, kept honest by
-        // write protection. Pages moved back come back writable (`UFFDIO_MOVE` does not carry the
-        // protection), so a write would land unseen and a later clean eviction would bring the
-        // old copy back: drop the copies first. We hold the folio lock, so nothing takes the
-        // folio for clean in between; the folio is simply stored on its next eviction. (After a
-        // failed store, `PutBack::All`, the store has left no entry already.)
-        for p in folio.offsets() {
-            if crate::clean::engine_has_copy(folio.state(p).kind) {
-                self.group.invalidate_page(folio, p);
-            }
-        }
-        self.events.under_gate(|gate| {
-            // Under the gate, each time: an `mremap` read meanwhile moved the region (events.rs).
-            let addr = self.mapping.page_addr(folio.start());
-            let pending = self.discards.pending_mask(folio.start(), folio.end());
-            let result = match (&pending, how) {
-                (None, PutBack::All) if whole => self
-                    .mapping
-                    .move_back(gate, staged, folio.start())
-                    .map(all_moved)
-                    .map_err(|(_, stop)| stop),
-                _ => (|| {
-                    for i in 0..folio.nr_pages() as usize {
-                        if pending.as_ref().is_some_and(|m| m[i]) {
-                            continue;
-                        }
-                        let s = slot_page + i;
-                        let page = folio.start() + i as u32;
-                        let moved = self.mapping.move_back_page(gate, staged, page, s)?;
-                        // Found present only in the region, the page moved back on an earlier
-                        // try of this loop (the kernel reports the present destination before
-                        // the source hole), or, for `WhatMoved`, never moved.
-                        if moved != uffd::Filled::All && staged.page_present(s) {
-                            if how == PutBack::All {
-                                all_moved(moved); // present on both sides: stops
-                            }
-                            // Present on both sides: the region's page never moved, yet one
-                            // sits in the slot.
-                            self.stats.stray_staged_pages.fetch_add(1, Relaxed);
-                        }
-                    }
-                    Ok(())
-                })(),
-            };
-            result?;
-            if how == PutBack::All {
-                for (i, p) in folio.offsets().enumerate() {
-                    let gone = pending.as_ref().is_some_and(|m| m[i]);
-                    self.pages.set_resident(p, !gone);
-                }
-            }
-            // Threads that faulted on the folio while it was out wait for this.
-            self.mapping
-                .wake(addr, folio.nr_pages() as usize * PAGE_SIZE);
-            Ok(())
-        });
     }
 }
 
@@ -929,6 +923,9 @@ impl Reclaimer {
 /// How long `wait_for_reclaim` waits for another reclaimer to free something.
 const RECLAIM_PATIENCE: Duration = Duration::from_millis(200);
 
+/// Folios one `reclaim_one` moves onto the inactive list at most before it stores one.
+const STAGE_PER_CALL: usize = 2;
+
 /// Pool pages written back at a time when the pool alone holds the region over its limit.
 const POOL_WRITEBACK_BATCH: u32 = 32;
 
@@ -942,10 +939,24 @@ pub(crate) const KEPT_PER_CALL: usize = 16;
 /// pool as-is: about 7,000 random pages in a second, all of which come back within five.
 const KEPT_PER_CALL_KSWAPD: usize = 1024;
 
+/// Where `evict` sends a folio.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leave {
+    /// Onto the inactive list (staged.rs): stored once it reaches the end untouched.
+    Stage,
+    /// Stored now; `as_is`: even if it does not compress (else a first store of an
+    /// incompressible folio may keep it).
+    Store { as_is: bool },
+    /// One page of a folio only partly present, stored now as it is.
+    StorePage,
+}
+
 /// What an attempt to evict came to.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Eviction {
     Freed,
+    /// Moved onto the inactive list: nothing freed yet.
+    Staged,
     /// Nothing freed: the folio stays.
     Failed,
     /// Nothing resident or staged is left to take.
@@ -953,25 +964,4 @@ enum Eviction {
     /// Found incompressible while the region's incompressible data is in use: it stays,
     /// marked (incompressible.rs).
     KeptIncompressible,
-}
-
-/// Nothing installs into a folio without its lock, which we hold: a present page where a
-/// staged one returns means the bookkeeping is wrong, and the staged pages behind it would be
-/// lost with the slot. Stop (the process is stopped with us).
-fn all_moved(f: uffd::Filled) {
-    if let uffd::Filled::PageExists { done } = f {
-        panic!("page {done} bytes into a staged folio is already present");
-    }
-}
-
-/// What `put_back` returns.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum PutBack {
-    /// The whole folio had left (its resident bits were cleared): all of it comes back, and
-    /// a page found present in its place is a bookkeeping error (the process is stopped).
-    All,
-    /// A move out that failed part way (resident bits never cleared): whatever moved comes
-    /// back, page by page; a page present on both sides (a stray page in the slot, the
-    /// region's page never moved) stays where it is, and the stray goes with the slot.
-    WhatMoved,
 }

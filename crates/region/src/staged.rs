@@ -1,9 +1,16 @@
-//! Staged folios: folios recently evicted, kept uncompressed in staging after their store,
-//! for a while. A fault that finds its folio here moves it straight back, with
-//! no decompression: the second chance that the kernel's referenced bit gives, and the only
-//! access signal userspace gets for free. The engine holds a stored copy of every folio here,
-//! so dropping an entry (oldest first, when the budget is reached or a slot is needed) loses
-//! nothing.
+//! Staged folios: reclaim's inactive list (`Policies::inactive_list`; empty when off). Reclaim moves the coldest folios out of the
+//! mapping into staging, uncompressed, and stores them only when they reach the end of this
+//! list untouched: a fault on a staged folio moves it straight back, with no decompression,
+//! and activates it. This is the kernel's referenced check at the inactive list's tail, made
+//! with a fault where the kernel reads the accessed bit: the only access signal, reads
+//! included, that userspace gets without root. So a folio the program reads often is not
+//! compressed and brought back on every trip through the FIFO, as it was when reads were
+//! unseen.
+//!
+//! A staged folio is held here alone, except a clean one (clean.rs), of which the engine holds
+//! a copy of every page: dropping a staged folio means storing it first (reclaim.rs,
+//! `evict_staged`), under its folio lock. Reclaim keeps the list near `target_pages`; the
+//! pages here count against the limit as the resident ones do.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -20,20 +27,20 @@ pub(crate) struct StagedFolios {
     /// since, skipped when popped).
     inner: Mutex<(HashMap<u32, StagedFolio>, FolioQueue)>,
     pages: AtomicU64,
-    budget_pages: u64,
+    target_pages: u64,
     queue_bytes: AtomicU64,
 }
 
 impl StagedFolios {
-    /// Staged folios, at most `budget_pages` pages of them, for a region of `nr_folios`
-    /// folios of `folio_pages` pages.
-    pub fn new(budget_pages: u64, folio_pages: u32, nr_folios: usize) -> Self {
+    /// Staged folios, reclaim keeping about `target_pages` pages of them, for a region of
+    /// `nr_folios` folios of `folio_pages` pages.
+    pub fn new(target_pages: u64, folio_pages: u32, nr_folios: usize) -> Self {
         let order = FolioQueue::new(folio_pages, nr_folios);
         StagedFolios {
             queue_bytes: AtomicU64::new(order.bytes()),
             inner: Mutex::new(&lock_order::STAGED, (HashMap::new(), order)),
             pages: AtomicU64::new(0),
-            budget_pages,
+            target_pages,
         }
     }
 
@@ -42,34 +49,22 @@ impl StagedFolios {
         self.pages.load(Relaxed)
     }
 
-    /// Keep the staged copy of the folio at `start` (its stored copy is in the engine).
-    /// Returns how many older entries were dropped to stay in budget.
-    pub fn insert(&self, start: u32, folio: StagedFolio) -> u64 {
-        // Dropped once the lock is given up: dropping a staged folio may discard a batch of
-        // staging slots (a `madvise`), which every fault's `take` would otherwise wait for.
-        let mut gone = Vec::new();
+    /// Whether the list is short of its target by a folio of `folio_pages` or more.
+    pub fn wants(&self, folio_pages: u32) -> bool {
+        self.pages() + u64::from(folio_pages) <= self.target_pages
+    }
+
+    /// Keep the folio at `start`, moved out of the mapping, at the young end of the list.
+    /// The caller holds the folio's lock.
+    pub fn insert(&self, start: u32, folio: StagedFolio) {
         let mut g = self.inner.lock();
         self.pages
             .fetch_add((folio.len() / PAGE_SIZE) as u64, Relaxed);
-        if let Some(old) = g.0.insert(start, folio) {
-            self.pages
-                .fetch_sub((old.len() / PAGE_SIZE) as u64, Relaxed);
-            gone.push(old);
-        }
+        let old = g.0.insert(start, folio);
+        assert!(old.is_none(), "folio {start} staged twice");
         let (held, order) = &mut *g;
         order.push_back(start, |s| held.contains_key(&s));
         self.queue_bytes.store(order.bytes(), Relaxed);
-        let mut dropped = 0;
-        while self.pages() > self.budget_pages {
-            let Some(f) = Self::pop_oldest(&mut g, &self.pages) else {
-                break;
-            };
-            gone.push(f);
-            dropped += 1;
-        }
-        drop(g);
-        drop(gone);
-        dropped
     }
 
     /// Memory its queue of what to drop first holds (read without the lock: a region's
@@ -92,22 +87,15 @@ impl StagedFolios {
         Some(f)
     }
 
-    /// Drop the oldest entry; false when empty.
-    pub fn drop_oldest(&self) -> bool {
-        // Dropped after the lock is given up (see `insert`).
-        let oldest = Self::pop_oldest(&mut self.inner.lock(), &self.pages);
-        oldest.is_some()
-    }
-
-    fn pop_oldest(
-        g: &mut (HashMap<u32, StagedFolio>, FolioQueue),
-        pages: &AtomicU64,
-    ) -> Option<StagedFolio> {
-        while let Some(start) = g.1.pop_front() {
+    /// The oldest folio of the list, taken off its order: the caller locks it and takes it
+    /// (`take`), unless a fault or a discard took it first. None when the list is empty.
+    pub fn pop_oldest(&self) -> Option<u32> {
+        let mut g = self.inner.lock();
+        let (held, order) = &mut *g;
+        while let Some(start) = order.pop_front() {
             // The queue may name folios taken since; skip those.
-            if let Some(f) = g.0.remove(&start) {
-                pages.fetch_sub((f.len() / PAGE_SIZE) as u64, Relaxed);
-                return Some(f);
+            if held.contains_key(&start) {
+                return Some(start);
             }
         }
         None

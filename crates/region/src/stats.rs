@@ -102,7 +102,8 @@ macro_rules! counters {
 counters! {
     /// Faults served on a folio (its lock taken), write-protect faults on clean folios aside.
     faults,
-    /// Served from a folio still staged (staged.rs): no decompression.
+    /// Served from a folio still staged (staged.rs, reclaim's inactive list): no
+    /// decompression.
     faults_staged,
     /// Of those, folios activated: used while reclaim had them (swapin.rs).
     staged_activate,
@@ -118,8 +119,11 @@ counters! {
     pages_in,
     /// Pages that could not be read back, poisoned (SIGBUS on access; invariant 7).
     poisoned,
-    /// Folios reclaim moved out of the mapping.
+    /// Folios reclaim stored (or, clean, dropped) and freed.
     folios_evicted,
+    /// Folios reclaim moved out of the mapping onto its inactive list (staged.rs), not yet
+    /// stored: as the kernel's `pgdeactivate`, in folios.
+    pgdeactivate,
     /// Evictions of several neighbouring 4 KiB folios with one move (reclaim.rs).
     batch_evictions,
     /// Evictions given up: the folio stayed resident and was queued again.
@@ -150,7 +154,8 @@ counters! {
     /// Reclaim passes a fault ran itself, because its folio would have taken the region past
     /// its limit.
     direct_reclaim,
-    /// Staged folios dropped (their staging memory freed; the engine holds them).
+    /// Staged folios that reached the end of the inactive list untouched: stored then (or,
+    /// clean, dropped) and their staging memory freed.
     staged_dropped,
     /// Pages the program discarded (`MADV_DONTNEED`, `MADV_FREE`, `munmap`), whatever held
     /// them freed.

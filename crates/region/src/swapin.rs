@@ -149,9 +149,13 @@ impl<'a> SwapIn<'a> {
                 let pending = self.discards.pending_mask(folio.start(), folio.end());
                 let r = match staged.as_mut() {
                     Some(s) if pending.is_none() => self.move_back_staged(gate, folio, s),
+                    Some(s) if !crate::clean::is_clean(folio) => {
+                        // A discard touches this folio, and its slot holds the only copy.
+                        self.move_back_staged_except(gate, folio, s, pending.as_deref())
+                    }
                     _ => {
                         // A discard touches this folio: its staged copy must not come back (the
-                        // engine holds every page of it anyway).
+                        // engine holds every page of it: it is clean).
                         staged = None;
                         self.load_from_engine(
                             folio,
@@ -238,8 +242,10 @@ impl<'a> SwapIn<'a> {
         activate
     }
 
-    /// The folio is still staged: move it back. Its stored copy is dropped, since the program may
-    /// now write the page.
+    /// The folio is still staged: move it back. A clean one's engine copy is dropped, since the
+    /// program may now write the page. Not a swap-in for readahead's streams: a folio found
+    /// in use on the inactive list is a referenced check, and taken for a scan it would drop
+    /// behind the folios between it and the last swap-in, the hot ones the list just kept.
     fn move_back_staged(
         &self,
         gate: &Gate,
@@ -273,8 +279,38 @@ impl<'a> SwapIn<'a> {
         }
         self.group.invalidate(folio);
         self.stats.faults_staged.fetch_add(1, Relaxed);
-        self.swapped_in(folio.start());
         Ok(u64::from(folio.nr_pages()))
+    }
+
+    /// The staged folio, not stored, has pages with a discard pending (`pending`): move back
+    /// the others, page by page. The pending ones stay in the slot, to go with it: moved back,
+    /// they could land after the kernel's zap. (A faulting thread on one of them retries, and
+    /// waits for the discard to be processed.) A stop leaves what moved settled, and the retry
+    /// goes on with the pages still in the slot.
+    fn move_back_staged_except(
+        &self,
+        gate: &Gate,
+        folio: &FolioLock,
+        staged: &mut StagedFolio,
+        pending: Option<&[bool]>,
+    ) -> Result<u64, Stop> {
+        let mut moved = 0;
+        for (i, p) in folio.offsets().enumerate() {
+            if pending.is_some_and(|m| m[i]) || !staged.page_present(i) {
+                continue;
+            }
+            match self.mapping.move_back_page(gate, staged, p, i)? {
+                Filled::All => {}
+                Filled::PageExists { .. } => {
+                    // As in `move_back_staged`: nothing installs without the folio lock.
+                    panic!("page {p} of a staged folio is already present");
+                }
+            }
+            self.pages.set_resident(p, true);
+            moved += 1;
+        }
+        self.stats.faults_staged.fetch_add(1, Relaxed);
+        Ok(moved)
     }
 
     /// Bring the folio's missing pages back from the engine, or with `page_alone` only the

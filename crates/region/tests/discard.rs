@@ -30,7 +30,8 @@ fn a_discarded_page_reads_zero_even_when_a_fault_races_its_event() {
 /// the folio keeps its data.
 #[test]
 fn a_discard_into_a_staged_folio_keeps_the_rest_of_it() {
-    let mut r = Region::new(4 << 20, RegionConfig::new(8 << 20)).unwrap();
+    let config = RegionConfig::new(8 << 20).inactive_list(true);
+    let mut r = Region::new(4 << 20, config).unwrap();
     for (i, p) in r.as_mut_slice().chunks_mut(PAGE).enumerate() {
         p.fill(i as u8 | 1);
     }

@@ -679,7 +679,8 @@ fn pages_of_a_split_folio_that_cannot_go_are_queued_as_their_folio() {
 
 #[test]
 fn moving_the_region_with_mremap_keeps_every_page() {
-    let mut r = Region::new(4 << 20, RegionConfig::new(8 << 20)).unwrap();
+    let config = RegionConfig::new(8 << 20).inactive_list(true);
+    let mut r = Region::new(4 << 20, config).unwrap();
     fill(r.as_mut_slice(), 21);
     // Pages in every place when it moves: resident, staged, in the pool.
     r.reclaim_to(r.usage().total() - (1 << 20));

@@ -94,7 +94,10 @@ fn steps(remote: &RemoteProcess, base: usize, pages: usize, (t, threads): (usize
 /// A region of `folio_size` folios over 24 MiB of the program, under a limit of 6 MiB.
 fn run(folio_size: usize) {
     let pages = (24 << 20) / PAGE;
-    let config = RegionConfig::new(6 << 20).folio_size(folio_size);
+    // With the inactive list: discards from outside cut into staged folios not stored.
+    let config = RegionConfig::new(6 << 20)
+        .folio_size(folio_size)
+        .inactive_list(true);
     let features = RemoteRegion::features(&config).unwrap();
     let mut cmd = Command::new(static_program::built("wait"));
     cmd.stdin(Stdio::piped());

@@ -41,6 +41,8 @@ enum Faults {
 /// (5% of the limit), the shrinker and writeback all the time, most swap-ins from disk; with
 /// a large one (50%), most from the pool. With a pool of 20% or more, reclaim sends folios
 /// round write-protected too (`referenced_writes`), so write-protect faults race the rest.
+/// Except at 20%, reclaim keeps its inactive list: folios staged and not stored, which
+/// faults take back and discards cut into.
 fn stress_region(folio: usize, pool_percent: u32, faults: Faults) -> Region {
     Region::new(
         STRESS_SIZE,
@@ -49,6 +51,7 @@ fn stress_region(folio: usize, pool_percent: u32, faults: Faults) -> Region {
             .max_pool_percent(pool_percent)
             .auto_pool_share(false)
             .referenced_writes(pool_percent >= 20)
+            .inactive_list(pool_percent != 20)
             .fault_threads(3)
             .in_thread_faults(faults == Faults::InThread),
     )

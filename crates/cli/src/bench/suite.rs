@@ -104,6 +104,8 @@ struct Cell {
     whole_folios: bool,
     /// `--referenced-writes`.
     referenced_writes: bool,
+    /// `--inactive-list`.
+    inactive_list: bool,
 }
 
 impl Cell {
@@ -115,6 +117,7 @@ impl Cell {
             in_thread_faults: false,
             whole_folios: false,
             referenced_writes: false,
+            inactive_list: false,
         }
     }
 
@@ -140,6 +143,7 @@ impl Cell {
         a.in_thread_faults |= self.in_thread_faults;
         a.no_adaptive_swapin |= self.whole_folios;
         a.referenced_writes |= self.referenced_writes;
+        a.inactive_list |= self.inactive_list;
         a
     }
 }
@@ -163,6 +167,7 @@ fn cells(grid: Grid) -> Vec<Cell> {
                 in_thread_faults: in_thread,
                 whole_folios: false,
                 referenced_writes: false,
+                inactive_list: false,
             };
             let same_as_defaults = cell.run_args(1, &[]).folio_size
                 == Cell::defaults().run_args(1, &[]).folio_size
@@ -187,6 +192,11 @@ fn cells(grid: Grid) -> Vec<Cell> {
     cells.push(Cell {
         name: "referenced writes".into(),
         referenced_writes: true,
+        ..Cell::defaults()
+    });
+    cells.push(Cell {
+        name: "inactive list".into(),
+        inactive_list: true,
         ..Cell::defaults()
     });
     cells
@@ -777,8 +787,8 @@ mod tests {
         let small = cells(Grid::Small);
         assert_eq!(small[0], Cell::defaults());
         // 3 folio sizes x 2 fault services, less the one that is the defaults, two fixed pool
-        // shares, whole folios, and referenced writes.
-        assert_eq!(small.len(), 1 + 5 + 2 + 1 + 1);
+        // shares, whole folios, referenced writes, and the inactive list.
+        assert_eq!(small.len(), 1 + 5 + 2 + 1 + 1 + 1);
         let d = Cell::defaults().run_args(1 << 20, &["prog".into()]);
         assert!(!d.in_thread_faults);
         assert_eq!(d.memory_high, 1 << 20);
@@ -792,14 +802,16 @@ mod tests {
                     a.fixed_pool_share,
                     a.in_thread_faults,
                     a.no_adaptive_swapin,
-                    a.referenced_writes
+                    a.referenced_writes,
+                    a.inactive_list
                 ) != (
                     d.folio_size,
                     d.max_pool_percent,
                     d.fixed_pool_share,
                     d.in_thread_faults,
                     d.no_adaptive_swapin,
-                    d.referenced_writes
+                    d.referenced_writes,
+                    d.inactive_list
                 ),
                 "{} is the defaults",
                 c.name

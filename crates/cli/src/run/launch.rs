@@ -128,6 +128,13 @@ pub struct RunArgs {
     /// write-protect fault: a gain where writes mark what comes back, a loss elsewhere.
     #[arg(long)]
     pub referenced_writes: bool,
+    /// Reclaim sees reads as well as writes: the coldest folios are moved out uncompressed
+    /// onto an inactive list (1/8 of the limit) and stored only if the program has not used
+    /// them by its end; a fault on one there moves it back and keeps it (the kernel's
+    /// referenced check, made with a fault). Fewer pages swapped in, more moves in and out of
+    /// the heap: a loss on a Java-shaped heap, even elsewhere (BENCHMARKS.md)
+    #[arg(long)]
+    pub inactive_list: bool,
     /// Every fault brings its whole folio back. By default a fault on a page held in the
     /// pool or the swap file brings that page alone, unless it continues a sequential scan,
     /// across folios or within its folio (a page beside it already in).
@@ -211,6 +218,7 @@ impl RunArgs {
             ("in-thread-faults", self.in_thread_faults),
             ("no-workingset", self.no_workingset),
             ("referenced-writes", self.referenced_writes),
+            ("inactive-list", self.inactive_list),
             ("no-adaptive-swapin", self.no_adaptive_swapin),
         ];
         for (name, on) in flags {
@@ -510,6 +518,7 @@ pub(super) fn region_config(args: &RunArgs) -> Result<(region::RegionConfig, u64
         .in_thread_faults(args.in_thread_faults)
         .workingset(!args.no_workingset)
         .referenced_writes(args.referenced_writes)
+        .inactive_list(args.inactive_list)
         .adaptive_swapin(!args.no_adaptive_swapin)
         .auto_pool_share(!args.fixed_pool_share)
         .writethrough(args.writethrough)
@@ -564,6 +573,7 @@ fn environment(
         format!("in_thread_faults={}", args.in_thread_faults as u8),
         format!("workingset={}", !args.no_workingset as u8),
         format!("referenced_writes={}", args.referenced_writes as u8),
+        format!("inactive_list={}", args.inactive_list as u8),
         format!("adaptive_swapin={}", !args.no_adaptive_swapin as u8),
         format!("auto_pool_share={}", !args.fixed_pool_share as u8),
         format!("memory_max={memory_max}"),
@@ -799,6 +809,7 @@ mod tests {
             "--user-mode-only",
             "--no-workingset",
             "--referenced-writes",
+            "--inactive-list",
             "--no-adaptive-swapin",
             "--stats=full",
             "--stats-file=/tmp/s",

@@ -328,7 +328,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("swap_device_memory_bytes", Gauge, Unit::Bytes, "Bytes of memory the swap device's client holds (a Redis Cluster's connections, and its copies of pipelines under way), charged to the limit as metadata."),
     // The region: faults.
     ("faults", Counter, Unit::None, "Faults served on a folio."),
-    ("faults_staged", Counter, Unit::None, "Faults served from a folio still staged, without decompression."),
+    ("faults_staged", Counter, Unit::None, "Faults served from a folio still staged (on the inactive list), without decompression."),
     ("staged_activate", Counter, Unit::None, "Folios a fault took back from staging, activated: used while reclaim had them."),
     ("faults_folio", Counter, Unit::None, "Faults served from the engine, a whole folio in one install."),
     ("faults_pages", Counter, Unit::None, "Faults served page by page."),
@@ -340,7 +340,8 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("pages_in", Counter, Unit::None, "Pages brought into the heap by faults."),
     ("poisoned", Counter, Unit::None, "Pages that could not be read back, poisoned (SIGBUS on access)."),
     // The region: reclaim.
-    ("folios_evicted", Counter, Unit::None, "Folios reclaim moved out of the heap."),
+    ("folios_evicted", Counter, Unit::None, "Folios reclaim stored (or, clean, dropped) and freed."),
+    ("pgdeactivate", Counter, Unit::None, "Folios reclaim moved out of the heap onto its inactive list, uncompressed (--inactive-list)."),
     ("batch_evictions", Counter, Unit::None, "Evictions of several neighbouring folios with one move."),
     ("evict_failed", Counter, Unit::None, "Evictions given up, the folio kept resident."),
     ("unevictable_pgs_culled", Counter, Unit::None, "Resident pages of folios reclaim took off its queue: the program gave a page of them another protection than read-write."),
@@ -354,7 +355,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("throttled_ns", Counter, Unit::Nanoseconds, "Time faults were made to sleep over --memory-high (memory.high's throttling)."),
     ("peak_charged_bytes", Gauge, Unit::Bytes, "The most the heap was seen to hold against the limit (sampled by each fault)."),
     ("fault_wait_ns", Counter, Unit::Nanoseconds, "Fault service time, all faults together."),
-    ("staged_dropped", Counter, Unit::None, "Staged folios dropped, the engine holding them."),
+    ("staged_dropped", Counter, Unit::None, "Staged folios that reached the end of the inactive list unused: stored then, their staging memory freed."),
     ("discarded_pages", Counter, Unit::None, "Pages the program discarded (MADV_DONTNEED, MADV_FREE, munmap)."),
     ("remaps", Counter, Unit::None, "Moves of the whole region (mremap)."),
     ("clean_installs", Counter, Unit::None, "Folios read from the swap file installed write-protected, keeping their copy."),
@@ -390,7 +391,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("pages_per_fault", Gauge, Unit::None, "Pages a fault brought in, on average."),
     // Where the memory is.
     ("region_resident_bytes", Gauge, Unit::Bytes, "The heap's pages in memory."),
-    ("region_staged_bytes", Gauge, Unit::Bytes, "Folios moved out of the heap and not yet dropped, uncompressed."),
+    ("region_staged_bytes", Gauge, Unit::Bytes, "Folios moved out of the heap onto the inactive list and not yet stored, uncompressed."),
     ("region_pool_bytes", Gauge, Unit::Bytes, "The compressed pool's pages, free ones kept for reuse included."),
     ("region_metadata_bytes", Gauge, Unit::Bytes, "uzswap's bookkeeping charged to the limit."),
     ("region_charged_bytes", Gauge, Unit::Bytes, "All the above: what the memory limit holds."),

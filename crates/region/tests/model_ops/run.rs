@@ -306,6 +306,8 @@ impl Setup {
             .keep_incompressible(rng.gen_bool(0.8))
             .batch_eviction(rng.gen_bool(0.8))
             .workingset(rng.gen_bool(0.5))
+            // By the seed, as writethrough's mode: no seed's later draws move.
+            .inactive_list(seed & 2 == 0)
             .swap_discard(rng.gen_bool(0.2))
             .writeback(rng.gen_bool(0.9))
             // Y or auto by the seed's last bit, so that no seed's later draws move.

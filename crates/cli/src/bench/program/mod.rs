@@ -174,6 +174,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         in_thread_faults: a.in_thread_faults,
         no_workingset: a.uzswap_no_workingset,
         referenced_writes: false,
+        inactive_list: false,
         no_adaptive_swapin: false,
         fixed_pool_share: false,
         stats: Some(crate::run::StatsForm::Full),
