@@ -167,8 +167,12 @@ impl<'a> SwapIn<'a> {
                     }
                 };
                 if let Err(Stop::Gone) = r {
+                    // Back on the list only whole: a slot with pages moved out of it would be
+                    // stored with holes (the range is gone, so the rest goes with it).
                     if let Some(s) = staged.take() {
-                        self.staged.insert(start, s);
+                        if (0..folio.nr_pages() as usize).all(|i| s.page_present(i)) {
+                            self.staged.insert(start, s);
+                        }
                     }
                 }
                 r
@@ -298,6 +302,11 @@ impl<'a> SwapIn<'a> {
         for (i, p) in folio.offsets().enumerate() {
             if pending.is_some_and(|m| m[i]) || !staged.page_present(i) {
                 continue;
+            }
+            // Writable once back: an engine copy kept (a folio partly clean) would be older
+            // than the page (invariant 2), as in `move_back_staged`.
+            if crate::clean::engine_has_copy(folio.state(p).kind) {
+                self.group.invalidate_page(folio, p);
             }
             match self.mapping.move_back_page(gate, staged, p, i)? {
                 Filled::All => {}

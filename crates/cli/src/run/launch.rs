@@ -131,8 +131,8 @@ pub struct RunArgs {
     /// Reclaim sees reads as well as writes: the coldest folios are moved out uncompressed
     /// onto an inactive list (1/8 of the limit) and stored only if the program has not used
     /// them by its end; a fault on one there moves it back and keeps it (the kernel's
-    /// referenced check, made with a fault). Fewer pages swapped in, more moves in and out of
-    /// the heap: a loss on a Java-shaped heap, even elsewhere (BENCHMARKS.md)
+    /// referenced check, made with a fault). Fewer pages swapped in, but as many faults, and
+    /// more moves in and out of the heap: no faster on the programs measured (BENCHMARKS.md).
     #[arg(long)]
     pub inactive_list: bool,
     /// Every fault brings its whole folio back. By default a fault on a page held in the
