@@ -26,10 +26,11 @@
 //!
 //! And a page that was not mapped when the event was read can be faulted in (zero-filled)
 //! after processing and before the discarding thread's zap, which then clears it while we
-//! count it resident. So every page of a processed range is marked discarded: a marked page
-//! found unmapped while counted resident (by a fault, or by reclaim moving it) reads zero, as
-//! the discard promised, and counts as missing. An unmarked one is a bug, and the process is
-//! stopped (swapin.rs, `lost_track`). The zap also clears a page evicted and brought back
+//! count it resident. So every page of a processed range is marked discarded (a page no folio
+//! lock ever covered, skipped by the processing, is covered by the recent discards instead,
+//! for `LATE_ZAP_WINDOW`): a marked page found unmapped while counted resident (by a fault, or
+//! by reclaim moving it) reads zero, as the discard promised, and counts as missing. An
+//! unmarked one is a bug, and the process is stopped (swapin.rs, `lost_track`). The zap also clears a page evicted and brought back
 //! before it comes (a failed store puts it back, a fault moves it back from staging, or the
 //! pool serves it), so leaving for the engine ends the mark only once the discard was
 //! processed more than `LATE_ZAP_WINDOW` ago: a guess at how long a zap can be put off, past
@@ -179,7 +180,18 @@ impl<'a> Events<'a> {
         let fp = self.geometry.folio_pages;
         let mut fstart = self.geometry.folio_start(first);
         let mut deadline = Instant::now() + ZAP_WAIT;
+        self.stats
+            .discarded_pages
+            .fetch_add(u64::from(last - first), Relaxed);
         while fstart < last {
+            // Pages no folio lock ever covered (outside the swap cache's populated leaves) hold
+            // nothing: an install locks its folio first, and one that locks it after this
+            // discard was read finds the discard pending. So a discard costs what the program
+            // touched in its range, not the range's length (a runtime's reservations).
+            match self.group.cache().next_populated(fstart) {
+                Some(p) if p < last => fstart = fstart.max(self.geometry.folio_start(p)),
+                _ => break,
+            }
             let folio = self.lock_folio_for_event(fstart);
             // A staged folio not stored yet is held by its slot alone: the pages the discard
             // does not cover go back into the mapping, and those it covers (pending, as is
@@ -214,7 +226,6 @@ impl<'a> Events<'a> {
                 self.group.invalidate_page(&folio, p);
                 self.pages.set_resident(p, false);
                 self.pages.set_discarded(p, true);
-                self.stats.discarded_pages.fetch_add(1, Relaxed);
                 if mapped {
                     self.stats.discards_not_zapped.fetch_add(1, Relaxed);
                 }
@@ -250,7 +261,7 @@ impl<'a> Events<'a> {
     /// brought back clean since: it holds data from before the zap), and say so; false when
     /// nothing explains it.
     pub(crate) fn zapped_late(&self, folio: &FolioLock, p: u32) -> bool {
-        if !self.pages.is_discarded(p) {
+        if !self.pages.is_discarded(p) && !self.discards.recently_covered(p) {
             return false;
         }
         self.group.invalidate_page(folio, p);

@@ -304,7 +304,7 @@ impl Inner {
             deferred,
             read_failures: Default::default(),
             incompressible: IncompressibleFolios::new(nr_pages, folio_pages),
-            unevictable: Unevictable::new(nr_pages, folio_pages),
+            unevictable: Unevictable::new(folio_pages),
             keep_incompressible: config.policies.keep_incompressible,
             clean: CleanTracking::new(wp && config.policies.keep_clean),
             readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),

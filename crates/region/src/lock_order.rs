@@ -53,6 +53,7 @@ pub(crate) static DEFERRED: Class = Class::new("deferred events", PART);
 pub(crate) static DISCARDS: Class = Class::new("discards", PART);
 pub(crate) static LRU: Class = Class::new("lru", PART);
 pub(crate) static LRU_ACTIVE: Class = Class::new("lru's active queue", PART_INNER);
+pub(crate) static UNEVICTABLE: Class = Class::new("unevictable ranges", PART);
 pub(crate) static STAGED: Class = Class::new("staged folios", PART);
 pub(crate) static READ_FAILURES: Class = Class::new("read failures", PART);
 pub(crate) static READAHEAD: Class = Class::new("readahead queue", PART);

@@ -21,8 +21,10 @@ fn rss() -> usize {
 
 /// A region of `size` bytes under a 1 GiB limit, in 64 KiB folios; its metadata charge and
 /// the process's resident memory right after it is made, then after the program wrote its
-/// first 100 MiB, and what it reads back of them.
-fn touch_100_mib(size: usize) -> [usize; 4] {
+/// first 100 MiB, and what it reads back of them; then its metadata charge after the rest,
+/// never touched, was protected, made read-write again and discarded twice (a runtime
+/// committing and uncommitting its reservation).
+fn touch_100_mib(size: usize) -> [usize; 5] {
     let config = RegionConfig::new(GIB as u64).folio_size(64 << 10);
     let before = rss();
     let mut region = Region::new(size, config).unwrap();
@@ -36,13 +38,26 @@ fn touch_100_mib(size: usize) -> [usize; 4] {
     }
     let touched = region.usage().metadata as usize;
     let touched_rss = rss() - before;
-    [made, made_rss, touched, touched_rss]
+    let rest = size - 100 * MIB;
+    for _ in 0..2 {
+        region.protect(100 * MIB, rest, libc::PROT_NONE).unwrap();
+        region
+            .protect(100 * MIB, rest, libc::PROT_READ | libc::PROT_WRITE)
+            .unwrap();
+        region.discard(100 * MIB, rest).unwrap();
+    }
+    let memory = &region.as_mut_slice()[..100 * MIB];
+    for (i, page) in memory.chunks(4096).enumerate() {
+        assert_eq!(page[..8], (i as u64).to_le_bytes(), "page {i}");
+    }
+    let after_rest = region.usage().metadata as usize;
+    [made, made_rss, touched, touched_rss, after_rest]
 }
 
 #[test]
 fn a_64_gib_reservation_costs_what_is_touched() {
-    let [small, _, small_touched, _] = touch_100_mib(256 * MIB);
-    let [big, big_rss, big_touched, big_touched_rss] = touch_100_mib(64 * GIB);
+    let [small, _, small_touched, _, _] = touch_100_mib(256 * MIB);
+    let [big, big_rss, big_touched, big_touched_rss, big_after_rest] = touch_100_mib(64 * GIB);
     eprintln!(
         "metadata charged, made / after 100 MiB touched: 256 MiB region {small} / \
          {small_touched}, 64 GiB region {big} / {big_touched}; resident memory the 64 GiB \
@@ -62,4 +77,10 @@ fn a_64_gib_reservation_costs_what_is_touched() {
     // under what 64 GiB of state words alone would be (128 MiB).
     assert!(big_rss < 4 * MIB, "{big_rss}");
     assert!(big_touched_rss < 100 * MIB + 8 * MIB, "{big_touched_rss}");
+    // Protecting and discarding the untouched 64 GiB costs nothing more either (state words
+    // for the range would be 128 MiB, a bit a page for its protection 2 MiB).
+    assert!(
+        big_after_rest - big_touched < 64 << 10,
+        "{big_after_rest} vs {big_touched}"
+    );
 }
