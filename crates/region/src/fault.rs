@@ -128,7 +128,10 @@ impl Faults<'_> {
     /// After a first-touch fault: the next untouched folios are mapped too, while the limit has
     /// room for them, so a program filling fresh memory faults once per 256 KiB instead of once
     /// per folio (the kernel spares anonymous first touches the same way with fault-around and
-    /// THP). After a write they get zero-filled pages, writable at once (the zero page would cost
+    /// THP); once per 2 MiB when the page before the faulting folio is in already: a program
+    /// filling memory upward (a runtime pre-touching its heap, an allocator growing its arena),
+    /// which a transparent huge page would serve with one fault per 2 MiB. A first touch on
+    /// its own keeps the smaller window, so memory touched sparsely is not filled out. After a write they get zero-filled pages, writable at once (the zero page would cost
     /// a copy-on-write fault, and a TLB flush, for every page written); after a read, the zero
     /// page, which costs no memory until written. They count as resident from now on, so the limit
     /// holds however the program uses them. Stops at the first folio that is not untouched, or
@@ -136,9 +139,14 @@ impl Faults<'_> {
     /// zeroes there would stay resident, and unevictable).
     fn fault_around(&self, from: u32, write: bool) {
         let folio_bytes = self.geometry.folio_bytes();
-        let window = (FAULT_AROUND_BYTES / folio_bytes) as u32;
+        let faulted = from - self.geometry.folio_pages;
+        let bytes = match faulted > 0 && self.pages.is_resident(faulted - 1) {
+            true => FAULT_AROUND_FILLING_BYTES,
+            false => FAULT_AROUND_BYTES,
+        };
+        let window = (bytes / folio_bytes) as u32;
         let room = self.meter.limit().saturating_sub(self.meter.limit() / 64);
-        if window == 0 || self.meter.usage().total() + (FAULT_AROUND_BYTES as u64) > room {
+        if window == 0 || self.meter.usage().total() + (bytes as u64) > room {
             return;
         }
         let nr_pages = (self.mapping.len() / PAGE_SIZE) as u32;
@@ -253,3 +261,6 @@ impl Faults<'_> {
 
 /// How far past a first touch untouched memory is mapped at once.
 const FAULT_AROUND_BYTES: usize = 256 << 10;
+/// How far past a first touch that continues memory already in (`fault_around`): a
+/// transparent huge page's size.
+const FAULT_AROUND_FILLING_BYTES: usize = 2 << 20;

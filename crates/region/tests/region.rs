@@ -406,6 +406,28 @@ fn fresh_memory_is_mapped_ahead_of_a_fill() {
     assert!(s.faults_first_touch < 1024, "{s:?}");
 }
 
+/// Fault-around's window: a first touch on its own maps the next 256 KiB; a first touch right
+/// after memory already in (a program filling memory upward) maps the next 2 MiB, as a
+/// transparent huge page would, so a fill faults once per 2 MiB.
+#[test]
+fn a_fill_upward_is_mapped_ahead_by_2_mib_a_touch_on_its_own_by_256_kib() {
+    let (fs, kib) = (16 << 10, 1u64 << 10);
+    let mut r = Region::new(16 << 20, RegionConfig::new(64 << 20).folio_size(fs)).unwrap();
+    r.as_mut_slice()[0] = 1;
+    let served = wait_for_fault_served(&r, 0);
+    assert_eq!(r.usage().resident, (16 + 256) * kib, "{:?}", r.usage());
+    // The first page after what is in.
+    r.as_mut_slice()[(16 + 256) << 10] = 1;
+    let served = wait_for_fault_served(&r, served);
+    assert_eq!(r.usage().resident, (16 + 256 + 16 + 2048) * kib);
+    // A touch far from what is in.
+    r.as_mut_slice()[8 << 20] = 1;
+    wait_for_fault_served(&r, served);
+    assert_eq!(r.usage().resident, (16 + 256 + 16 + 2048 + 16 + 256) * kib);
+    assert_eq!(r.stats().faults_first_touch, 3);
+    r.audit().unwrap();
+}
+
 /// Reclaim's inactive list sees reads: a hot set the program only reads stays in memory while
 /// random writes over a cold set several times the limit churn past it. Without the list,
 /// reclaim sees no reads and takes the hot folios in their turn: each comes back from the
