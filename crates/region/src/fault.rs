@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use zswap::swap::Kind;
+use zswap::swap::{FolioLock, Kind};
 use zswap::{ZswapGroup, PAGE_SIZE};
 
 use crate::charge::Meter;
@@ -150,56 +150,72 @@ impl Faults<'_> {
             return;
         }
         let nr_pages = (self.mapping.len() / PAGE_SIZE) as u32;
+        let fp = self.geometry.folio_pages;
         let untouched =
             |p: u32| !self.pages.is_resident(p) && self.group.peek(p).kind == Kind::Empty;
+        // The run of untouched folios, locked: the first waited for (nothing else held), the
+        // rest only taken if free (lock_order.rs). Each checked again under its lock.
+        let mut run: Vec<FolioLock> = Vec::new();
         for k in 0..window {
-            let start = from + k * self.geometry.folio_pages;
-            if start + self.geometry.folio_pages > nr_pages
-                || self
-                    .unevictable
-                    .any_protected(start, start + self.geometry.folio_pages)
+            let start = from + k * fp;
+            if start + fp > nr_pages
+                || self.unevictable.any_protected(start, start + fp)
                 || self.group.cache().is_locked(start)
-                || !(start..start + self.geometry.folio_pages).all(untouched)
+                || !(start..start + fp).all(untouched)
             {
-                return;
+                break;
             }
-            let folio = self.group.lock_folio(start, self.geometry.folio_order);
+            let folio = match run.is_empty() {
+                true => self.group.lock_folio(start, self.geometry.folio_order),
+                false => match self.group.try_lock_folio(start, self.geometry.folio_order) {
+                    Some(folio) => folio,
+                    None => break,
+                },
+            };
             let still = folio
                 .offsets()
                 .all(|p| !self.pages.is_resident(p) && folio.state(p).kind == Kind::Empty);
             if !still || self.staged.contains(start) {
-                return;
+                break;
             }
-            let gate = self.mapping.gate();
-            if self
-                .discards
-                .pending_mask(folio.start(), folio.end())
-                .is_some()
-            {
-                return;
-            }
-            // Queued before anything goes in, as a fault does (a stale entry is skipped).
-            self.lru.queue(start);
-            // Present already (not ours to know of), or the mapping is changing: leave the rest
-            // to faults; what went in before the stop is settled.
-            let (done, go_on) = match self.mapping.map_zeros(&gate, start, folio_bytes, write) {
-                Ok(()) => (folio_bytes, true),
-                Err(done) => (done, false),
-            };
-            for p in start..start + (done / PAGE_SIZE) as u32 {
-                self.pages.set_resident(p, true);
-            }
-            if done > 0 {
-                // Brought in by the fault that triggered it: counted in its pages per fault.
-                self.stats
-                    .pages_in
-                    .fetch_add((done / PAGE_SIZE) as u64, Relaxed);
-                self.stats.fault_around.fetch_add(1, Relaxed);
-            }
-            if !go_on {
-                return;
-            }
+            run.push(folio);
         }
+        let Some(last) = run.last() else {
+            return;
+        };
+        let (first, end) = (from, last.end());
+        let gate = self.mapping.gate();
+        if self.discards.pending_mask(first, end).is_some() {
+            return;
+        }
+        // Queued before anything goes in, as a fault does (a stale entry is skipped).
+        for folio in &run {
+            self.lru.queue(folio.start());
+        }
+        // One call for the run. Present already (not ours to know of), or the mapping is
+        // changing: what went in before the stop is settled, the rest left to faults.
+        let len = (end - first) as usize * PAGE_SIZE;
+        let addr = self.mapping.page_addr(first);
+        let done = match self.mapping.map_zeros(&gate, first, len, write) {
+            Ok(()) => len,
+            Err(done) => done,
+        };
+        let done_pages = (done / PAGE_SIZE) as u32;
+        for p in first..first + done_pages {
+            self.pages.set_resident(p, true);
+        }
+        // Brought in by the fault that triggered it: counted in its pages per fault.
+        self.stats
+            .pages_in
+            .fetch_add(u64::from(done_pages), Relaxed);
+        self.stats
+            .fault_around
+            .fetch_add(u64::from(done_pages.div_ceil(fp)), Relaxed);
+        // Threads that faulted in the run meanwhile are woken only now, with the pages
+        // counted and the locks given up (as `serve_fault` wakes its own).
+        drop(gate);
+        drop(run);
+        self.mapping.wake(addr, len);
     }
 
     /// A write hit a write-protected page of the region at `addr`. False if left undone, as

@@ -234,8 +234,9 @@ impl Mapping {
         Ok(())
     }
 
-    /// Map `len` bytes of untouched memory at page `page`, waking whoever faulted there: for
-    /// a write, zero-filled pages, writable at once; for a read, the zero page (a page at a
+    /// Map `len` bytes of untouched memory at page `page`, waking nobody (the caller wakes
+    /// whoever faulted there once the pages are counted): for a write, zero-filled pages,
+    /// writable at once; for a read, the zero page (a page at a
     /// time where the range spans mappings of different protections). Err with the
     /// bytes that went in when it stopped short: a page present already, the mapping changing
     /// (the caller leaves the rest to faults), or any other error (nothing went in).
@@ -243,8 +244,14 @@ impl Mapping {
         self.check_gate(gate);
         let addr = self.page_addr(page);
         let fill = |addr: usize, len: usize| match write {
-            true => self.uffd.copy(addr, &ZEROS[..len], CopyMode::default()),
-            false => self.uffd.zeropage(addr, len, false),
+            true => {
+                let mode = CopyMode {
+                    dont_wake: true,
+                    ..CopyMode::default()
+                };
+                self.uffd.copy(addr, &ZEROS[..len], mode)
+            }
+            false => self.uffd.zeropage(addr, len, true),
         };
         let mut r = fill(addr, len);
         if matches!(r, Err(UffdError::RangeGone { .. })) && len > PAGE_SIZE {

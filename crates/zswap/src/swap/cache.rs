@@ -408,6 +408,32 @@ impl SwapCache {
         self.merge(pieces, start, order)
     }
 
+    /// `lock_folio` without waiting: None if an owner holds any piece of the range, or a
+    /// larger folio holds it (left as it is). For a thread holding other folios' locks.
+    pub fn try_lock_folio(&self, start: u32, order: u8) -> Option<FolioLock<'_>> {
+        let nr = 1u32 << order;
+        assert!(
+            start.is_multiple_of(nr) && start as u64 + nr as u64 <= self.words.len() as u64,
+            "folio {start}+{nr} is not aligned or not inside the {} pages",
+            self.words.len()
+        );
+        let end = start + nr;
+        let mut pieces: Vec<FolioLock<'_>> = Vec::new();
+        let mut off = start;
+        while off < end {
+            let lock = self.try_lock_page(off).ok()?;
+            if lock.start == start && lock.order == order {
+                return Some(lock);
+            }
+            if lock.start < start || lock.end() > end {
+                return None;
+            }
+            off = lock.end();
+            pieces.push(lock);
+        }
+        Some(self.merge(pieces, start, order))
+    }
+
     /// Turn the held pieces covering `[start, start + 2^order)` into one folio.
     fn merge<'a>(&'a self, pieces: Vec<FolioLock<'a>>, start: u32, order: u8) -> FolioLock<'a> {
         let nr = 1u32 << order;
@@ -672,6 +698,24 @@ mod tests {
         assert_eq!(other.order(), 0);
         assert!(c.try_lock_page(8).is_ok());
         assert_eq!(c.try_lock_page(6).unwrap_err(), Busy { head: 4 });
+    }
+
+    #[test]
+    fn try_lock_folio_merges_free_pieces_and_leaves_a_held_one() {
+        let c = SwapCache::new(64);
+        let held = c.lock_page(21);
+        assert!(c.try_lock_folio(16, 3).is_none(), "page 21 is held");
+        // What it tried is free again, in its old shape.
+        assert_eq!(c.try_lock_page(16).unwrap().order(), 0);
+        drop(held);
+        let l = c.try_lock_folio(16, 3).unwrap();
+        assert_eq!((l.start(), l.order()), (16, 3));
+        assert_eq!(c.try_lock_page(23).unwrap_err(), Busy { head: 16 });
+        drop(l);
+        // A larger folio around the range is left whole.
+        drop(c.lock_folio(32, 4));
+        assert!(c.try_lock_folio(36, 2).is_none());
+        assert_eq!(c.try_lock_page(36).unwrap().order(), 4);
     }
 
     #[test]

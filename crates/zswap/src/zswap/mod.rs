@@ -506,6 +506,11 @@ impl ZswapGroup {
         self.cache.lock_folio(start, order)
     }
 
+    /// `lock_folio` without waiting: None if the folio or a piece of it is held.
+    pub fn try_lock_folio(&self, start: u32, order: u8) -> Option<FolioLock<'_>> {
+        self.cache.try_lock_folio(start, order)
+    }
+
     /// Whether some owner holds the folio that contains `offset` right now (a hint).
     pub fn is_locked(&self, offset: u32) -> bool {
         self.cache.is_locked(offset)
