@@ -126,31 +126,37 @@ impl Faults<'_> {
     }
 
     /// After a first-touch fault: the next untouched folios are mapped too, while the limit has
-    /// room for them, so a program filling fresh memory faults once per 256 KiB instead of once
+    /// room for them, so a program filling fresh memory faults once per window instead of once
     /// per folio (the kernel spares anonymous first touches the same way with fault-around and
-    /// THP); once per 2 MiB when the page before the faulting folio is in already: a program
-    /// filling memory upward (a runtime pre-touching its heap, an allocator growing its arena),
-    /// which a transparent huge page would serve with one fault per 2 MiB. A first touch on
-    /// its own keeps the smaller window, so memory touched sparsely is not filled out. After a write they get zero-filled pages, writable at once (the zero page would cost
-    /// a copy-on-write fault, and a TLB flush, for every page written); after a read, the zero
-    /// page, which costs no memory until written. They count as resident from now on, so the limit
-    /// holds however the program uses them. Stops at the first folio that is not untouched, or
-    /// that has a page under another protection than read-write (a reservation not committed:
-    /// zeroes there would stay resident, and unevictable).
+    /// THP). The window is as long as the run already in just before the faulting folio, from
+    /// 256 KiB to 2 MiB (a transparent huge page's size): a program filling memory upward (a
+    /// runtime pre-touching its heap, an allocator growing its arena) is mapped ahead in ever
+    /// larger steps, as readahead ramps up on a stream, while a touch on its own, or a short
+    /// program's few, map 256 KiB. After a write they get zero-filled pages, writable at once
+    /// (the zero page would cost a copy-on-write fault, and a TLB flush, for every page
+    /// written); after a read, the zero page, which costs no memory until written. They count
+    /// as resident from now on, so the limit holds however the program uses them. Stops at the
+    /// first folio that is not untouched, or that has a page under another protection than
+    /// read-write (a reservation not committed: zeroes there would stay resident, and
+    /// unevictable).
     fn fault_around(&self, from: u32, write: bool) {
         let folio_bytes = self.geometry.folio_bytes();
-        let faulted = from - self.geometry.folio_pages;
-        let bytes = match faulted > 0 && self.pages.is_resident(faulted - 1) {
-            true => FAULT_AROUND_FILLING_BYTES,
-            false => FAULT_AROUND_BYTES,
-        };
+        let fp = self.geometry.folio_pages;
+        let faulted = from - fp;
+        // The run in before it, by the last page of each folio.
+        let max_pages = (FAULT_AROUND_MAX_BYTES / PAGE_SIZE) as u32;
+        let mut before = 0;
+        while before < max_pages && before < faulted && self.pages.is_resident(faulted - before - 1)
+        {
+            before += fp;
+        }
+        let bytes = (before as usize * PAGE_SIZE).clamp(FAULT_AROUND_BYTES, FAULT_AROUND_MAX_BYTES);
         let window = (bytes / folio_bytes) as u32;
         let room = self.meter.limit().saturating_sub(self.meter.limit() / 64);
         if window == 0 || self.meter.usage().total() + (bytes as u64) > room {
             return;
         }
         let nr_pages = (self.mapping.len() / PAGE_SIZE) as u32;
-        let fp = self.geometry.folio_pages;
         let untouched =
             |p: u32| !self.pages.is_resident(p) && self.group.peek(p).kind == Kind::Empty;
         // The run of untouched folios, locked: the first waited for (nothing else held), the
@@ -275,8 +281,8 @@ impl Faults<'_> {
     }
 }
 
-/// How far past a first touch untouched memory is mapped at once.
+/// How far past a first touch untouched memory is mapped at once, at least.
 const FAULT_AROUND_BYTES: usize = 256 << 10;
-/// How far past a first touch that continues memory already in (`fault_around`): a
+/// And at most, past a first touch that continues a long run in (`fault_around`): a
 /// transparent huge page's size.
-const FAULT_AROUND_FILLING_BYTES: usize = 2 << 20;
+const FAULT_AROUND_MAX_BYTES: usize = 2 << 20;
