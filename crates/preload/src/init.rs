@@ -33,6 +33,8 @@ extern "C" fn init() {
         // Loaded without `uzswap run` (a child that kept LD_PRELOAD): an allocator only.
         return;
     };
+    // Before any thread of uzswap's exists (descriptors.rs in the uffd crate).
+    uffd::descriptors::grow_table();
     let config = crate::config::parse(&text)
         .unwrap_or_else(|e| refuse(&format!("{}: {e}", crate::config::ENV)));
     // uzswap's own allocations are glibc's (lib.rs, `Outside`): its freed buffers of a folio

@@ -102,6 +102,24 @@ fn record(fd: RawFd) {
     }
 }
 
+/// Grow the process's descriptor table to hold uzswap's numbers, while it has one thread: the
+/// kernel grows the table when a descriptor first lands past its end, and with other threads
+/// sharing the table it waits for an RCU grace period first (fs/file.c, `expand_fdtable`):
+/// 7-22 ms on this VM, paid by every process `uzswap run` starts. Grown before any thread
+/// exists, the table is simply replaced. Call it first thing in a process.
+pub fn grow_table() {
+    let Ok(root) = std::fs::File::open("/") else {
+        return;
+    };
+    // SAFETY: F_DUPFD_CLOEXEC on a live descriptor makes a new one at the lowest free number
+    // at or above the argument, or fails; it reads and writes none of our memory.
+    let high = unsafe { libc::fcntl(root.as_raw_fd(), libc::F_DUPFD_CLOEXEC, first_number()) };
+    if high >= 0 {
+        // SAFETY: the kernel just made `high`; nothing else owns it, and it closes here.
+        drop(unsafe { OwnedFd::from_raw_fd(high) });
+    }
+}
+
 /// Move a descriptor uzswap keeps to a number at the top of the program's ones, close-on-exec,
 /// and record it. Where no such number is free, it stays where it is, recorded.
 pub fn out_of_reach<T: From<OwnedFd> + Into<OwnedFd>>(file: T) -> T {
