@@ -370,11 +370,19 @@ impl Inner {
         self.zswap.start_shrink_worker();
     }
 
-    /// Tell the region's threads to stop: those running see it within their poll timeouts,
-    /// kswapd at once.
+    /// Tell the region's threads to stop: kswapd, the spare and readahead at once, the
+    /// handlers within their poll timeouts or at the next `wake_a_handler`.
     pub fn stop_threads(&self) {
         self.stop.store(true, Relaxed);
         self.reclaim_wait.wake_kswapd();
+        self.spares.wake();
+        self.readahead.wake_all();
+    }
+
+    /// Ring the deferred events' bell: one handler asleep in its poll wakes (and, told to
+    /// stop, stops), as the ring is taken by the handler it wakes.
+    pub fn wake_a_handler(&self) {
+        self.deferred.bell().ring();
     }
 
     /// Once the threads the region started are joined: the lazy ones are joined too (none

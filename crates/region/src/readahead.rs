@@ -142,6 +142,12 @@ impl Readahead {
         !self.queue.lock().is_empty()
     }
 
+    /// Wake every thread waiting in `next` (to see that it must stop).
+    pub fn wake_all(&self) {
+        let _queue = self.queue.lock();
+        self.wake.notify_all();
+    }
+
     /// The next folio to read ahead, waiting up to `timeout` for one.
     pub fn next(&self, timeout: Duration) -> Option<u32> {
         let mut queue = self.queue.lock();

@@ -461,6 +461,12 @@ impl Drop for Region {
         crate::in_thread::unregister(&self.inner);
         self.inner.stop_threads();
         for t in self.threads.drain(..) {
+            // A handler asleep in its poll stops when the bell wakes it, not 100 ms later: ring
+            // until this one has stopped (each ring wakes one handler, maybe another).
+            while !t.is_finished() {
+                self.inner.wake_a_handler();
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
             let _ = t.join();
         }
         // Then the lazy threads, and the range unregistered before the mapping goes.

@@ -90,6 +90,12 @@ impl SpareHandlers {
         wait()
     }
 
+    /// Wake the spare from `wait_needed`, to see that it must stop.
+    pub fn wake(&self) {
+        let _g = self.lock.lock();
+        self.needed.notify_all();
+    }
+
     /// Every regular handler is in a `blocking` wait.
     pub fn needed(&self) -> bool {
         self.on_disk.load(SeqCst) >= self.fault_threads
