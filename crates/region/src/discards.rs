@@ -133,6 +133,22 @@ impl Discards {
         !self.pending.lock().is_empty()
     }
 
+    /// The parts of pages `first..end` that discards processed less than `LATE_ZAP_WINDOW`
+    /// ago covered (all of them while the recent ranges overflow).
+    pub fn recently_covered_within(&self, first: u32, end: u32) -> Vec<(u32, u32)> {
+        let mut recent = self.recent.lock();
+        recent.prune(Instant::now());
+        if recent.overflow.is_some() {
+            return vec![(first, end)];
+        }
+        recent
+            .ranges
+            .iter()
+            .map(|&(f, l, _)| (f.max(first), l.min(end)))
+            .filter(|&(a, b)| a < b)
+            .collect()
+    }
+
     /// Whether a discard processed less than `LATE_ZAP_WINDOW` ago covered page `p`.
     pub fn recently_covered(&self, p: u32) -> bool {
         self.recent.lock().covers(p, Instant::now())

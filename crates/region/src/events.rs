@@ -27,11 +27,11 @@
 //! And a page that was not mapped when the event was read can be faulted in (zero-filled)
 //! after processing and before the discarding thread's zap, which then clears it while we
 //! count it resident. So every page of a processed range is marked discarded (a page no folio
-//! lock ever covered, skipped by the processing, is covered by the recent discards instead,
-//! for `LATE_ZAP_WINDOW`): a marked page found unmapped while counted resident (by a fault, or
-//! by reclaim moving it) reads zero, as the discard promised, and counts as missing. An
-//! unmarked one is a bug, and the process is stopped (swapin.rs, `lost_track`). The zap also clears a page evicted and brought back
-//! before it comes (a failed store puts it back, a fault moves it back from staging, or the
+//! lock ever covered is skipped by the processing, and marked when it goes in within
+//! `LATE_ZAP_WINDOW`: `PageFlags::went_in`): a marked page found unmapped while counted
+//! resident (by a fault, or by reclaim moving it) reads zero, as the discard promised, and
+//! counts as missing. An unmarked one is a bug, and the process is stopped (swapin.rs,
+//! `lost_track`). The zap also clears a page evicted and brought back before it comes (a failed store puts it back, a fault moves it back from staging, or the
 //! pool serves it), so leaving for the engine ends the mark only once the discard was
 //! processed more than `LATE_ZAP_WINDOW` ago: a guess at how long a zap can be put off, past
 //! which a late zap stops the process. A page that leaves within the window keeps its mark
@@ -180,14 +180,12 @@ impl<'a> Events<'a> {
         let fp = self.geometry.folio_pages;
         let mut fstart = self.geometry.folio_start(first);
         let mut deadline = Instant::now() + ZAP_WAIT;
-        self.stats
-            .discarded_pages
-            .fetch_add(u64::from(last - first), Relaxed);
         while fstart < last {
             // Pages no folio lock ever covered (outside the swap cache's populated leaves) hold
             // nothing: an install locks its folio first, and one that locks it after this
-            // discard was read finds the discard pending. So a discard costs what the program
-            // touched in its range, not the range's length (a runtime's reservations).
+            // discard was read finds the discard pending until it is processed, and its pages
+            // marked after (`PageFlags::went_in`). So a discard costs what the program touched
+            // in its range, not the range's length (a runtime's reservations).
             match self.group.cache().next_populated(fstart) {
                 Some(p) if p < last => fstart = fstart.max(self.geometry.folio_start(p)),
                 _ => break,
@@ -232,6 +230,9 @@ impl<'a> Events<'a> {
             }
             fstart += fp;
         }
+        self.stats
+            .discarded_pages
+            .fetch_add(u64::from(last - first), Relaxed);
         self.discards.processed(claimed);
         self.reclaim_wait.freed();
     }
@@ -261,7 +262,7 @@ impl<'a> Events<'a> {
     /// brought back clean since: it holds data from before the zap), and say so; false when
     /// nothing explains it.
     pub(crate) fn zapped_late(&self, folio: &FolioLock, p: u32) -> bool {
-        if !self.pages.is_discarded(p) && !self.discards.recently_covered(p) {
+        if !self.pages.is_discarded(p) {
             return false;
         }
         self.group.invalidate_page(folio, p);
@@ -401,6 +402,27 @@ mod tests {
         r.reclaim_to(0);
         assert!(!r.inner().reclaim().pages.is_resident(0), "evicted");
         assert_eq!(r.as_mut_slice()[100], 0x22, "brought back");
+        zap_late(&r);
+        assert!(r.as_mut_slice()[..PAGE_SIZE].iter().all(|&b| b == 0));
+        let s = r.stats();
+        assert_eq!((s.late_zaps, s.lost_track), (1, 0));
+    }
+
+    /// A page discarded before anything was ever there (its processing skips it: no folio
+    /// lock ever covered it), then first touched before the discard's zap comes: it is marked
+    /// when it goes in, so the late zap leaves it reading zero and the process goes on (a mark
+    /// that lasts, where the recent discards are forgotten after `LATE_ZAP_WINDOW`). Would stop
+    /// the process as a lost page without the mark.
+    #[test]
+    fn a_page_first_touched_after_its_discard_is_marked_for_a_late_zap() {
+        let mut r = one_page_region();
+        r.discard(0, PAGE_SIZE).unwrap();
+        // The touch waits for the discard's processing (swapin.rs: a pending page).
+        r.as_mut_slice()[..PAGE_SIZE].fill(0x44);
+        assert!(
+            r.inner().reclaim().pages.is_discarded(0),
+            "marked as it went in"
+        );
         zap_late(&r);
         assert!(r.as_mut_slice()[..PAGE_SIZE].iter().all(|&b| b == 0));
         let s = r.stats();

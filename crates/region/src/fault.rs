@@ -210,6 +210,7 @@ impl Faults<'_> {
         for p in first..first + done_pages {
             self.pages.set_resident(p, true);
         }
+        self.pages.went_in(first, first + done_pages, self.discards);
         // Brought in by the fault that triggered it: counted in its pages per fault.
         self.stats
             .pages_in

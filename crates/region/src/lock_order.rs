@@ -5,15 +5,16 @@
 //! ```text
 //! reclaim hold-off (reclaim_wait.rs: shared by each eviction, exclusive across a fork)
 //!   └─> folio lock (the engine's swap cache: one waited for at a time; reclaim's batch
-//!         │         try-locks the neighbours of the folio it holds, never waiting)
+//!         │         and fault-around try-lock the folios after the one they hold, in
+//!         │         ascending order, never waiting)
 //!         ├─> event gate (mapping.rs: shared around every userfaultfd call that changes the
 //!         │     │        range, exclusive to read events, which a thread may do holding its
 //!         │     │        folio lock)
 //!         │     ├─> discards (the pending check; the discards just read are recorded)
 //!         │     ├─> lru, staged, read_failures, readahead (an install's bookkeeping)
 //!         │     └─> the engine's locks (an install frees the engine's copies)
-//!         └─> lru, staged, read_failures, deferred, discards, the engine's locks
-//!                            (outside the gate, or with it given up)
+//!         └─> lru, staged, read_failures, deferred, discards, unevictable, the engine's
+//!                            locks (outside the gate, or with it given up)
 //! ```
 //!
 //! The parts' locks (discards, lru, staged, read_failures, readahead, deferred, ...) are

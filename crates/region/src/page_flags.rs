@@ -50,6 +50,18 @@ impl PageFlags {
         }
     }
 
+    /// Pages `first..end` just went into the mapping: those a discard processed lately covered
+    /// are marked, as its processing marks every page it meets; it does not meet pages no folio
+    /// lock ever covered (events.rs), and a zap of one coming only now must read as late, not
+    /// as a page lost. The caller holds their folio locks.
+    pub fn went_in(&self, first: u32, end: u32, discards: &Discards) {
+        for (a, b) in discards.recently_covered_within(first, end) {
+            for p in a..b {
+                self.set_discarded(p, true);
+            }
+        }
+    }
+
     /// Pages present in the mapping.
     pub fn nr_resident(&self) -> u64 {
         self.nr_resident.load(Relaxed)

@@ -583,6 +583,8 @@ impl<'a> SwapIn<'a> {
             self.pages.set_resident(p, true);
             self.group.invalidate_page(folio, p);
         }
+        self.pages
+            .went_in(first, first + done as u32, self.discards);
         match stop {
             None => Ok(()),
             Some(s) => Err(s),

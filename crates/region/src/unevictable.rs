@@ -18,6 +18,8 @@ pub(crate) struct Unevictable {
     state: Mutex<Protected>,
     /// Pages protected, as `state` counts them: none, and reclaim asks nothing more.
     nr_protected: AtomicU64,
+    /// What `state` takes, as `bytes` says (read with every usage, without the lock).
+    bytes: AtomicU64,
     folio_pages: u32,
 }
 
@@ -32,6 +34,12 @@ struct Protected {
 }
 
 impl Protected {
+    /// What the ranges and culled folios take, charged as metadata (a B-tree entry's share of
+    /// its node, about).
+    fn bytes(&self) -> u64 {
+        (self.ranges.len() as u64) * 16 + (self.culled.len() as u64) * 8
+    }
+
     fn any(&self, first: u32, end: u32) -> bool {
         // The last range starting before `end` is the only one that can reach past `first`:
         // every range before it ends before it starts.
@@ -86,6 +94,7 @@ impl Unevictable {
         Unevictable {
             state: Mutex::new(&lock_order::UNEVICTABLE, Protected::default()),
             nr_protected: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
             folio_pages,
         }
     }
@@ -101,6 +110,7 @@ impl Unevictable {
         let culled = state.any(start, start + self.folio_pages);
         if culled {
             state.culled.insert(start);
+            self.bytes.store(state.bytes(), Release);
         }
         culled
     }
@@ -109,6 +119,9 @@ impl Unevictable {
     /// folios culled before whose pages are now all read-write, for the caller to queue
     /// again.
     pub fn rescue(&self, first: u32, end: u32) -> Vec<u32> {
+        if first >= end {
+            return Vec::new();
+        }
         let fp = self.folio_pages;
         let mut state = self.state.lock();
         state.remove(first, end);
@@ -121,6 +134,7 @@ impl Unevictable {
         for f in &rescued {
             state.culled.remove(f);
         }
+        self.bytes.store(state.bytes(), Release);
         rescued
     }
 
@@ -135,6 +149,7 @@ impl Unevictable {
             false => state.remove(first, end),
         }
         self.nr_protected.store(state.nr_pages, Release);
+        self.bytes.store(state.bytes(), Release);
     }
 
     /// Whether any page of `first..end` is protected: reclaim cannot move them together.
@@ -142,11 +157,9 @@ impl Unevictable {
         self.nr_protected.load(Acquire) > 0 && self.state.lock().any(first, end)
     }
 
-    /// Bytes the ranges and culled folios take, charged as metadata (a B-tree entry's share
-    /// of its node, about).
+    /// Bytes the ranges and culled folios take, charged as metadata.
     pub fn bytes(&self) -> u64 {
-        let state = self.state.lock();
-        (state.ranges.len() as u64) * 16 + (state.culled.len() as u64) * 8
+        self.bytes.load(Acquire)
     }
 }
 
