@@ -372,10 +372,9 @@ impl SwapCache {
         }
     }
 
-    /// Lock exactly the folio `[start, start + 2^order)`, waiting for owners as needed, and
-    /// make it one folio: pieces of it that were locked separately are merged under the
-    /// head's lock; a larger folio around it is split into single pages first.
-    pub fn lock_folio(&self, start: u32, order: u8) -> FolioLock<'_> {
+    /// The end of the folio `[start, start + 2^order)`, which must be aligned and inside the
+    /// table.
+    fn folio_end(&self, start: u32, order: u8) -> u32 {
         assert!(order <= MAX_ORDER, "folio order {order} above {MAX_ORDER}");
         let nr = 1u32 << order;
         assert!(
@@ -383,7 +382,14 @@ impl SwapCache {
             "folio {start}+{nr} is not aligned or not inside the {} pages",
             self.words.len()
         );
-        let end = start + nr;
+        start + nr
+    }
+
+    /// Lock exactly the folio `[start, start + 2^order)`, waiting for owners as needed, and
+    /// make it one folio: pieces of it that were locked separately are merged under the
+    /// head's lock; a larger folio around it is split into single pages first.
+    pub fn lock_folio(&self, start: u32, order: u8) -> FolioLock<'_> {
+        let end = self.folio_end(start, order);
         lock_order::will_wait(&lock_order::FOLIO);
         let mut pieces: Vec<FolioLock<'_>> = Vec::new();
         let mut off = start;
@@ -411,13 +417,7 @@ impl SwapCache {
     /// `lock_folio` without waiting: None if an owner holds any piece of the range, or a
     /// larger folio holds it (left as it is). For a thread holding other folios' locks.
     pub fn try_lock_folio(&self, start: u32, order: u8) -> Option<FolioLock<'_>> {
-        let nr = 1u32 << order;
-        assert!(
-            start.is_multiple_of(nr) && start as u64 + nr as u64 <= self.words.len() as u64,
-            "folio {start}+{nr} is not aligned or not inside the {} pages",
-            self.words.len()
-        );
-        let end = start + nr;
+        let end = self.folio_end(start, order);
         let mut pieces: Vec<FolioLock<'_>> = Vec::new();
         let mut off = start;
         while off < end {
