@@ -151,6 +151,27 @@ fn forks_under_pressure_never_hang_and_each_child_sees_the_whole_heap() {
     );
 }
 
+/// A fork brings the heap back (so that the child sees all of it) and leaves every page
+/// shared with the child, copy on write. The kernel moves only pages a process holds alone,
+/// so before, the parent kept its whole heap, past its limit and unthrottled, for as long as
+/// it ran. Now kswapd makes the shared pages the parent's own again and reclaim moves them
+/// out: a 192 MiB heap under 64M forks a child that waits; the parent's anonymous memory goes
+/// under 110 MiB while the child lives (it stayed over 192 MiB), then the child checks its
+/// copy and the parent its heap, byte for byte.
+#[test]
+fn a_parent_goes_back_under_its_limit_after_a_fork_and_both_keep_their_data() {
+    let program = compile("forks");
+    let o = run_within(
+        120,
+        &["--memory-high", "64M", "--stats=full"],
+        &[program.to_str().unwrap(), "shared", "192", "110"],
+    );
+    std::fs::remove_file(&program).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "under 1 child 0 parent 1\n", "{}", stderr(&o));
+    assert!(stat(&o, "fork_unshared") > 0, "{}", stderr(&o));
+}
+
 /// What shells and daemons do with descriptors never reaches uzswap's: a C program whose
 /// heap is past its limit `dup2`s a log onto each number from 3 to 63, closes every number
 /// to 1023, calls `close_range(3, ~0U, 0)` and `closefrom(3)`, then checks its heap and builds

@@ -152,9 +152,10 @@ unsafe extern "C" fn fork_prepare() {
 static BROUGHT_BACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// After `fork`, in the parent: reclaim goes on. A fork that brought a MiB or more back is
-/// said, the first time: the child's copy of it is outside the limit, and the region is no
-/// longer throttled or killed over its limit (over_limit.rs). Less is not: a shell's fork
-/// (a pyenv shim's) would print a line about nothing.
+/// said, the first time: the child's copy of it is outside the limit, and the region is
+/// neither throttled nor killed over its limit until reclaim has taken it back under
+/// (over_limit.rs, shared_folios.rs). Less is not: a shell's fork (a pyenv shim's) would
+/// print a line about nothing.
 unsafe extern "C" fn fork_parent() {
     if CHILD.load(Relaxed) {
         return;
@@ -165,9 +166,9 @@ unsafe extern "C" fn fork_parent() {
     if brought_back >= 1 << 20 && !SAID.swap(true, Relaxed) {
         crate::say(&format!(
             "a fork brought {:.1} MiB of the heap back from the pool and the swap file so that the \
-             child sees it: the child's copy is outside the limit, and the parent may hold \
-             that much past it and is no longer throttled, as pages it shares with a child \
-             cannot be moved out (said for the first fork only)",
+             child sees it: the child's copy is outside the limit, and the parent holds that \
+             much past it, unthrottled, until reclaim has made the pages it shares with the \
+             child its own again and moved them out (said for the first fork only)",
             brought_back as f64 / (1 << 20) as f64
         ));
     }

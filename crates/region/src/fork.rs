@@ -5,7 +5,9 @@
 //! reclaim is held off, every page the engine holds or staging keeps is brought back into
 //! the mapping, and only then is the mapping inherited, until the guard drops. The child
 //! then sees exactly its parent's data as it was at the fork, as plain memory of its own
-//! (held under no limit), and its own writes after.
+//! (held under no limit), and its own writes after. The parent's pages are shared with the
+//! child from then on, and kswapd unshares them to take the parent back under its limit
+//! (shared_folios.rs).
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -20,9 +22,9 @@ impl<'a> SwapIn<'a> {
         let held_off = self.reclaim_wait.hold_off();
         let before = self.meter.usage().resident;
         self.bring_all_back();
-        // The pages the fork shares with the child cannot be moved out again (the kernel
-        // moves only pages a process holds alone): from now on the region is neither
-        // throttled nor killed over its limit (over_limit.rs).
+        // The pages the fork shares with the child cannot be moved out until kswapd has
+        // unshared them (shared_folios.rs): until the region is back under its limit, it is
+        // neither throttled nor killed for holding them (over_limit.rs).
         let brought_back = self.meter.usage().resident.saturating_sub(before);
         self.over_limit
             .fork_allowance

@@ -44,6 +44,7 @@ use crate::readahead::Readahead;
 use crate::reclaim::Reclaim;
 use crate::reclaim_wait::ReclaimWait;
 use crate::serving_threads::InThreadFaults;
+use crate::shared_folios::SharedFolios;
 use crate::spare::SpareHandlers;
 use crate::staged::StagedFolios;
 use crate::stats::RegionStats;
@@ -95,6 +96,8 @@ pub(crate) struct Inner {
     deferred: DeferredEvents,
     /// Pages under another protection than read-write, which reclaim cannot take.
     unevictable: Unevictable,
+    /// Folios reclaim found shared with a forked child, for kswapd to unshare.
+    shared: SharedFolios,
     /// Pages the device failed to read once (swapin.rs).
     read_failures: ReadFailures,
     /// Policies: incompressible folios left resident, clean folios, readahead and
@@ -305,6 +308,7 @@ impl Inner {
             read_failures: Default::default(),
             incompressible: IncompressibleFolios::new(nr_pages, folio_pages),
             unevictable: Unevictable::new(folio_pages),
+            shared: SharedFolios::new(mem.unshare()),
             keep_incompressible: config.policies.keep_incompressible,
             clean: CleanTracking::new(wp && config.policies.keep_clean),
             readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),
@@ -450,6 +454,7 @@ impl Inner {
             lru: &self.lru,
             discards: &self.discards,
             unevictable: &self.unevictable,
+            shared: &self.shared,
             staging: &self.staging,
             batch_staging: self.batch_staging.as_ref(),
             staged: &self.staged,

@@ -60,6 +60,7 @@ mod region;
 #[cfg(target_arch = "x86_64")]
 mod remote_region;
 mod serving_threads;
+mod shared_folios;
 mod spare;
 mod staged;
 mod stats;

@@ -65,3 +65,4 @@ pub(crate) static RECLAIM_SLOTS: Class = Class::new("direct reclaim slots", PART
 pub(crate) static IN_THREAD_REGIONS: Class = Class::new("in-thread regions", PART);
 pub(crate) static THREAD_HANDLES: Class = Class::new("thread handles", PART);
 pub(crate) static LATENCY: Class = Class::new("latency histogram", PART);
+pub(crate) static SHARED_FOLIOS: Class = Class::new("shared folios", PART);

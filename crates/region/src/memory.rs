@@ -115,4 +115,16 @@ impl Memory {
             Memory::Program { process, .. } => format!("/proc/{}/task", process.pid()).into(),
         }
     }
+
+    /// How reclaim makes a folio a fork left shared the region's own again
+    /// (shared_folios.rs).
+    pub fn unshare(&self) -> crate::shared_folios::Unshare {
+        match self {
+            Memory::Own(_) => crate::shared_folios::Unshare::Own,
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { process, .. } => {
+                crate::shared_folios::Unshare::Program(process.clone())
+            }
+        }
+    }
 }

@@ -93,19 +93,28 @@ pub(crate) struct OverLimitState {
     over_max: AtomicBool,
     /// `swap_write_fail` when the device's failures were last said.
     write_failures_said: AtomicU64,
-    /// The most a fork brought back into memory (`Region::prepare_fork`): pages shared with a
-    /// child cannot be moved out, so once a fork brought any back the region is neither
-    /// throttled nor killed (`uzswap run` says so at the fork).
+    /// The most a fork brought back into memory (`Region::prepare_fork`), until the region is
+    /// back under its limit: meanwhile it is neither throttled nor killed, as kswapd must
+    /// unshare what the fork left shared before reclaim can move it out (shared_folios.rs).
+    /// `uzswap run` says so at the fork.
     pub fork_allowance: AtomicU64,
 }
 
 impl OverLimitState {
     /// A fault found room under the limit: any episode is over.
     pub fn back_under(&self) {
+        self.fork_reclaimed();
         if self.over_high.load(Relaxed) {
             self.over_high.store(false, Relaxed);
             self.over_max.store(false, Relaxed);
             PAGES_OVER_HIGH.with(|p| p.set(0));
+        }
+    }
+
+    /// The region is back under its limit: what a fork brought back has gone out again.
+    pub fn fork_reclaimed(&self) {
+        if self.fork_allowance.load(Relaxed) != 0 {
+            self.fork_allowance.store(0, Relaxed);
         }
     }
 

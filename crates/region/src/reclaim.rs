@@ -50,6 +50,7 @@ use crate::pool_share::PoolShare;
 use crate::readahead::Readahead;
 use crate::reclaim_wait::ReclaimWait;
 use crate::serving_threads::InThreadFaults;
+use crate::shared_folios::SharedFolios;
 use crate::staged::StagedFolios;
 use crate::stats::RegionStats;
 use crate::swapin_window::SwapinWindow;
@@ -71,6 +72,8 @@ pub(crate) struct Reclaim<'a> {
     pub lru: &'a Lru,
     pub discards: &'a Discards,
     pub unevictable: &'a Unevictable,
+    /// Folios a fork left shared, which kswapd unshares (shared_folios.rs).
+    pub shared: &'a SharedFolios,
     /// Where folios are moved out to (one folio a slot); batch evictions of 4 KiB folios
     /// have slots of their own.
     pub staging: &'a Arc<Staging>,
@@ -171,6 +174,9 @@ impl<'a> Reclaim<'a> {
                 );
                 self.meter.thread_scratch.charge_this_thread();
             }
+            if self.meter.usage().total() <= self.meter.limit() {
+                self.over_limit.fork_reclaimed();
+            }
             if reclaiming {
                 self.lazy_threads.start(Lazy::Kswapd);
             }
@@ -222,13 +228,28 @@ impl<'a> Reclaim<'a> {
         true
     }
 
-    /// Reclaim until the region holds at most `target` bytes, or nothing more can go.
+    /// Reclaim until the region holds at most `target` bytes, or nothing more can go. kswapd
+    /// makes the folios it found shared with a forked child its own and goes on (a
+    /// direct reclaimer may hold a folio lock, under which a page discarded meanwhile could
+    /// not fault: it leaves them to kswapd).
     pub(crate) fn reclaim_to(&self, target: u64, who: Reclaimer) {
         let mut failures = 0;
+        let mut unshares = 0;
         while self.meter.usage().total() > target && failures < 8 {
-            if !self.reclaim_one(who) {
-                failures += 1;
+            if self.reclaim_one(who) {
+                continue;
             }
+            if matches!(who, Reclaimer::Kswapd { .. }) && unshares < MAX_UNSHARES_A_PASS {
+                let pages = self
+                    .shared
+                    .unshare_found(|page| self.mapping.page_addr(page));
+                if pages > 0 {
+                    self.stats.fork_unshared.fetch_add(pages, Relaxed);
+                    unshares += 1;
+                    continue;
+                }
+            }
+            failures += 1;
         }
     }
 
@@ -736,13 +757,17 @@ impl<'a> Reclaim<'a> {
                 return Eviction::Failed;
             }
             Err(StageError::Partial {
-                folio: mut partial, ..
+                folio: mut partial,
+                source,
             }) => {
-                // A page not present (a discard we have not processed), pinned (EBUSY), or
-                // the mapping changing: put back what moved and leave this folio for now.
-                // Its resident bits were never cleared.
+                // A page not present (a discard we have not processed), shared with a forked
+                // child or pinned (EBUSY), or the mapping changing: put back what moved and
+                // leave this folio for now. Its resident bits were never cleared.
                 self.events
                     .put_back(folio, &mut partial, 0, PutBack::WhatMoved);
+                if matches!(source, uffd::UffdError::Busy { .. }) {
+                    self.shared.found(folio.start(), folio.nr_pages());
+                }
                 // A page the kernel unmapped after its discard was processed is not there to
                 // move: it reads zero now (events.rs).
                 for p in folio.offsets() {
@@ -873,6 +898,10 @@ impl<'a> Reclaim<'a> {
         self.lru.queue(start);
     }
 }
+
+/// The most times a kswapd pass unshares what it found shared before it counts a failure
+/// (a pinned page stays busy however often it is unshared).
+const MAX_UNSHARES_A_PASS: u32 = 1024;
 
 /// How often kswapd looks at the region unwoken: it also gives back freed staging slots and
 /// compacts the pool while idle.

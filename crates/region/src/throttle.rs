@@ -47,10 +47,11 @@ impl Throttle<'_> {
         }
         self.stats.high.fetch_add(1, Relaxed);
         if state.fork_allowance.load(Relaxed) > 0 {
-            // A fork left pages shared with a child, which reclaim cannot move out; it takes
-            // them in turn with the rest, so it may find nothing to take while they are the
-            // coldest. Throttling or killing the program for them would punish the fork (said
-            // when it happened).
+            // A fork brought pages back and left them shared with a child: reclaim moves them
+            // out only once kswapd has unshared them (shared_folios.rs), so it may find nothing
+            // to take meanwhile. Throttling or killing the program for them would punish the
+            // fork (said when it happened); once the region is back under its limit, it is
+            // throttled as before.
             return;
         }
         let new_episode = state.over_high_starts();

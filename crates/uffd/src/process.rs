@@ -4,6 +4,8 @@
 //! - [`ProcessMemory`]: reclaim tries whether a folio compresses where it is, before it moves it
 //!   out (a copy by the kernel, so the program's concurrent writes are no data race, and a
 //!   missing page is an error rather than a userfault to wait for).
+//! - [`populate_write`]: pages a fork left shared with a child made this process's own again,
+//!   so reclaim can move them out.
 //! - [`process_madvise`]: the benchmark's memory.high stand-in pages out chunks of a worker
 //!   process (cgroup v1 has no memory.high). Only advice that keeps the memory's contents is
 //!   offered, so a call cannot change what any process reads, whatever the addresses.
@@ -102,6 +104,26 @@ impl Advice {
             Advice::WillNeed => libc::MADV_WILLNEED,
         }
     }
+}
+
+/// Make the pages of `addr..addr + len` in this process its own, as a write would, without
+/// writing a byte (`MADV_POPULATE_WRITE`): a page shared copy on write with a forked child is
+/// copied, or taken back where the child has let it go (exited, or exec'd), so that
+/// `UFFDIO_MOVE`, which moves only pages a process holds alone, can move it. A missing page of
+/// a range registered with a userfaultfd faults as a write would and waits for its handler:
+/// the caller must hold nothing a handler may wait for. A range not mapped, or not writable,
+/// is an error (never a signal).
+pub fn populate_write(addr: usize, len: usize) -> io::Result<()> {
+    // SAFETY: MADV_POPULATE_WRITE changes page tables only: every byte of the range reads as
+    // it did (a page shared copy on write is read-only in both processes, so no write lands
+    // in it while the kernel copies it, and this process's table points at the copy only
+    // once it is whole), and nothing is unmapped. Any address is allowed: an unmapped one is
+    // ENOMEM.
+    let r = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The most ranges one call takes (the kernel's `UIO_MAXIOV`).

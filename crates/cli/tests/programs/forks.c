@@ -1,5 +1,8 @@
 // Forks under pressure: `nested MIB` forks a child that forks a grandchild, each checking the
-// heap byte for byte; `threads MIB` forks while four threads allocate and free.
+// heap byte for byte; `threads MIB` forks while four threads allocate and free; `shared MIB
+// UNDER_MIB` forks a child that waits while the parent, whose fork brought its heap back,
+// waits (at most 30 s) for its anonymous memory to go under UNDER_MIB, then lets the child
+// check its copy, and checks its own.
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,6 +10,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <time.h>
 
 #define BLOCK (64 << 10)
 static unsigned char **blocks;
@@ -50,7 +54,50 @@ static void *churn(void *arg) {
     return NULL;
 }
 
+// This process's anonymous memory in KiB (RssAnon), or -1.
+static long rss_anon_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
+    fclose(f);
+    return kib;
+}
+
+static int shared(long under_mib) {
+    int go[2];
+    if (pipe(go)) return 2;
+    pid_t child = fork();
+    if (child == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1) _exit(3);
+        _exit(check() ? 0 : 1);
+    }
+    close(go[0]);
+    long kib = rss_anon_kib();
+    for (int i = 0; i < 300 && kib > under_mib * 1024; i++) {
+        struct timespec t = {0, 100 * 1000 * 1000};
+        nanosleep(&t, NULL);
+        kib = rss_anon_kib();
+    }
+    int under = kib <= under_mib * 1024;
+    if (!under) fprintf(stderr, "the parent still holds %ld KiB\n", kib);
+    if (write(go[1], "g", 1) != 1) return 2;
+    int c = wait_child(child);
+    printf("under %d child %d parent %d\n", under, c, check());
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "shared")) {
+        nblocks = (size_t)atoi(argv[2]) * (1 << 20) / BLOCK;
+        blocks = calloc(nblocks, sizeof *blocks);
+        fill();
+        return shared(atol(argv[3]));
+    }
     if (argc != 3) return 2;
     nblocks = (size_t)atoi(argv[2]) * (1 << 20) / BLOCK;
     blocks = calloc(nblocks, sizeof *blocks);
