@@ -122,9 +122,7 @@ impl Memory {
         match self {
             Memory::Own(_) => crate::shared_folios::Unshare::Own,
             #[cfg(target_arch = "x86_64")]
-            Memory::Program { process, .. } => {
-                crate::shared_folios::Unshare::Program(process.clone())
-            }
+            Memory::Program { .. } => crate::shared_folios::Unshare::Never,
         }
     }
 }

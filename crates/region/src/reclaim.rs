@@ -240,9 +240,12 @@ impl<'a> Reclaim<'a> {
                 continue;
             }
             if matches!(who, Reclaimer::Kswapd { .. }) && unshares < MAX_UNSHARES_A_PASS {
-                let pages = self
-                    .shared
-                    .unshare_found(|page| self.mapping.page_addr(page));
+                let pages = self.shared.unshare_found(|start, pages| {
+                    let resident = (start..start + pages).all(|p| self.pages.is_resident(p));
+                    let mapped = self.mapping.in_core(start, pages) == Some(true);
+                    (resident && mapped && !self.staged.contains(start))
+                        .then(|| self.mapping.page_addr(start))
+                });
                 if pages > 0 {
                     self.stats.fork_unshared.fetch_add(pages, Relaxed);
                     unshares += 1;

@@ -6,19 +6,24 @@
 //! region's own again as a write would (`MADV_POPULATE_WRITE`: the kernel copies a page the
 //! child still shares, or takes it back once the child is gone), and its next try moves them
 //! out. No byte changes: only the sharing ends. So a parent whose fork brought its heap back
-//! (fork.rs) goes back under its limit, as the kernel's reclaim takes shared pages too.
-
-use std::sync::Arc;
+//! (fork.rs) goes back under its limit, as the kernel's reclaim takes shared pages too. While
+//! the child lives, each unshared page is a copy: the machine holds the child's page and the
+//! parent's until the parent's moves out. Not unshared: a program served from outside (see
+//! `Unshare`), a pinned page (it stays busy), and under in-thread faults a clean folio (its
+//! write-protect fault is EFAULT there, so it stays shared).
 
 use crate::lock_order::{self, Mutex};
 use zswap::PAGE_SIZE;
 
-/// Where a folio is made the region's own: in this process, or in the program served from
-/// here (through its parasite: the kernel takes this advice only from the process itself).
+/// Whether folios can be made the region's own here: in this process, yes. A program served
+/// from outside is not unshared: the call would run on its parasite's program lane, which a
+/// fork waits for while reclaim is held off, and a page discarded meanwhile would fault there
+/// and wait for a handler waiting for reclaim.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unshare {
     Own,
     #[cfg(target_arch = "x86_64")]
-    Program(Arc<uffd::remote::RemoteProcess>),
+    Never,
 }
 
 /// The most folios recorded between two of kswapd's turns; more are found again later.
@@ -42,16 +47,21 @@ impl SharedFolios {
     /// Reclaim could not move the `pages` pages at `start`: one of them is shared with a
     /// child (or pinned, which unsharing leaves as it is).
     pub fn found(&self, start: u32, pages: u32) {
+        if self.unshare != Unshare::Own {
+            return;
+        }
         let mut found = self.found.lock();
         if found.len() < MAX_FOUND && found.last() != Some(&(start, pages)) {
             found.push((start, pages));
         }
     }
 
-    /// Make every folio found since the last call the region's own, `addr_of` giving where a
-    /// page is now. Returns the pages unshared. The caller holds no lock: a page discarded
-    /// meanwhile faults as a write would, and a handler serves it.
-    pub fn unshare_found(&self, addr_of: impl Fn(u32) -> usize) -> u64 {
+    /// Make every folio found since the last call the region's own, where `still_in` gives
+    /// its address: a folio whose pages are all still resident and mapped (one discarded,
+    /// staged or evicted since is left alone: populating it would bring it in). Returns the
+    /// pages unshared. The caller holds no lock: a page discarded between the look and the
+    /// call faults as a write would, and a handler serves it.
+    pub fn unshare_found(&self, still_in: impl Fn(u32, u32) -> Option<usize>) -> u64 {
         let found = std::mem::take(&mut *self.found.lock());
         if found.is_empty() {
             return 0;
@@ -59,15 +69,12 @@ impl SharedFolios {
         lock_order::assert_none_held("unsharing the pages a fork left shared");
         let mut unshared = 0;
         for (start, pages) in found {
-            let (addr, len) = (addr_of(start), pages as usize * PAGE_SIZE);
-            let done = match &self.unshare {
-                Unshare::Own => uffd::process::populate_write(addr, len),
-                #[cfg(target_arch = "x86_64")]
-                Unshare::Program(process) => process.madvise(addr, len, libc::MADV_POPULATE_WRITE),
+            let Some(addr) = still_in(start, pages) else {
+                continue;
             };
             // An error: the program unmapped the range or took its write permission since
             // (reclaim meets such a folio again, or culls it: unevictable.rs).
-            if done.is_ok() {
+            if uffd::process::populate_write(addr, pages as usize * PAGE_SIZE).is_ok() {
                 unshared += u64::from(pages);
             }
         }

@@ -199,8 +199,8 @@ counters! {
     late_zaps,
     /// Pages found in a staging slot that should have been empty (left there and discarded).
     stray_staged_pages,
-    /// Pages a fork left shared with a child that kswapd made the region's own again, so
-    /// reclaim could move them out (shared_folios.rs).
+    /// Pages of folios reclaim found shared with a forked child that kswapd made the
+    /// region's own again, so reclaim could move them out (shared_folios.rs).
     fork_unshared,
     /// Waits for events that a handler's poll ended, without its sleeping (busy_poll.rs).
     busy_polled,

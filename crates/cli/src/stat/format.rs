@@ -373,7 +373,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("discards_not_zapped", Counter, Unit::None, "Pages still mapped when their discard was processed."),
     ("late_zaps", Counter, Unit::None, "Pages the kernel unmapped after their discard was processed."),
     ("stray_staged_pages", Counter, Unit::None, "Pages found in a staging slot that should have been empty."),
-    ("fork_unshared", Counter, Unit::None, "Pages a fork left shared with a child, made the heap's own again so reclaim could move them out."),
+    ("fork_unshared", Counter, Unit::None, "Pages of folios reclaim found shared with a forked child, made the heap's own again so reclaim could move them out."),
     ("busy_polled", Counter, Unit::None, "Waits for events a handler's poll ended, without its sleeping."),
     ("busy_poll_ns", Counter, Unit::Nanoseconds, "Time fault handlers spent polling for events between faults."),
     ("spare_events", Counter, Unit::None, "Events the spare handler served while every regular one waited on the disk."),
