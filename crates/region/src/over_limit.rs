@@ -93,9 +93,10 @@ pub(crate) struct OverLimitState {
     over_max: AtomicBool,
     /// `swap_write_fail` when the device's failures were last said.
     write_failures_said: AtomicU64,
-    /// The most a fork brought back into memory (`Region::prepare_fork`), until the region is
-    /// back under its limit: meanwhile it is neither throttled nor killed, as kswapd must
-    /// unshare what the fork left shared before reclaim can move it out (shared_folios.rs).
+    /// The most a fork brought back into memory (`Region::prepare_fork`), until kswapd sees
+    /// the region back under its limit: meanwhile it is neither throttled nor killed, as
+    /// kswapd must unshare what the fork left shared before reclaim can move it out
+    /// (shared_folios.rs; never, for a program served from outside: its allowance stays).
     /// `uzswap run` says so at the fork.
     pub fork_allowance: AtomicU64,
 }
@@ -103,7 +104,6 @@ pub(crate) struct OverLimitState {
 impl OverLimitState {
     /// A fault found room under the limit: any episode is over.
     pub fn back_under(&self) {
-        self.fork_reclaimed();
         if self.over_high.load(Relaxed) {
             self.over_high.store(false, Relaxed);
             self.over_max.store(false, Relaxed);
@@ -111,7 +111,8 @@ impl OverLimitState {
         }
     }
 
-    /// The region is back under its limit: what a fork brought back has gone out again.
+    /// The region is back under its limit, and reclaim can unshare what a fork left shared
+    /// (kswapd's look): the fork's allowance ends.
     pub fn fork_reclaimed(&self) {
         if self.fork_allowance.load(Relaxed) != 0 {
             self.fork_allowance.store(0, Relaxed);

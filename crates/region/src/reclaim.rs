@@ -174,7 +174,9 @@ impl<'a> Reclaim<'a> {
                 );
                 self.meter.thread_scratch.charge_this_thread();
             }
-            if self.meter.usage().total() <= self.meter.limit() {
+            // (A region in a program does not unshare: its allowance stays, as reclaim may
+            // meet shared folios whenever it is over its limit again.)
+            if self.shared.unshares() && self.meter.usage().total() <= self.meter.limit() {
                 self.over_limit.fork_reclaimed();
             }
             if reclaiming {

@@ -44,10 +44,15 @@ impl SharedFolios {
         }
     }
 
+    /// Whether this region's shared folios are unshared at all.
+    pub fn unshares(&self) -> bool {
+        self.unshare == Unshare::Own
+    }
+
     /// Reclaim could not move the `pages` pages at `start`: one of them is shared with a
     /// child (or pinned, which unsharing leaves as it is).
     pub fn found(&self, start: u32, pages: u32) {
-        if self.unshare != Unshare::Own {
+        if !self.unshares() {
             return;
         }
         let mut found = self.found.lock();
