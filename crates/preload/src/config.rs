@@ -76,6 +76,7 @@ pub fn parse(text: &str) -> Result<RunConfig, String> {
             "referenced_writes" => region.policies.referenced_writes = on()?,
             "inactive_list" => region.policies.inactive_list = on()?,
             "adaptive_swapin" => region.policies.adaptive_swapin = on()?,
+            "lazy_registration" => region.lazy_registration = on()?,
             "auto_pool_share" => region.policies.auto_pool_share = on()?,
             "memory_max" => memory_max = Some(bytes()?),
             "on_limit" => on_limit = value.parse().map_err(|e| format!("on_limit: {e}"))?,

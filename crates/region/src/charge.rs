@@ -19,6 +19,7 @@ use crate::incompressible::IncompressibleFolios;
 use crate::lru::Lru;
 use crate::page_flags::PageFlags;
 use crate::reclaim_wait::ReclaimWait;
+use crate::registration::Registration;
 use crate::serving_threads::InThreadFaults;
 use crate::staged::StagedFolios;
 use crate::swapin_window::SwapinWindow;
@@ -78,6 +79,8 @@ pub(crate) struct Meter<'a> {
     pub unevictable: &'a Unevictable,
     pub lru: &'a Lru,
     pub in_thread: Option<&'a InThreadFaults>,
+    /// A lazy region not registered yet: the process's anonymous memory, charged as resident.
+    pub registration: &'a Registration,
 }
 
 impl Meter<'_> {
@@ -116,7 +119,7 @@ impl Meter<'_> {
         // larger counts a page that moved meanwhile, either way.
         let in_flight = self.in_flight.load(Relaxed);
         let mut usage = Usage {
-            resident: self.pages.nr_resident() * PAGE_SIZE as u64,
+            resident: self.pages.nr_resident() * PAGE_SIZE as u64 + self.registration.uncounted(),
             // Staged folios, folios in flight, and freed staging slots not discarded yet
             // beyond what the fixed charge holds for them.
             staged: self.staged.pages() * PAGE_SIZE as u64

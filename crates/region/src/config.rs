@@ -169,6 +169,13 @@ pub struct RegionConfig {
     /// `uzswap run` marks them as uzswap's own, whose allocations stay outside the region.
     /// Default: None.
     pub thread_start: Option<fn()>,
+    /// Register the range with userfaultfd only once the process's anonymous resident memory
+    /// (RssAnon) reaches half the limit, under a limit of 1 GiB or more (registration.rs):
+    /// until then the kernel alone serves its pages, which cost what they cost without uzswap,
+    /// and RssAnon is charged as the region's resident pages. For a region that is its
+    /// process's heap (`uzswap run`), where RssAnon is at least what it holds. Default: off,
+    /// registered as it is made.
+    pub lazy_registration: bool,
 }
 
 impl RegionConfig {
@@ -199,6 +206,7 @@ impl RegionConfig {
             over_limit: OverLimit::default(),
             shared_limit: None,
             thread_start: None,
+            lazy_registration: false,
         }
     }
 
@@ -460,6 +468,12 @@ impl RegionConfig {
         self.max_pool_percent = percent;
         self
     }
+    /// Set `lazy_registration`.
+    pub fn lazy_registration(mut self, on: bool) -> Self {
+        self.lazy_registration = on;
+        self
+    }
+
     /// Set `pinned`, in bytes.
     pub fn pinned(mut self, bytes: usize) -> Self {
         self.pinned = bytes;

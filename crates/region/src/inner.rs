@@ -17,6 +17,7 @@ use uffd::{RegisterMode, Staging, Uffd};
 use zswap::swap::{BackingDevice, FileDevice};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
+use crate::adopt::Adopt;
 #[cfg(feature = "test-hooks")]
 use crate::audit::Audit;
 use crate::charge::{Meter, ThreadScratch, Usage};
@@ -43,6 +44,7 @@ use crate::read_failures::ReadFailures;
 use crate::readahead::Readahead;
 use crate::reclaim::Reclaim;
 use crate::reclaim_wait::ReclaimWait;
+use crate::registration::Registration;
 use crate::serving_threads::InThreadFaults;
 use crate::shared_folios::SharedFolios;
 use crate::spare::SpareHandlers;
@@ -69,6 +71,8 @@ pub(crate) struct Inner {
     geometry: Geometry,
     /// Whether the range is registered for write-protect faults too (clean.rs, lru.rs).
     wp: bool,
+    /// When the range is registered: at once, or once due (registration.rs).
+    registration: Registration,
     /// Where folios are moved out to (one folio a slot); batch evictions of 4 KiB folios
     /// have slots of their own (reclaim.rs).
     staging: Arc<Staging>,
@@ -148,7 +152,8 @@ pub(crate) struct Inner {
 
 impl Inner {
     /// The parts of a region over `len` bytes of `mem`, served through `uffd`, under
-    /// `config` (validated for that length). The range is not registered yet (`register`).
+    /// `config` (validated for that length). The range is not registered yet (`register`,
+    /// or later: `registers_at_once`).
     pub fn new(
         mem: &Memory,
         len: usize,
@@ -295,6 +300,12 @@ impl Inner {
             dirty_reserve: fixed.dirty_reserve,
             geometry: Geometry::new(folio_pages, nr_pages),
             wp,
+            registration: match config.lazy_registration
+                && !Registration::due(0, config.memory_limit)
+            {
+                true => Registration::lazy(mem.late_registration()),
+                false => Registration::at_once(),
+            },
             pages: PageFlags::new(nr_pages),
             lru: Lru::with_write_tests(
                 folio_pages,
@@ -345,11 +356,57 @@ impl Inner {
     /// Register the range with the userfaultfd: from here on an unmap of it waits until a
     /// handler reads its event.
     pub fn register(&self, mem: &Memory) -> Result<(), uffd::UffdError> {
-        let mode = match self.wp {
+        self.mapping.register(mem, self.register_mode())
+    }
+
+    fn register_mode(&self) -> RegisterMode {
+        match self.wp {
             true => RegisterMode::MISSING_WP,
             false => RegisterMode::MISSING,
+        }
+    }
+
+    /// Whether the range is to be registered now, as the region is made (else lazily,
+    /// registration.rs).
+    pub fn registers_at_once(&self) -> bool {
+        self.registration.complete()
+    }
+
+    /// kswapd, before each pass: a lazy region not registered yet charges what its process
+    /// holds, and is registered once that is due (registration.rs).
+    fn register_when_due(&self) {
+        // Unreadable: registered now, as the limit cannot be watched.
+        if let Some(anon) = self.registration.watch() {
+            if Registration::due(anon, self.limit()) {
+                self.register_late();
+            }
+        }
+    }
+
+    /// Register a lazy region's range now, and adopt the pages present in it (adopt.rs);
+    /// nothing for a region registered already. A failure is said: the memory is then not
+    /// held under the limit.
+    pub fn register_late(&self) {
+        let Some(late) = self.registration.begin() else {
+            return;
         };
-        self.mapping.register(mem, mode)
+        if let Err(e) = self.mapping.register_late(&late, self.register_mode()) {
+            self.registration.failed();
+            crate::threads::report(format_args!(
+                "uzswap: cannot register the region's memory with userfaultfd ({e}): \
+                 it is not held under the limit"
+            ));
+            return;
+        }
+        let adopted = self.adopt().adopt_present();
+        self.stats.adopted_pages.fetch_add(adopted, Relaxed);
+        self.registration.adopted();
+    }
+
+    /// Whether the region counts every page present in its range (registration.rs): not a
+    /// lazy region before it is registered and its pages adopted.
+    pub fn counts_every_page(&self) -> bool {
+        self.registration.complete()
     }
 
     /// The thread bodies: a fault handler, the spare handler, kswapd, readahead.
@@ -362,7 +419,7 @@ impl Inner {
     }
 
     pub fn kswapd_loop(&self) {
-        self.reclaim().kswapd_loop();
+        self.reclaim().kswapd_loop(&|| self.register_when_due());
     }
 
     pub fn readahead_loop(&self) {
@@ -400,6 +457,18 @@ impl Inner {
 
     // The views: each action borrows the parts it uses.
 
+    pub fn adopt(&self) -> Adopt<'_> {
+        Adopt {
+            mapping: &self.mapping,
+            group: &self.group,
+            geometry: self.geometry,
+            pages: &self.pages,
+            discards: &self.discards,
+            lru: &self.lru,
+            stop: &self.stop,
+        }
+    }
+
     pub fn meter(&self) -> Meter<'_> {
         Meter {
             limit: &self.limit,
@@ -420,6 +489,7 @@ impl Inner {
             unevictable: &self.unevictable,
             lru: &self.lru,
             in_thread: self.in_thread.as_ref(),
+            registration: &self.registration,
         }
     }
 

@@ -4,7 +4,8 @@
 //!
 //! The parts, each owning its state (inner.rs assembles them and is the only file that
 //! sees them all; lock_order.rs gives the order of their locks):
-//! - the range and every userfaultfd call on it (mapping.rs);
+//! - the range and every userfaultfd call on it (mapping.rs), and when it is registered
+//!   (registration.rs: at once, or lazily, the pages present then adopted: adopt.rs);
 //! - actions, each a type that borrows the parts it uses (a view, built by inner.rs): the
 //!   handler threads (`Handler`, handler.rs), or the faulting threads themselves
 //!   (in_thread.rs), hand faults to `Faults` (fault.rs), which swaps folios in (`SwapIn`,
@@ -25,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod adopt;
 #[cfg(feature = "test-hooks")]
 mod audit;
 mod busy_poll;
@@ -57,6 +59,7 @@ mod readahead;
 mod reclaim;
 mod reclaim_wait;
 mod region;
+mod registration;
 #[cfg(target_arch = "x86_64")]
 mod remote_region;
 mod serving_threads;

@@ -66,3 +66,4 @@ pub(crate) static IN_THREAD_REGIONS: Class = Class::new("in-thread regions", PAR
 pub(crate) static THREAD_HANDLES: Class = Class::new("thread handles", PART);
 pub(crate) static LATENCY: Class = Class::new("latency histogram", PART);
 pub(crate) static SHARED_FOLIOS: Class = Class::new("shared folios", PART);
+pub(crate) static REGISTRATION: Class = Class::new("registration", PART);

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lock_order::{self, RwLock, RwLockReadGuard};
-use crate::memory::Memory;
+use crate::memory::{LateRegistration, Memory};
 use uffd::{
     CopyMode, Doorbell, Event, Filled, PageTables, RegisterMode, StageError, StagedFolio, Staging,
     Uffd, UffdError,
@@ -115,6 +115,14 @@ impl Mapping {
     pub fn in_core(&self, page: u32, nr_pages: u32) -> Option<bool> {
         self.tables
             .in_core(self.page_addr(page), nr_pages as usize * PAGE_SIZE)
+            .ok()
+    }
+
+    /// Which of the `nr_pages` pages from `page` are present, one entry a page; None when
+    /// that cannot be told (the range gone).
+    pub fn present(&self, page: u32, nr_pages: u32) -> Option<Vec<bool>> {
+        self.tables
+            .present(self.page_addr(page), nr_pages as usize)
             .ok()
     }
 
@@ -374,6 +382,15 @@ impl Mapping {
     /// Register the range, `mem`, for `mode` faults.
     pub fn register(&self, mem: &Memory, mode: RegisterMode) -> Result<(), UffdError> {
         mem.register(&self.uffd, mode)
+    }
+
+    /// Register the range later, through `late` (registration.rs), for `mode` faults.
+    pub fn register_late(
+        &self,
+        late: &LateRegistration,
+        mode: RegisterMode,
+    ) -> Result<(), UffdError> {
+        late.register(&self.uffd, mode)
     }
 
     /// Unregister the range where it is now: nothing serves it any more.

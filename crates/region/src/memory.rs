@@ -116,6 +116,18 @@ impl Memory {
         }
     }
 
+    /// A registration of the range to be made later (registration.rs).
+    pub fn late_registration(&self) -> LateRegistration {
+        match self {
+            Memory::Own(mem) => LateRegistration::Own(mem.late_registration()),
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { process, range } => LateRegistration::Program {
+                process: process.clone(),
+                range: range.clone(),
+            },
+        }
+    }
+
     /// How reclaim makes a folio a fork left shared the region's own again
     /// (shared_folios.rs).
     pub fn unshare(&self) -> crate::shared_folios::Unshare {
@@ -124,5 +136,53 @@ impl Memory {
             #[cfg(target_arch = "x86_64")]
             Memory::Program { .. } => crate::shared_folios::Unshare::Never,
         }
+    }
+}
+
+/// The range's registration, to be made later from any thread (registration.rs).
+pub(crate) enum LateRegistration {
+    /// This process's mapping: made only while the region's mapping is where it was.
+    Own(uffd::LateRegistration),
+    #[cfg(target_arch = "x86_64")]
+    Program {
+        process: Arc<RemoteProcess>,
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl LateRegistration {
+    /// Register the whole range with `uffd` (the region's) in `mode`; an error for a region
+    /// gone meanwhile.
+    pub fn register(&self, uffd: &Uffd, mode: RegisterMode) -> Result<(), UffdError> {
+        match self {
+            LateRegistration::Own(late) => match uffd.register_late(late, mode) {
+                Some(r) => r.map(|_| ()),
+                None => Err(UffdError::Os {
+                    op: "UFFDIO_REGISTER",
+                    source: std::io::Error::from_raw_os_error(libc::ENOENT),
+                }),
+            },
+            #[cfg(target_arch = "x86_64")]
+            LateRegistration::Program { process, range } => {
+                process.register(range.start, range.len(), mode)
+            }
+        }
+    }
+
+    /// The anonymous memory resident in the process the range is in (RssAnon: `statm`'s
+    /// resident pages less its shared ones, file and shmem), in bytes; None where `/proc`
+    /// cannot be read. For a region that is the process's heap, at least the region's pages
+    /// present (registration.rs).
+    pub fn anon_resident_bytes(&self) -> Option<u64> {
+        let path = match self {
+            LateRegistration::Own(_) => "/proc/self/statm".to_string(),
+            #[cfg(target_arch = "x86_64")]
+            LateRegistration::Program { process, .. } => format!("/proc/{}/statm", process.pid()),
+        };
+        let statm = std::fs::read_to_string(path).ok()?;
+        let mut fields = statm.split_whitespace().skip(1);
+        let resident: u64 = fields.next()?.parse().ok()?;
+        let shared: u64 = fields.next()?.parse().ok()?;
+        Some(resident.saturating_sub(shared) * zswap::PAGE_SIZE as u64)
     }
 }

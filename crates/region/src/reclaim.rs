@@ -157,13 +157,16 @@ impl<'a> Reclaim<'a> {
         (self.geometry.folio_bytes() as u64 * 4).max(self.meter.limit() / 64)
     }
 
-    pub(crate) fn kswapd_loop(&self) {
+    /// kswapd: a pass every `KSWAPD_PERIOD`, or when woken; `registration` first (a lazy
+    /// region's, registration.rs).
+    pub(crate) fn kswapd_loop(&self, registration: &dyn Fn()) {
         let mut horizon = self.lru.now();
         loop {
             self.reclaim_wait.kswapd_sleep(KSWAPD_PERIOD);
             if self.stop.load(Relaxed) {
                 return;
             }
+            registration();
             let pass = self.lru.now();
             let reclaiming =
                 self.meter.usage().total() > self.meter.limit().saturating_sub(self.margin() / 2);

@@ -136,13 +136,16 @@ impl Region {
     ) -> Result<Region, RegionError> {
         let inner = Inner::new(&mem, len, uffd, &config)?;
 
-        // Registered last. From here on an unmap of the range waits until a handler reads its
-        // event, so every later failure must go through `Region`'s drop, which stops the
-        // threads and unregisters the range before the mapping goes.
+        // Registered last (a lazy region by kswapd, once due: registration.rs). From here on
+        // an unmap of the range waits until a handler reads its event, so every later failure
+        // must go through `Region`'s drop, which stops the threads and unregisters the range
+        // before the mapping goes.
         fail::fail_point!("region::new::register", |_| Err(crate::error::injected(
             "register"
         )));
-        inner.register(&mem)?;
+        if inner.registers_at_once() {
+            inner.register(&mem)?;
+        }
         let mut region = Region {
             inner,
             threads: Vec::new(),
@@ -311,6 +314,10 @@ impl Region {
             ("memory_limit_bytes", memory_high),
             ("memory_max_bytes", memory_max),
             ("region_limit_bytes", self.limit()),
+            (
+                "region_registered",
+                u64::from(self.inner.counts_every_page()),
+            ),
             ("pool_share_percent", u64::from(self.pool_share_percent())),
             ("swap_file_bytes", swap_file),
         ] {
@@ -375,7 +382,8 @@ impl Region {
     /// (an emulated `mremap`, the program's call stopped), where what the region holds changes
     /// only under its folio locks, which count as held.
     pub fn holds_nothing(&self, offset: usize, len: usize) -> bool {
-        self.inner.events().holds_nothing(offset, len)
+        // A lazy region does not know of the pages present before it adopted them.
+        self.inner.counts_every_page() && self.inner.events().holds_nothing(offset, len)
     }
 
     /// `madvise(MADV_FREE)` on `len` bytes at `offset`, as an allocator's lazy purge does:
@@ -389,8 +397,10 @@ impl Region {
     }
 
     /// Reclaim until the region holds at most `target` bytes (or nothing more can go).
-    /// kswapd may be evicting at the same time: while it frees something, this goes on.
+    /// kswapd may be evicting at the same time: while it frees something, this goes on. A
+    /// lazy region not registered yet is registered first.
     pub fn reclaim_to(&self, target: u64) {
+        self.inner.register_late();
         self.inner.reclaim().wait_for_reclaim(target);
     }
 

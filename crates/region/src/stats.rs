@@ -202,6 +202,9 @@ counters! {
     /// Pages of folios reclaim found shared with a forked child that kswapd made the
     /// region's own again, so reclaim could move them out (shared_folios.rs).
     fork_unshared,
+    /// Pages the kernel mapped in a lazy region's range before it was registered, counted
+    /// as the region's once it was (adopt.rs).
+    adopted_pages,
     /// Waits for events that a handler's poll ended, without its sleeping (busy_poll.rs).
     busy_polled,
     /// Nanoseconds handlers spent polling for events (busy_poll.rs).

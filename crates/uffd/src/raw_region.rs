@@ -10,6 +10,7 @@
 use crate::error::RawRegionError;
 use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Weak};
 
 /// The base page size; userfaultfd operations work on whole pages.
 pub fn page_size() -> usize {
@@ -42,9 +43,52 @@ pub struct RawRegion {
     // accessors below, and this keeps the type Send + Sync without an unsafe impl.
     addr: usize,
     len: usize,
+    /// Held (upgraded from a `LateRegistration`'s weak reference) while a late registration
+    /// registers the range: the mapping is neither unmapped nor moved meanwhile.
+    late: Arc<()>,
+}
+
+/// A registration of a [`RawRegion`]'s whole range, to be made later from any thread
+/// ([`RawRegion::late_registration`]): made only while the region is where it was when this
+/// was taken.
+#[derive(Debug)]
+pub struct LateRegistration {
+    addr: usize,
+    len: usize,
+    region: Weak<()>,
+}
+
+impl LateRegistration {
+    /// The range, `(start, len)`, held (neither unmapped nor moved) until the guard goes;
+    /// None when the region is gone, or has moved (`remap`, `relocate`): its drop, `remap`
+    /// and `relocate` first wait for every hold to end, and void this registration
+    /// (`void_late_registrations`).
+    pub(crate) fn hold(&self) -> Option<(usize, usize, Arc<()>)> {
+        Some((self.addr, self.len, self.region.upgrade()?))
+    }
 }
 
 impl RawRegion {
+    /// A registration of the whole range to be made later (a region registered only once
+    /// it is needed): void once the region is dropped or moved.
+    pub fn late_registration(&self) -> LateRegistration {
+        LateRegistration {
+            addr: self.addr,
+            len: self.len,
+            region: Arc::downgrade(&self.late),
+        }
+    }
+
+    /// Wait until no late registration is registering the range, and void every one taken
+    /// so far: before the mapping is unmapped or moved.
+    fn void_late_registrations(&mut self) {
+        let mut late = std::mem::take(&mut self.late);
+        while let Err(held) = Arc::try_unwrap(late) {
+            late = held;
+            std::thread::yield_now();
+        }
+    }
+
     /// Map `len` bytes (a non-zero multiple of the page size) with `MAP_NORESERVE`: pages read
     /// as zero until written (or, once registered, fault as missing).
     pub fn new(len: usize) -> Result<Self, RawRegionError> {
@@ -59,6 +103,7 @@ impl RawRegion {
         Ok(Self {
             addr: p.as_ptr() as usize,
             len,
+            late: Arc::new(()),
         })
     }
 
@@ -206,6 +251,7 @@ impl RawRegion {
                 source: io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
+        self.void_late_registrations();
         // SAFETY: the old range is exactly this region's mapping, which `&mut self` proves no
         // one else is using through this type; no references into it exist. On success the old
         // range is gone and we only keep the new address.
@@ -237,6 +283,7 @@ impl RawRegion {
         // A placeholder reserves a free address range of the right size; mremap then replaces
         // it atomically. It is owned here and forgotten once replaced.
         let target = RawRegion::new(self.len)?;
+        self.void_late_registrations();
         // SAFETY: the source is this region's mapping (`&mut self`: no other user through this
         // type, no references into it); the destination is our own placeholder, which MREMAP_FIXED
         // replaces, so no memory anyone else uses is overwritten.
@@ -267,6 +314,7 @@ impl Drop for RawRegion {
         let Some(ptr) = std::ptr::NonNull::new(self.addr as *mut u8) else {
             return;
         };
+        self.void_late_registrations();
         // SAFETY: this region owns the mapping (from map_anonymous, or moved by its own
         // remap/relocate, which keep addr/len current), and with `&mut self` in drop nothing
         // borrows it; raw pointers given out earlier dangle from here on, as documented on
@@ -417,6 +465,19 @@ pub fn pages_in_core(addr: usize, len: usize) -> io::Result<bool> {
         return Err(io::Error::last_os_error());
     }
     Ok(vec.iter().all(|&v| v & 1 != 0))
+}
+
+/// Which pages of `addr..addr + len` (page aligned) are in memory (`mincore`), one entry a
+/// page: present, or in the swap cache. An unmapped address is an error.
+pub fn pages_present(addr: usize, len: usize) -> io::Result<Vec<bool>> {
+    let mut vec = vec![0u8; len.div_ceil(page_size())];
+    // SAFETY: mincore reads no memory of ours and writes one byte per page of the range into
+    // `vec`, which holds that many and lives across the call; the kernel checks the address.
+    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(vec.iter().map(|&v| v & 1 != 0).collect())
 }
 
 impl RawRegion {

@@ -24,7 +24,7 @@
 use crate::error::{RawRegionError, UffdError};
 use crate::event::{decode, Event, RawEvent};
 use crate::features::{Features, Ioctls, RegisterMode};
-use crate::raw_region::RawRegion;
+use crate::raw_region::{LateRegistration, RawRegion};
 use crate::sys;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -206,6 +206,21 @@ impl Uffd {
         // SAFETY: the range lies in a RawRegion, which never hands out references into its
         // memory; that is the guarantee `register_range` asks for.
         unsafe { self.register_range(start, len, mode) }
+    }
+
+    /// Register the whole range of the region `late` was taken from (`RawRegion::
+    /// late_registration`), as `register` of the whole region; None when the region is gone,
+    /// or has moved.
+    pub fn register_late(
+        &self,
+        late: &LateRegistration,
+        mode: RegisterMode,
+    ) -> Option<Result<Ioctls, UffdError>> {
+        let (start, len, _held) = late.hold()?;
+        // SAFETY: while `_held` lives the range is still the RawRegion's (neither unmapped nor
+        // moved), which never hands out references into its memory: the guarantee
+        // `register_range` asks for.
+        Some(unsafe { self.register_range(start, len, mode) })
     }
 
     /// Register any `start..start+len` (page aligned, anonymous private memory for MISSING/WP).

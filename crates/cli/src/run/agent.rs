@@ -71,6 +71,9 @@ pub fn run(args: &RunArgs, path: &Path) -> Result<ExitCode, Refusal> {
         )));
     }
     let (mut config, max_heap) = region_config(args).map_err(fail)?;
+    // Registered from the start: a late registration and adoption from outside (the
+    // program's pagemap) is not built for a program held so.
+    config.lazy_registration = false;
     let features = RemoteRegion::features(&config)
         .map_err(|e| fail(format!("userfaultfd is not available: {}", e.chain())))?;
     let mut command = Command::new(path);

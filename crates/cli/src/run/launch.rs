@@ -140,6 +140,12 @@ pub struct RunArgs {
     /// across folios or within its folio (a page beside it already in).
     #[arg(long)]
     pub no_adaptive_swapin: bool,
+    /// Register the heap with userfaultfd as the program starts. By default, under a limit of
+    /// 1G or more, it is registered once the program's anonymous memory (RssAnon) reaches
+    /// half the limit: until then the kernel alone serves the heap, at no cost, and RssAnon
+    /// is what is charged.
+    #[arg(long)]
+    pub register_at_start: bool,
     /// Print statistics when the program exits (to stderr): a short summary (the limits,
     /// the most held, peak RSS and what was outside the limit, the compression ratio, what
     /// went to the swap file, the time spent waiting on faults and throttled), or with
@@ -220,6 +226,7 @@ impl RunArgs {
             ("referenced-writes", self.referenced_writes),
             ("inactive-list", self.inactive_list),
             ("no-adaptive-swapin", self.no_adaptive_swapin),
+            ("register-at-start", self.register_at_start),
         ];
         for (name, on) in flags {
             if on {
@@ -520,6 +527,7 @@ pub(super) fn region_config(args: &RunArgs) -> Result<(region::RegionConfig, u64
         .referenced_writes(args.referenced_writes)
         .inactive_list(args.inactive_list)
         .adaptive_swapin(!args.no_adaptive_swapin)
+        .lazy_registration(!args.register_at_start)
         .auto_pool_share(!args.fixed_pool_share)
         .writethrough(args.writethrough)
         .swap_format(args.swap_format)
@@ -575,6 +583,7 @@ fn environment(
         format!("referenced_writes={}", args.referenced_writes as u8),
         format!("inactive_list={}", args.inactive_list as u8),
         format!("adaptive_swapin={}", !args.no_adaptive_swapin as u8),
+        format!("lazy_registration={}", !args.register_at_start as u8),
         format!("auto_pool_share={}", !args.fixed_pool_share as u8),
         format!("memory_max={memory_max}"),
         format!("on_limit={}", args.on_limit.as_str()),
@@ -811,6 +820,7 @@ mod tests {
             "--referenced-writes",
             "--inactive-list",
             "--no-adaptive-swapin",
+            "--register-at-start",
             "--stats=full",
             "--stats-file=/tmp/s",
             "--",

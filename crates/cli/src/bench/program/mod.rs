@@ -176,6 +176,7 @@ fn run_args(a: &ProgramArgs, limit: u64) -> crate::run::RunArgs {
         referenced_writes: false,
         inactive_list: false,
         no_adaptive_swapin: false,
+        register_at_start: false,
         fixed_pool_share: false,
         stats: Some(crate::run::StatsForm::Full),
         stats_file: None,
