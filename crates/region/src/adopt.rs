@@ -1,16 +1,20 @@
 //! Adoption: once a lazy region's range is registered (registration.rs), the pages the
 //! kernel mapped in it before become the region's, as if each had been faulted in: counted
 //! resident, and their folios queued for reclaim. Until then the region does not count them,
-//! and they never fault.
+//! and they never fault. A page is the kernel's if its page table has it present or swapped
+//! out (the pagemap): a page the kernel swapped out comes back without a userfault, and
+//! counts as resident as any of the region's would.
 //!
-//! Each folio with a page present is adopted as an install is made: under its folio lock and
-//! the event gate held shared, so that the presence read then is the truth until the gate
-//! goes. A discard read and not processed yet is pending, and its pages are left (they are
-//! zapped once it is read, and counted nowhere, as a discard's pages are); a discard read
-//! after the gate goes waits for the zap and counts the pages missing; one processed before
-//! has zapped its pages, or marks them (`PageFlags::went_in`) if its zap is late. A page a
-//! fault brought in since the registration counts already; a page the engine holds is not
-//! one the kernel mapped before (it left through reclaim) and is left as it is.
+//! Each folio with a page in the mapping is adopted as an install is made: under its folio
+//! lock and the event gate held shared, so that the page tables read then are the truth
+//! until the gate goes. A discard read after that waits for its zap and counts the pages
+//! missing. Left uncounted, as a discard's pages are (and as an install leaves them,
+//! swapin.rs `left_mapped`): pages of a discard read and not processed yet (pending: zapped
+//! once read), and pages a discard covered lately (processed before its zap came, which the
+//! processing does not wait for on a page it does not count: counted, reclaim could move
+//! the page's old data out ahead of the zap, and a fault bring it back after the `madvise`
+//! returned). A page a fault brought in since the registration counts already; a page the
+//! engine holds is not one the kernel mapped before (it left through reclaim).
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -22,9 +26,12 @@ use crate::geometry::Geometry;
 use crate::lru::Lru;
 use crate::mapping::Mapping;
 use crate::page_flags::PageFlags;
+use crate::registration::Registration;
 
 /// How much of the range one look at the page tables covers, to find the folios to adopt.
 const LOOK_BYTES: usize = 64 << 20;
+/// Reads of the page tables tried before adoption gives up.
+const READ_TRIES: u32 = 10;
 
 /// Adoption. What it may touch: the parts below.
 #[derive(Clone, Copy)]
@@ -35,54 +42,72 @@ pub(crate) struct Adopt<'a> {
     pub pages: &'a PageFlags,
     pub discards: &'a Discards,
     pub lru: &'a Lru,
+    /// Told of the pages adopted as they are (what is not adopted yet stays charged).
+    pub registration: &'a Registration,
     /// The region is stopping: adoption ends.
     pub stop: &'a AtomicBool,
 }
 
 impl Adopt<'_> {
-    /// Adopt every page present in the range; returns how many were.
-    pub(crate) fn adopt_present(&self) -> u64 {
+    /// Adopt every page in the mapping; returns how many were, or None when the page tables
+    /// could not be read (or the region is stopping): then some may be left uncounted.
+    pub(crate) fn adopt_in_mapping(&self) -> Option<u64> {
         let nr_pages = self.geometry.nr_pages;
         let fp = self.geometry.folio_pages;
         // A whole number of folios (at most 2 MiB each).
         let look = (LOOK_BYTES / PAGE_SIZE) as u32;
         let mut adopted = 0;
         let mut first = 0;
-        while first < nr_pages && !self.stop.load(Relaxed) {
+        while first < nr_pages {
+            if self.stop.load(Relaxed) {
+                return None;
+            }
             let n = look.min(nr_pages - first);
-            let Some(present) = self.mapping.present(first, n) else {
-                break; // the range is gone
-            };
-            for (i, folio) in present.chunks(fp as usize).enumerate() {
+            let in_mapping = self.read_tables(first, n)?;
+            for (i, folio) in in_mapping.chunks(fp as usize).enumerate() {
                 if folio.contains(&true) {
-                    adopted += self.adopt_folio(first + i as u32 * fp);
+                    let n = self.adopt_folio(first + i as u32 * fp)?;
+                    self.registration.adopting(n);
+                    adopted += n;
                 }
             }
             first += n;
         }
-        adopted
+        Some(adopted)
     }
 
-    /// Adopt the pages of the folio at `start` present now; returns how many were.
-    fn adopt_folio(&self, start: u32) -> u64 {
+    /// Which of `n` pages from `first` are in the mapping; a failed read (the kernel short of
+    /// memory for it) is tried again, a few times.
+    fn read_tables(&self, first: u32, n: u32) -> Option<Vec<bool>> {
+        for _ in 0..READ_TRIES {
+            if let Some(pages) = self.mapping.in_mapping_pages(first, n) {
+                return Some(pages);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// Adopt the pages of the folio at `start` in the mapping now; returns how many were.
+    fn adopt_folio(&self, start: u32) -> Option<u64> {
         let folio = self.group.lock_folio(start, self.geometry.folio_order);
         let gate = self.mapping.gate();
-        let Some(present) = self.mapping.present(start, folio.nr_pages()) else {
-            return 0;
-        };
+        let in_mapping = self.read_tables(start, folio.nr_pages())?;
         let pending = self.discards.pending_mask(start, folio.end());
         let adopt: Vec<u32> = folio
             .offsets()
             .filter(|&p| {
                 let i = (p - start) as usize;
-                present[i]
+                in_mapping[i]
                     && !pending.as_ref().is_some_and(|m| m[i])
+                    && !self.pages.is_discarded(p)
+                    && !self.discards.recently_covered(p)
                     && !self.pages.is_resident(p)
                     && folio.state(p).kind == Kind::Empty
             })
             .collect();
         if adopt.is_empty() {
-            return 0;
+            return Some(0);
         }
         // Queued before its pages count, as a fault queues its folio; a folio a fault brought
         // partly in since is queued already.
@@ -91,9 +116,8 @@ impl Adopt<'_> {
         }
         for &p in &adopt {
             self.pages.set_resident(p, true);
-            self.pages.went_in(p, p + 1, self.discards);
         }
         drop(gate);
-        adopt.len() as u64
+        Some(adopt.len() as u64)
     }
 }

@@ -169,12 +169,12 @@ pub struct RegionConfig {
     /// `uzswap run` marks them as uzswap's own, whose allocations stay outside the region.
     /// Default: None.
     pub thread_start: Option<fn()>,
-    /// Register the range with userfaultfd only once the process's anonymous resident memory
-    /// (RssAnon) reaches half the limit, under a limit of 1 GiB or more (registration.rs):
-    /// until then the kernel alone serves its pages, which cost what they cost without uzswap,
-    /// and RssAnon is charged as the region's resident pages. For a region that is its
-    /// process's heap (`uzswap run`), where RssAnon is at least what it holds. Default: off,
-    /// registered as it is made.
+    /// Register the range with userfaultfd only once the process's anonymous memory (RssAnon
+    /// and VmSwap) reaches half the limit, under a limit of 1 GiB or more, 512 MiB a CPU
+    /// (registration.rs): until then the kernel alone serves its pages, which cost what they
+    /// cost without uzswap, and that anonymous memory is charged as the region's resident
+    /// pages. For a region that is its process's heap (`uzswap run`), whose anonymous memory
+    /// is at least what it holds. Default: off, registered as it is made.
     pub lazy_registration: bool,
 }
 

@@ -300,12 +300,10 @@ impl Inner {
             dirty_reserve: fixed.dirty_reserve,
             geometry: Geometry::new(folio_pages, nr_pages),
             wp,
-            registration: match config.lazy_registration
-                && !Registration::due(0, config.memory_limit)
-            {
-                true => Registration::lazy(mem.late_registration()),
-                false => Registration::at_once(),
-            },
+            registration: Registration::new(
+                config.lazy_registration.then(|| mem.late_registration()),
+                config.memory_limit,
+            ),
             pages: PageFlags::new(nr_pages),
             lru: Lru::with_write_tests(
                 folio_pages,
@@ -376,10 +374,17 @@ impl Inner {
     /// holds, and is registered once that is due (registration.rs).
     fn register_when_due(&self) {
         // Unreadable: registered now, as the limit cannot be watched.
-        if let Some(anon) = self.registration.watch() {
-            if Registration::due(anon, self.limit()) {
-                self.register_late();
-            }
+        let Some(anon) = self.registration.watch() else {
+            return;
+        };
+        // This process's share of a limit shared with others, taken each pass (a region that
+        // takes no faults takes it nowhere else so often).
+        if let Some(shared) = &self.shared_limit {
+            let (limit, max) = shared.share(self.usage().total());
+            self.set_limits(limit, max);
+        }
+        if self.registration.due(anon, self.limit()) {
+            self.register_late();
         }
     }
 
@@ -398,9 +403,33 @@ impl Inner {
             ));
             return;
         }
-        let adopted = self.adopt().adopt_present();
-        self.stats.adopted_pages.fetch_add(adopted, Relaxed);
-        self.registration.adopted();
+        match self.adopt().adopt_in_mapping() {
+            Some(adopted) => {
+                self.stats.adopted_pages.fetch_add(adopted, Relaxed);
+                self.registration.adopted();
+            }
+            // Not complete: `holds_nothing` keeps saying no, as the region cannot tell.
+            None if self.stop.load(Relaxed) => {}
+            None => crate::threads::report(format_args!(
+                "uzswap: cannot read where the region's pages are: some pages mapped before \
+                 its registration may be left uncounted, outside the limit"
+            )),
+        }
+    }
+
+    /// Whether the page tables map nothing (present or swapped) in the `len` bytes at
+    /// `offset`; false when they cannot be read.
+    pub fn maps_nothing(&self, offset: usize, len: usize) -> bool {
+        let first = (offset / PAGE_SIZE) as u32;
+        let n = len.div_ceil(PAGE_SIZE) as u32;
+        self.mapping
+            .in_mapping_pages(first, n)
+            .is_some_and(|pages| !pages.contains(&true))
+    }
+
+    /// Wait while another thread adopts the pages present in a lazy region's range.
+    pub fn wait_adopted(&self) {
+        self.registration.wait_adopted();
     }
 
     /// Whether the region counts every page present in its range (registration.rs): not a
@@ -465,6 +494,7 @@ impl Inner {
             pages: &self.pages,
             discards: &self.discards,
             lru: &self.lru,
+            registration: &self.registration,
             stop: &self.stop,
         }
     }

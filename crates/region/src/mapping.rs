@@ -118,11 +118,11 @@ impl Mapping {
             .ok()
     }
 
-    /// Which of the `nr_pages` pages from `page` are present, one entry a page; None when
-    /// that cannot be told (the range gone).
-    pub fn present(&self, page: u32, nr_pages: u32) -> Option<Vec<bool>> {
+    /// Which of the `nr_pages` pages from `page` are in the mapping (present, or swapped out
+    /// by the kernel), one entry a page; None when that cannot be told.
+    pub fn in_mapping_pages(&self, page: u32, nr_pages: u32) -> Option<Vec<bool>> {
         self.tables
-            .present(self.page_addr(page), nr_pages as usize)
+            .in_mapping_pages(self.page_addr(page), nr_pages as usize)
             .ok()
     }
 

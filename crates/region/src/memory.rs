@@ -169,20 +169,26 @@ impl LateRegistration {
         }
     }
 
-    /// The anonymous memory resident in the process the range is in (RssAnon: `statm`'s
-    /// resident pages less its shared ones, file and shmem), in bytes; None where `/proc`
-    /// cannot be read. For a region that is the process's heap, at least the region's pages
-    /// present (registration.rs).
-    pub fn anon_resident_bytes(&self) -> Option<u64> {
+    /// The anonymous memory of the process the range is in, resident or swapped out by the
+    /// kernel (`RssAnon` and `VmSwap` of its `status`), in bytes; None where `/proc` cannot
+    /// be read. For a region that is the process's heap, at least what the region's pages
+    /// take (registration.rs).
+    pub fn anon_bytes(&self) -> Option<u64> {
         let path = match self {
-            LateRegistration::Own(_) => "/proc/self/statm".to_string(),
+            LateRegistration::Own(_) => "/proc/self/status".to_string(),
             #[cfg(target_arch = "x86_64")]
-            LateRegistration::Program { process, .. } => format!("/proc/{}/statm", process.pid()),
+            LateRegistration::Program { process, .. } => format!("/proc/{}/status", process.pid()),
         };
-        let statm = std::fs::read_to_string(path).ok()?;
-        let mut fields = statm.split_whitespace().skip(1);
-        let resident: u64 = fields.next()?.parse().ok()?;
-        let shared: u64 = fields.next()?.parse().ok()?;
-        Some(resident.saturating_sub(shared) * zswap::PAGE_SIZE as u64)
+        let status = std::fs::read_to_string(path).ok()?;
+        let kib = |name: &str| -> Option<u64> {
+            let line = status.lines().find(|l| l.starts_with(name))?;
+            line[name.len()..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()
+        };
+        Some((kib("RssAnon:")? + kib("VmSwap:").unwrap_or(0)) << 10)
     }
 }

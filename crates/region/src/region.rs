@@ -382,8 +382,10 @@ impl Region {
     /// (an emulated `mremap`, the program's call stopped), where what the region holds changes
     /// only under its folio locks, which count as held.
     pub fn holds_nothing(&self, offset: usize, len: usize) -> bool {
-        // A lazy region does not know of the pages present before it adopted them.
-        self.inner.counts_every_page() && self.inner.events().holds_nothing(offset, len)
+        // A lazy region does not count the pages the kernel mapped before it adopted them:
+        // the page tables say where those are.
+        self.inner.events().holds_nothing(offset, len)
+            && (self.inner.counts_every_page() || self.inner.maps_nothing(offset, len))
     }
 
     /// `madvise(MADV_FREE)` on `len` bytes at `offset`, as an allocator's lazy purge does:
@@ -401,6 +403,7 @@ impl Region {
     /// lazy region not registered yet is registered first.
     pub fn reclaim_to(&self, target: u64) {
         self.inner.register_late();
+        self.inner.wait_adopted();
         self.inner.reclaim().wait_for_reclaim(target);
     }
 

@@ -3,18 +3,18 @@
 //! `uzswap run`). A lazy region's pages are the kernel's alone while its process is far from
 //! its limit: a first touch, a discard or a fork then costs what it costs without uzswap,
 //! where a registered range pays a handler's round trip for each first touch and a wait for
-//! an event reader for each discard. kswapd reads the process's anonymous resident memory
-//! before each pass (RssAnon, `Memory::anon_resident_bytes`: for a heap, at least its pages
-//! present), which is charged meanwhile as the region's resident pages, and registers the
+//! an event reader for each discard. kswapd reads the process's anonymous memory before each
+//! pass (RssAnon and VmSwap, `LateRegistration::anon_bytes`: for a heap, at least what its
+//! pages take), which is charged meanwhile as the region's resident pages, and registers the
 //! range once it reaches half the limit (`due`); then the pages the kernel mapped meanwhile
 //! are adopted (adopt.rs), counted and queued for reclaim as if faulted in. From then on the
 //! region is what a region registered at once is.
 //!
 //! Why half the limit, and at once under `LAZY_LEAST_LIMIT`: a thread filling fresh memory
-//! maps it at the kernel's zero-fill speed, about 2 GB/s on this machine, so 512 MiB left
-//! below the limit is about 250 ms for one thread and 125 ms for two: six or more of
-//! kswapd's 20 ms passes, the registration and adoption included, before the limit could be
-//! reached. A smaller limit leaves too small a margin, and a region under one registers at
+//! maps it at the kernel's zero-fill speed, 1.3-2 GB/s a thread on the development machine
+//! (4 KiB pages), so 512 MiB left below the limit is 250-400 ms for one thread and half that
+//! for two: six or more of kswapd's 20 ms passes, the registration and adoption included,
+//! before the limit could be reached. A smaller limit leaves too small a margin, and a region under one registers at
 //! once (a limit lowered below it, by `set_limits`, registers at kswapd's next pass).
 
 use crate::lock_order::{self, Mutex};
@@ -24,8 +24,10 @@ use std::sync::atomic::{
     Ordering::{Acquire, Relaxed, Release},
 };
 
-/// Limits below this register at once (see above).
-pub(crate) const LAZY_LEAST_LIMIT: u64 = 1 << 30;
+/// The margin below the limit kept for each CPU (see above).
+const MARGIN_PER_CPU: u64 = 256 << 20;
+/// The least limit a region is lazy under: two CPUs' margins, at least.
+const LEAST_LIMIT: u64 = 1 << 30;
 
 /// Not registered yet: the kernel's alone.
 const PENDING: u8 = 0;
@@ -41,33 +43,39 @@ pub(crate) struct Registration {
     state: AtomicU8,
     /// The registration to make, while pending.
     late: Mutex<Option<LateRegistration>>,
-    /// Pending: RssAnon as kswapd's last pass read it, charged as resident.
+    /// Pending: the anonymous memory kswapd's last pass read, charged as resident.
     estimate: AtomicU64,
+    /// Adopting: the pages adopted so far (the estimate less them is charged meanwhile).
+    adopted: AtomicU64,
+    /// The least limit the region is lazy under, for the CPUs the process may run on.
+    least_limit: u64,
 }
 
 impl Registration {
-    /// A region registered as it is made.
-    pub fn at_once() -> Self {
+    /// A region registered as it is made (`late` None), or by `late` once due: at once
+    /// too under `limit` if that is below the least limit.
+    pub fn new(late: Option<LateRegistration>, limit: u64) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+        let least_limit = Self::least_limit(cpus);
+        let late = late.filter(|_| limit >= least_limit);
         Registration {
-            state: AtomicU8::new(COMPLETE),
-            late: Mutex::new(&lock_order::REGISTRATION, None),
+            state: AtomicU8::new(if late.is_some() { PENDING } else { COMPLETE }),
+            late: Mutex::new(&lock_order::REGISTRATION, late),
             estimate: AtomicU64::new(0),
+            adopted: AtomicU64::new(0),
+            least_limit,
         }
     }
 
-    /// A lazy region, registered by `late` once due.
-    pub fn lazy(late: LateRegistration) -> Self {
-        Registration {
-            state: AtomicU8::new(PENDING),
-            late: Mutex::new(&lock_order::REGISTRATION, Some(late)),
-            estimate: AtomicU64::new(0),
-        }
+    /// Whether the region, under `limit` in a process holding `anon` bytes of anonymous
+    /// memory, is to be registered now: at half the limit, or at once under the least limit.
+    pub fn due(&self, anon: u64, limit: u64) -> bool {
+        limit < self.least_limit || anon >= limit / 2
     }
 
-    /// Whether a region under `limit`, in a process holding `anon` bytes of anonymous memory,
-    /// is to be registered now.
-    pub fn due(anon: u64, limit: u64) -> bool {
-        limit < LAZY_LEAST_LIMIT || anon >= limit / 2
+    /// The least limit a region is lazy under, on `cpus` CPUs: a margin for each CPU, twice.
+    fn least_limit(cpus: u64) -> u64 {
+        (2 * MARGIN_PER_CPU * cpus).max(LEAST_LIMIT)
     }
 
     /// While the range is not registered yet: read the anonymous memory its process holds
@@ -78,7 +86,7 @@ impl Registration {
             return None;
         }
         let late = self.late.lock();
-        let anon = late.as_ref()?.anon_resident_bytes();
+        let anon = late.as_ref()?.anon_bytes();
         if let Some(anon) = anon {
             self.estimate.store(anon, Relaxed);
         }
@@ -86,11 +94,28 @@ impl Registration {
     }
 
     /// Bytes charged as resident for pages the region does not count itself: the estimate
-    /// while the range is not registered.
+    /// while the range is not registered, and what adoption has not counted yet while it
+    /// goes on.
     pub fn uncounted(&self) -> u64 {
+        let estimate = self.estimate.load(Relaxed);
         match self.state.load(Acquire) {
-            PENDING | FAILED => self.estimate.load(Relaxed),
+            PENDING => estimate,
+            ADOPTING => {
+                estimate.saturating_sub(self.adopted.load(Relaxed) * zswap::PAGE_SIZE as u64)
+            }
             _ => 0,
+        }
+    }
+
+    /// Adopting: `n` more pages adopted.
+    pub fn adopting(&self, n: u64) {
+        self.adopted.fetch_add(n, Relaxed);
+    }
+
+    /// Wait while another thread adopts the pages present (`reclaim_to` then finds them all).
+    pub fn wait_adopted(&self) {
+        while self.state.load(Acquire) == ADOPTING {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 
@@ -104,12 +129,12 @@ impl Registration {
         late
     }
 
-    /// The registration failed: the range stays the kernel's.
+    /// The registration failed: the range stays the kernel's, and charges nothing.
     pub fn failed(&self) {
         self.state.store(FAILED, Release);
     }
 
-    /// Every page present when the range was registered is counted now.
+    /// Every page in the mapping when the range was registered is counted now.
     pub fn adopted(&self) {
         self.state.store(COMPLETE, Release);
     }
@@ -128,36 +153,49 @@ mod tests {
     #[test]
     fn a_lazy_region_is_due_at_half_its_limit_and_at_once_under_the_least_limit() {
         let g = 1u64 << 30;
-        assert!(!Registration::due(0, 4 * g));
-        assert!(!Registration::due(2 * g - 1, 4 * g));
-        assert!(Registration::due(2 * g, 4 * g));
-        assert!(!Registration::due(g / 2 - 1, g));
-        assert!(
-            Registration::due(0, g - 1),
-            "under the least limit: at once"
-        );
-        assert!(Registration::due(u64::MAX, 4 * g), "unreadable: at once");
+        let on = |cpus| Registration {
+            least_limit: Registration::least_limit(cpus),
+            ..Registration::new(None, 0)
+        };
+        let r = on(2);
+        assert!(!r.due(0, 4 * g));
+        assert!(!r.due(2 * g - 1, 4 * g));
+        assert!(r.due(2 * g, 4 * g));
+        assert!(!r.due(g / 2 - 1, g));
+        assert!(r.due(0, g - 1), "under the least limit: at once");
+        assert!(r.due(u64::MAX, 4 * g), "unreadable: at once");
+        assert!(on(16).due(0, 4 * g), "16 CPUs: 8 GiB at least");
+        assert!(!on(16).due(0, 8 * g));
     }
 
     #[test]
     fn the_estimate_is_charged_until_the_range_is_registered_and_taken_once() {
         let memory = crate::memory::Memory::Own(uffd::RawRegion::new(4096).unwrap());
-        let r = Registration::lazy(memory.late_registration());
+        let r = Registration::new(Some(memory.late_registration()), 1 << 40);
         assert!(!r.complete());
         let anon = r.watch().expect("pending");
         assert!(
             anon > 0 && anon < u64::MAX,
-            "this process's RssAnon: {anon}"
+            "this process's anonymous memory: {anon}"
         );
         assert_eq!(r.uncounted(), anon);
         assert!(r.begin().is_some());
         assert!(r.begin().is_none(), "one caller registers");
         assert!(r.watch().is_none());
-        assert_eq!(r.uncounted(), 0, "the pages count themselves from here");
         assert!(!r.complete(), "adopting");
+        r.estimate.store(5 << 20, Relaxed);
+        assert_eq!(r.uncounted(), 5 << 20, "charged until adopted");
+        r.adopting(256);
+        assert_eq!(r.uncounted(), 4 << 20, "what is not adopted yet is charged");
         r.adopted();
+        assert_eq!(r.uncounted(), 0);
         assert!(r.complete());
-        assert!(Registration::at_once().complete());
+        assert!(Registration::new(None, 1 << 40).complete());
+        let small = Registration::new(Some(memory.late_registration()), 64 << 20);
+        assert!(
+            small.complete(),
+            "under the least limit: registered as it is made"
+        );
     }
 
     #[test]

@@ -652,8 +652,10 @@ impl<'a> SwapIn<'a> {
     /// A page an install found present that a discard left mapped (events.rs: `MADV_FREE`, or a
     /// zap later than the wait) stays uncounted: counted resident, reclaim could move it out
     /// ahead of a late zap and bring its old data back after the program's `madvise` returned.
+    /// Its mark may not be there yet: a lazy region's page the kernel mapped before the range
+    /// was registered, never locked, is not marked by the discard's processing (adopt.rs).
     fn left_mapped(&self, p: u32, present: &[u32]) -> bool {
-        present.contains(&p) && self.pages.is_discarded(p)
+        present.contains(&p) && (self.pages.is_discarded(p) || self.discards.recently_covered(p))
     }
 
     /// Install `src` at page `first` of the region (`Mapping::install`), counting the pages it

@@ -5,7 +5,7 @@
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use crate::raw_region::{page_in_mapping, page_mapped, page_size, pages_in_core, pages_present};
+use crate::raw_region::{page_in_mapping, page_mapped, page_size, pages_in_core};
 
 /// A pagemap entry's bits (Documentation/admin-guide/mm/pagemap.rst).
 const PM_PRESENT: u64 = 1 << 63;
@@ -57,17 +57,14 @@ impl PageTables {
         }
     }
 
-    /// Which of the `n` pages from `addr` (page aligned) are present, one entry a page
-    /// (`pages_present`; another process's, as its pagemap says).
-    pub fn present(&self, addr: usize, n: usize) -> io::Result<Vec<bool>> {
-        match self {
-            PageTables::Own => pages_present(addr, n * page_size()),
-            PageTables::Of(_) => Ok(self
-                .entries(addr, n)?
-                .iter()
-                .map(|e| e & PM_PRESENT != 0)
-                .collect()),
-        }
+    /// Which of the `n` pages from `addr` (page aligned) have their data in the mapping, one
+    /// entry a page: present, or swapped out by the kernel (`in_mapping`, from the pagemap).
+    pub fn in_mapping_pages(&self, addr: usize, n: usize) -> io::Result<Vec<bool>> {
+        Ok(self
+            .entries(addr, n)?
+            .iter()
+            .map(|e| e & (PM_PRESENT | PM_SWAP) != 0)
+            .collect())
     }
 
     /// The pagemap entry of the page at `addr`.
@@ -112,8 +109,8 @@ mod tests {
             assert!(tables.in_mapping(mem.addr() + ps).unwrap());
             assert!(tables.in_core(mem.addr() + ps, ps).unwrap());
             assert!(!tables.in_core(mem.addr(), 2 * ps).unwrap());
-            let present = tables.present(mem.addr(), 4).unwrap();
-            assert_eq!(present, [false, true, false, false]);
+            let in_mapping = tables.in_mapping_pages(mem.addr(), 4).unwrap();
+            assert_eq!(in_mapping, [false, true, false, false]);
             assert_ne!(tables.entry(mem.addr() + ps).unwrap() & PM_PRESENT, 0);
         }
     }

@@ -141,9 +141,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_adaptive_swapin: bool,
     /// Register the heap with userfaultfd as the program starts. By default, under a limit of
-    /// 1G or more, it is registered once the program's anonymous memory (RssAnon) reaches
-    /// half the limit: until then the kernel alone serves the heap, at no cost, and RssAnon
-    /// is what is charged.
+    /// 1G or more (512M a CPU), it is registered once the program's anonymous memory (RssAnon
+    /// and VmSwap) reaches half the limit: until then the kernel alone serves the heap, at no
+    /// cost, and that anonymous memory is what is charged.
     #[arg(long)]
     pub register_at_start: bool,
     /// Print statistics when the program exits (to stderr): a short summary (the limits,
