@@ -56,15 +56,20 @@ macro_rules! counters {
 
         impl RegionStats {
             pub fn snapshot(&self) -> RegionStatsSnapshot {
+                // An empty histogram has no quantiles: its 37,000 buckets are not scanned
+                // (a snapshot is taken every 100 ms under `uzswap run`, faults or none).
+                let at = |h: &Histogram<u64>, x: f64| match h.is_empty() {
+                    true => Duration::ZERO,
+                    false => Duration::from_nanos(h.value_at_quantile(x)),
+                };
                 let quantiles = |h: &Mutex<Histogram<u64>>| {
                     let h = h.lock();
-                    let q = |x: f64| Duration::from_nanos(h.value_at_quantile(x));
-                    (q(0.5), q(0.99))
+                    (at(&h, 0.5), at(&h, 0.99))
                 };
                 let fault_latency_pool = quantiles(&self.pool_latency_ns);
                 let fault_latency_device = quantiles(&self.device_latency_ns);
                 let h = self.latency_ns.lock();
-                let q = |x: f64| Duration::from_nanos(h.value_at_quantile(x));
+                let q = |x: f64| at(&h, x);
                 let (faults, pages_in) = (self.faults.load(Relaxed), self.pages_in.load(Relaxed));
                 RegionStatsSnapshot {
                     $($name: self.$name.load(Relaxed),)*
