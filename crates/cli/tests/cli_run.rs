@@ -119,6 +119,44 @@ print(len(blocks), h.hexdigest())
     }
 }
 
+/// A fork far from the limit, before the heap is registered: the child reads the heap as
+/// the parent built it, and the parent, growing past half its limit afterwards, adopts the
+/// pages it still shares with the child's copy, makes them its own again (they cannot be
+/// moved out shared) and holds its limit. CPython: 260 MB, a fork, then 1.3 GB under 1G.
+#[test]
+fn a_fork_before_the_heap_is_registered_leaves_it_whole_and_held_after() {
+    let script = r#"
+import hashlib, os, sys
+def block(i):
+    return hashlib.sha256(str(i).encode()).digest() * 2048
+blocks = [block(i) for i in range(4000)]
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if all(b == block(i) for i, b in enumerate(blocks)) else 3)
+_, status = os.waitpid(pid, 0)
+blocks += [block(i) for i in range(4000, 20000)]
+print(os.waitstatus_to_exitcode(status), all(b == block(i) for i, b in enumerate(blocks)))
+"#;
+    let o = run(
+        &["--memory-high", "1G", "--stats=full"],
+        &["python3", "-c", script],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "0 True\n", "{}", stderr(&o));
+    assert_eq!(stat(&o, "region_registered"), 1, "{}", stderr(&o));
+    assert!(stat(&o, "adopted_pages") > 0, "{}", stderr(&o));
+    assert!(stat(&o, "fork_unshared") > 0, "{}", stderr(&o));
+    assert_eq!(stat(&o, "lost_track"), 0, "{}", stderr(&o));
+    let peak = stat(&o, "peak_rss_bytes");
+    let allowance = 48 << 20;
+    assert!(
+        peak <= (1 << 30) + allowance,
+        "peak {} MiB over 1024 MiB + {} MiB outside",
+        peak >> 20,
+        allowance >> 20
+    );
+}
+
 /// A forked child (CPython's `os.fork`) sees its parent's heap as it was at the fork,
 /// evicted pages included, and the parent goes on with its own.
 #[test]
