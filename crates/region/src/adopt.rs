@@ -92,7 +92,12 @@ impl Adopt<'_> {
     fn adopt_folio(&self, start: u32) -> Option<u64> {
         let folio = self.group.lock_folio(start, self.geometry.folio_order);
         let gate = self.mapping.gate();
-        let in_mapping = self.read_tables(start, folio.nr_pages())?;
+        // One `mincore` for a folio all present (a heap's folios, mostly); the pagemap, which
+        // sees swapped-out pages too, for the rest.
+        let in_mapping = match self.mapping.present_pages(start, folio.nr_pages()) {
+            Some(present) if !present.contains(&false) => present,
+            _ => self.read_tables(start, folio.nr_pages())?,
+        };
         let pending = self.discards.pending_mask(start, folio.end());
         let adopt: Vec<u32> = folio
             .offsets()

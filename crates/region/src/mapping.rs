@@ -118,6 +118,14 @@ impl Mapping {
             .ok()
     }
 
+    /// Which of the `nr_pages` pages from `page` are present, one entry a page (cheaper than
+    /// `in_mapping_pages`, which sees swapped-out pages too); None when that cannot be told.
+    pub fn present_pages(&self, page: u32, nr_pages: u32) -> Option<Vec<bool>> {
+        self.tables
+            .present(self.page_addr(page), nr_pages as usize)
+            .ok()
+    }
+
     /// Which of the `nr_pages` pages from `page` are in the mapping (present, or swapped out
     /// by the kernel), one entry a page; None when that cannot be told.
     pub fn in_mapping_pages(&self, page: u32, nr_pages: u32) -> Option<Vec<bool>> {

@@ -44,7 +44,7 @@ pub use mapping::{AnonMapping, MappingError};
 pub use page_tables::PageTables;
 pub use raw_region::{
     madvise, page_aligned, page_in_mapping, page_mapped, page_out, page_size, pages_in_core,
-    Advice, LateRegistration, RawRegion,
+    pages_present, Advice, LateRegistration, RawRegion,
 };
 pub use staging::{StageError, StagedFolio, Staging};
 pub use userfaultfd::{CopyMode, Filled, MoveMode, Uffd, EVENT_BATCH};

@@ -5,7 +5,7 @@
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use crate::raw_region::{page_in_mapping, page_mapped, page_size, pages_in_core};
+use crate::raw_region::{page_in_mapping, page_mapped, page_size, pages_in_core, pages_present};
 
 /// A pagemap entry's bits (Documentation/admin-guide/mm/pagemap.rst).
 const PM_PRESENT: u64 = 1 << 63;
@@ -54,6 +54,19 @@ impl PageTables {
                 .entries(addr, len.div_ceil(page_size()))?
                 .iter()
                 .all(|e| e & PM_PRESENT != 0)),
+        }
+    }
+
+    /// Which of the `n` pages from `addr` (page aligned) are present, one entry a page
+    /// (`pages_present`, one system call; another process's, as its pagemap says).
+    pub fn present(&self, addr: usize, n: usize) -> io::Result<Vec<bool>> {
+        match self {
+            PageTables::Own => pages_present(addr, n * page_size()),
+            PageTables::Of(_) => Ok(self
+                .entries(addr, n)?
+                .iter()
+                .map(|e| e & PM_PRESENT != 0)
+                .collect()),
         }
     }
 
@@ -111,6 +124,7 @@ mod tests {
             assert!(!tables.in_core(mem.addr(), 2 * ps).unwrap());
             let in_mapping = tables.in_mapping_pages(mem.addr(), 4).unwrap();
             assert_eq!(in_mapping, [false, true, false, false]);
+            assert_eq!(tables.present(mem.addr(), 4).unwrap(), in_mapping);
             assert_ne!(tables.entry(mem.addr() + ps).unwrap() & PM_PRESENT, 0);
         }
     }

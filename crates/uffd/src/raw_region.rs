@@ -467,6 +467,19 @@ pub fn pages_in_core(addr: usize, len: usize) -> io::Result<bool> {
     Ok(vec.iter().all(|&v| v & 1 != 0))
 }
 
+/// Which pages of `addr..addr + len` (page aligned) are in memory (`mincore`), one entry a
+/// page: present, or in the swap cache. An unmapped address is an error.
+pub fn pages_present(addr: usize, len: usize) -> io::Result<Vec<bool>> {
+    let mut vec = vec![0u8; len.div_ceil(page_size())];
+    // SAFETY: mincore reads no memory of ours and writes one byte per page of the range into
+    // `vec`, which holds that many and lives across the call; the kernel checks the address.
+    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(vec.iter().map(|&v| v & 1 != 0).collect())
+}
+
 impl RawRegion {
     /// The region's memory as a byte slice, for a region whose contents a page manager keeps
     /// (uzswap's `Region`): pages it moves out come back with the same bytes before any access
