@@ -114,6 +114,17 @@ pub fn split(smaps: &str, heap: std::ops::Range<usize>, outside: u64, uzswap: u6
     split
 }
 
+/// Resident bytes of this process's mappings within `heap` (smaps' Rss).
+#[cfg(not(test))]
+pub fn heap_resident(heap: std::ops::Range<usize>) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    vmas(&smaps)
+        .iter()
+        .filter(|v| v.start < heap.end && v.end > heap.start)
+        .map(|v| v.rss)
+        .sum()
+}
+
 /// The split of this process now.
 #[cfg(not(test))]
 pub fn measure(heap: std::ops::Range<usize>, outside: u64) -> NotHeld {

@@ -143,7 +143,13 @@ impl Watch {
             return period;
         };
         let usage = region.usage();
-        let inside = usage.resident + usage.staged + usage.pool;
+        let heap = region.as_ptr() as usize..region.as_ptr() as usize + region.len();
+        // Not registered yet, the region's resident part is the process's anonymous memory.
+        let resident = match region.registered() {
+            true => usage.resident,
+            false => crate::not_held::heap_resident(heap.clone()),
+        };
+        let inside = resident + usage.staged + usage.pool;
         let rss = std::fs::read_to_string("/proc/self/statm")
             .ok()
             .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
@@ -151,7 +157,6 @@ impl Watch {
         let outside = rss.saturating_sub(inside);
         if outside > limit / 4 && outside > 32 << 20 {
             self.said_outside = true;
-            let heap = region.as_ptr() as usize..region.as_ptr() as usize + region.len();
             let n = crate::not_held::measure(heap, outside);
             crate::say(&format!(
                 "{} MiB of this process's memory is outside the limit, more than a quarter of \

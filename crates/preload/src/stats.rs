@@ -30,9 +30,15 @@ pub fn render(region: &Region) -> String {
             .map(|k| k * 1024)
     };
     if let (Some(peak), Some(rss)) = (kib("VmHWM:"), kib("VmRSS:")) {
-        let inside = usage.resident + usage.staged + usage.pool;
-        let outside = rss.saturating_sub(inside);
         let heap = region.as_ptr() as usize..region.as_ptr() as usize + region.len();
+        // Not registered yet, the region's resident part is the process's anonymous memory:
+        // the heap's own is what its mappings hold.
+        let resident = match region.registered() {
+            true => usage.resident,
+            false => crate::not_held::heap_resident(heap.clone()),
+        };
+        let inside = resident + usage.staged + usage.pool;
+        let outside = rss.saturating_sub(inside);
         let not_held = crate::not_held::measure(heap, outside);
         lines.extend([
             ("peak_rss_bytes", peak),

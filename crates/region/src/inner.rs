@@ -379,8 +379,10 @@ impl Inner {
         };
         // This process's share of a limit shared with others, taken each pass (a region that
         // takes no faults takes it nowhere else so often).
+        let total = self.usage().total();
+        self.stats.peak_charged_bytes.fetch_max(total, Relaxed);
         if let Some(shared) = &self.shared_limit {
-            let (limit, max) = shared.share(self.usage().total());
+            let (limit, max) = shared.share(total);
             self.set_limits(limit, max);
         }
         if self.registration.due(anon, self.limit()) {

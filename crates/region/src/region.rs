@@ -291,6 +291,14 @@ impl Region {
         !self.inner.mapping().user_mode_only() && !self.inner.serves_in_thread()
     }
 
+    /// Whether the region counts its pages itself: registered with userfaultfd, and every
+    /// page the kernel mapped before adopted. False for a lazy region before that
+    /// (`RegionConfig::lazy_registration`): its usage's resident part is then its process's
+    /// anonymous memory.
+    pub fn registered(&self) -> bool {
+        self.inner.counts_every_page()
+    }
+
     /// A copy of the region's own statistics (the engine's are in `zswap().stats()`).
     pub fn stats(&self) -> RegionStatsSnapshot {
         self.inner.stats().snapshot()
@@ -314,10 +322,7 @@ impl Region {
             ("memory_limit_bytes", memory_high),
             ("memory_max_bytes", memory_max),
             ("region_limit_bytes", self.limit()),
-            (
-                "region_registered",
-                u64::from(self.inner.counts_every_page()),
-            ),
+            ("region_registered", u64::from(self.registered())),
             ("pool_share_percent", u64::from(self.pool_share_percent())),
             ("swap_file_bytes", swap_file),
         ] {

@@ -19,8 +19,16 @@ pub fn summary(s: &Snapshot) -> String {
         0 => String::new(),
         m => format!(", --memory-max {}", mib(m)),
     };
+    // A heap far from its limit is never registered: the kernel's alone (registration.rs).
+    let kernels = match s.get("region_registered") {
+        Some(Value::Count(0)) => {
+            " (the program's anonymous memory: far from the limit, the heap was left to the \
+             kernel)"
+        }
+        _ => "",
+    };
     lines.push(format!(
-        "limit: --memory-high {}{max}; the heap held at most {}",
+        "limit: --memory-high {}{max}; the heap held at most {}{kernels}",
         mib(n("memory_limit_bytes")),
         mib(n("peak_charged_bytes"))
     ));
@@ -189,6 +197,24 @@ mod tests {
             assert!(text.contains(part), "{part:?} not in\n{text}");
         }
         assert!(text.lines().count() <= 6, "{text}");
+    }
+
+    #[test]
+    fn a_heap_never_registered_is_said_to_be_the_kernels() {
+        let stats = |registered: u8| {
+            let text = format!(
+                "uzswap-stats 1\nmemory_limit_bytes 4294967296\npeak_charged_bytes 104857600\n\
+                 region_registered {registered}\n"
+            );
+            summary(&Snapshot::parse(&text).unwrap())
+        };
+        let first = |t: String| t.lines().next().unwrap().to_string();
+        assert!(first(stats(0)).ends_with("100 MiB (the program's anonymous memory: far from the limit, the heap was left to the kernel)"), "{}", stats(0));
+        assert!(
+            first(stats(1)).ends_with("the heap held at most 100 MiB"),
+            "{}",
+            stats(1)
+        );
     }
 
     #[test]
