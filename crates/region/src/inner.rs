@@ -373,7 +373,11 @@ impl Inner {
     /// kswapd, before each pass: a lazy region not registered yet charges what its process
     /// holds, and is registered once that is due (registration.rs).
     fn register_when_due(&self) {
-        // Unreadable: registered now, as the limit cannot be watched.
+        if self.registration.retry_due() {
+            self.adopt_all();
+            return;
+        }
+        // (Unreadable, it is `u64::MAX`: registered now, as the limit cannot be watched.)
         let Some(anon) = self.registration.watch() else {
             return;
         };
@@ -405,17 +409,18 @@ impl Inner {
             ));
             return;
         }
-        match self.adopt().adopt_in_mapping() {
-            Some(adopted) => {
-                self.stats.adopted_pages.fetch_add(adopted, Relaxed);
-                self.registration.adopted();
-            }
-            // Not complete: `holds_nothing` keeps saying no, as the region cannot tell.
-            None if self.stop.load(Relaxed) => {}
-            None => crate::threads::report(format_args!(
-                "uzswap: cannot read where the region's pages are: some pages mapped before \
-                 its registration may be left uncounted, outside the limit"
-            )),
+        self.adopt_all();
+    }
+
+    /// Adopt the pages in the mapping the region does not count (adopt.rs): complete, or
+    /// partial, to be adopted again later (pages left for a discard's zap that may still
+    /// come, or page tables that could not be read).
+    fn adopt_all(&self) {
+        let adopted = self.adopt().adopt_in_mapping();
+        self.stats.adopted_pages.fetch_add(adopted.adopted, Relaxed);
+        match adopted.complete {
+            true => self.registration.adopted(),
+            false => self.registration.partial(),
         }
     }
 

@@ -389,8 +389,11 @@ impl Region {
     pub fn holds_nothing(&self, offset: usize, len: usize) -> bool {
         // A lazy region does not count the pages the kernel mapped before it adopted them:
         // the page tables say where those are.
+        // Read first: a page adopted after the check of the region's bookkeeping below is in
+        // the page tables, read after it.
+        let counts_every_page = self.inner.counts_every_page();
         self.inner.events().holds_nothing(offset, len)
-            && (self.inner.counts_every_page() || self.inner.maps_nothing(offset, len))
+            && (counts_every_page || self.inner.maps_nothing(offset, len))
     }
 
     /// `madvise(MADV_FREE)` on `len` bytes at `offset`, as an allocator's lazy purge does:

@@ -10,12 +10,13 @@
 //! are adopted (adopt.rs), counted and queued for reclaim as if faulted in. From then on the
 //! region is what a region registered at once is.
 //!
-//! Why half the limit, and at once under `LAZY_LEAST_LIMIT`: a thread filling fresh memory
-//! maps it at the kernel's zero-fill speed, 1.3-2 GB/s a thread on the development machine
-//! (4 KiB pages), so 512 MiB left below the limit is 250-400 ms for one thread and half that
-//! for two: six or more of kswapd's 20 ms passes, the registration and adoption included,
-//! before the limit could be reached. A smaller limit leaves too small a margin, and a region under one registers at
-//! once (a limit lowered below it, by `set_limits`, registers at kswapd's next pass).
+//! Why half the limit, and at once under the least limit: a CPU filling fresh memory maps it
+//! at the kernel's zero-fill speed, 1.3-2 GB/s on the development machine (4 KiB pages), so
+//! 256 MiB left below the limit for each CPU the process may run on is 130-200 ms: six or
+//! more of kswapd's 20 ms passes, the registration and adoption included, before the limit
+//! could be reached. A limit under twice that margin (1 GiB at least) leaves too little, and
+//! a region under one registers at once (a limit lowered below it, by `set_limits` or a
+//! process tree's share, registers at kswapd's next pass).
 
 use crate::lock_order::{self, Mutex};
 use crate::memory::LateRegistration;
@@ -37,6 +38,13 @@ const ADOPTING: u8 = 1;
 const COMPLETE: u8 = 2;
 /// The late registration failed (said): the kernel's alone for good.
 const FAILED: u8 = 3;
+/// Registered and adopted, but for pages left (a discard's zap that may still come, page
+/// tables that could not be read): adopted again later (`PARTIAL_RETRY`).
+const PARTIAL: u8 = 4;
+
+/// How long a partial adoption waits before it looks again: the window in which a
+/// discard's zap may come late (events.rs `LATE_ZAP_WINDOW`), and a little more.
+pub(crate) const PARTIAL_RETRY: std::time::Duration = std::time::Duration::from_secs(11);
 
 /// The region's registration.
 pub(crate) struct Registration {
@@ -47,6 +55,8 @@ pub(crate) struct Registration {
     estimate: AtomicU64,
     /// Adopting: the pages adopted so far (the estimate less them is charged meanwhile).
     adopted: AtomicU64,
+    /// Partial: when the last adoption ended.
+    partial_since: Mutex<Option<std::time::Instant>>,
     /// The least limit the region is lazy under, for the CPUs the process may run on.
     least_limit: u64,
 }
@@ -63,6 +73,7 @@ impl Registration {
             late: Mutex::new(&lock_order::REGISTRATION, late),
             estimate: AtomicU64::new(0),
             adopted: AtomicU64::new(0),
+            partial_since: Mutex::new(&lock_order::REGISTRATION, None),
             least_limit,
         }
     }
@@ -110,6 +121,30 @@ impl Registration {
     /// Adopting: `n` more pages adopted.
     pub fn adopting(&self, n: u64) {
         self.adopted.fetch_add(n, Relaxed);
+    }
+
+    /// Partial, and `PARTIAL_RETRY` since the last adoption: true for the one caller that is
+    /// to adopt again now.
+    pub fn retry_due(&self) -> bool {
+        if self.state.load(Acquire) != PARTIAL {
+            return false;
+        }
+        let mut since = self.partial_since.lock();
+        let due = since.is_some_and(|t| t.elapsed() >= PARTIAL_RETRY);
+        if due {
+            *since = None;
+            self.state.store(ADOPTING, Release);
+        }
+        due
+    }
+
+    /// The adoption left pages it could not count: the region is adopted again later, and
+    /// until then does not count every page.
+    pub fn partial(&self) {
+        // Every page adopted counts itself: nothing is charged for the rest.
+        self.estimate.store(0, Relaxed);
+        *self.partial_since.lock() = Some(std::time::Instant::now());
+        self.state.store(PARTIAL, Release);
     }
 
     /// Wait while another thread adopts the pages present (`reclaim_to` then finds them all).
@@ -189,6 +224,15 @@ mod tests {
         assert_eq!(r.uncounted(), 4 << 20, "what is not adopted yet is charged");
         r.adopted();
         assert_eq!(r.uncounted(), 0);
+        assert!(r.complete());
+        r.partial();
+        assert!(
+            !r.complete() && !r.retry_due(),
+            "partial: adopted again later"
+        );
+        *r.partial_since.lock() = Some(std::time::Instant::now() - PARTIAL_RETRY);
+        assert!(r.retry_due() && !r.retry_due(), "one caller adopts again");
+        r.adopted();
         assert!(r.complete());
         assert!(Registration::new(None, 1 << 40).complete());
         let small = Registration::new(Some(memory.late_registration()), 64 << 20);
