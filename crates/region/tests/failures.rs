@@ -574,25 +574,7 @@ fn a_stale_fault_on_a_page_the_kernel_swapped_out_is_no_lost_page() {
     let mut r = Region::new(size, RegionConfig::new(64 << 20).folio_size(PAGE)).unwrap();
     fill(r.as_mut_slice(), 0);
     wait_pages_in(&r, (size / PAGE) as u64);
-    let base = r.as_ptr() as usize;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let swapped = loop {
-        uffd::page_out(base, size).expect("MADV_PAGEOUT on the region");
-        // A page still under writeback stays in the swap cache: wait for the writes.
-        std::thread::sleep(Duration::from_millis(20));
-        check(r.as_mut_slice(), 0);
-        uffd::page_out(base, size).expect("MADV_PAGEOUT on the region");
-        let swapped: Vec<usize> = (0..size / PAGE)
-            .filter(|p| !uffd::page_mapped(base + p * PAGE).unwrap())
-            .collect();
-        if !swapped.is_empty() {
-            break swapped;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the kernel kept every page in memory"
-        );
-    };
+    let swapped = common::swap_out(&mut r, size, 0);
     for &p in &swapped {
         r.fault_again(p * PAGE);
     }

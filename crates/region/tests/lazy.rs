@@ -143,26 +143,7 @@ fn pages_the_kernel_swapped_out_before_the_registration_are_adopted_and_kept() {
     let size = 4 << 20;
     let mut r = lazy_region(size);
     fill(r.as_mut_slice(), 9);
-    let base = r.as_ptr() as usize;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let swapped = loop {
-        uffd::page_out(base, size).expect("MADV_PAGEOUT on the region");
-        // A page still under writeback stays in the swap cache: wait for the writes, map
-        // the pages again (clean now) and page them out for good.
-        std::thread::sleep(Duration::from_millis(20));
-        check(r.as_mut_slice(), 9);
-        uffd::page_out(base, size).expect("MADV_PAGEOUT on the region");
-        let swapped: Vec<usize> = (0..size / PAGE)
-            .filter(|p| !uffd::page_mapped(base + p * PAGE).unwrap())
-            .collect();
-        if !swapped.is_empty() {
-            break swapped;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the kernel kept every page in memory"
-        );
-    };
+    let swapped = common::swap_out(&mut r, size, 9);
     assert!(!registered(&r));
     for &p in &swapped {
         assert!(!r.holds_nothing(p * PAGE, PAGE), "swapped page {p}");

@@ -77,6 +77,31 @@ pub fn check(mem: &[u8], seed: usize) {
     check_from(mem, 0, seed);
 }
 
+/// Pages of `r`'s first `size` bytes (filled with `fill(.., seed)`) that the kernel has
+/// swapped out: `MADV_PAGEOUT`, the writes waited for (a page under writeback stays in the
+/// swap cache), the pages mapped again, clean now (and checked), and paged out for good.
+/// At least one, within 10 s. Needs swap on (`SystemSwap`).
+pub fn swap_out(r: &mut region::Region, size: usize, seed: usize) -> Vec<usize> {
+    let base = r.as_ptr() as usize;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        uffd::page_out(base, size).expect("MADV_PAGEOUT on the region");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        check(&r.as_mut_slice()[..size], seed);
+        uffd::page_out(base, size).expect("MADV_PAGEOUT on the region");
+        let swapped: Vec<usize> = (0..size / PAGE)
+            .filter(|p| !uffd::page_mapped(base + p * PAGE).unwrap())
+            .collect();
+        if !swapped.is_empty() {
+            return swapped;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the kernel kept every page in memory"
+        );
+    }
+}
+
 /// A swap file turned on for the machine while the value lives (root only).
 pub struct SystemSwap(std::path::PathBuf);
 
