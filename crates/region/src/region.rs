@@ -387,10 +387,9 @@ impl Region {
     /// (an emulated `mremap`, the program's call stopped), where what the region holds changes
     /// only under its folio locks, which count as held.
     pub fn holds_nothing(&self, offset: usize, len: usize) -> bool {
-        // A lazy region does not count the pages the kernel mapped before it adopted them:
-        // the page tables say where those are.
-        // Read first: a page adopted after the check of the region's bookkeeping below is in
-        // the page tables, read after it.
+        // A lazy region does not count the pages the kernel mapped before it adopted them: the
+        // page tables say where those are. Read first: a page adopted after the bookkeeping's
+        // check below is in the page tables, read after it.
         let counts_every_page = self.inner.counts_every_page();
         self.inner.events().holds_nothing(offset, len)
             && (counts_every_page || self.inner.maps_nothing(offset, len))
