@@ -398,8 +398,16 @@ impl Inner {
     /// nothing for a region registered already. A failure is said: the memory is then not
     /// held under the limit.
     pub fn register_late(&self) {
+        if self.register_only() {
+            self.adopt_all();
+        }
+    }
+
+    /// `register_late`'s first step: register a lazy region's range, its pages not adopted
+    /// yet; true if this call did.
+    pub fn register_only(&self) -> bool {
         let Some(late) = self.registration.begin() else {
-            return;
+            return false;
         };
         if let Err(e) = self.mapping.register_late(&late, self.register_mode()) {
             self.registration.failed();
@@ -407,15 +415,15 @@ impl Inner {
                 "uzswap: cannot register the region's memory with userfaultfd ({e}): \
                  it is not held under the limit"
             ));
-            return;
+            return false;
         }
-        self.adopt_all();
+        true
     }
 
     /// Adopt the pages in the mapping the region does not count (adopt.rs): complete, or
     /// partial, to be adopted again later (pages left for a discard's zap that may still
     /// come, or page tables that could not be read).
-    fn adopt_all(&self) {
+    pub fn adopt_all(&self) {
         let adopted = self.adopt().adopt_in_mapping();
         self.stats.adopted_pages.fetch_add(adopted.adopted, Relaxed);
         match adopted.complete {

@@ -434,6 +434,21 @@ impl Region {
         self.inner.swapin().bring_all_back_for_fork()
     }
 
+    /// Register a lazy region's range without adopting the pages present (kswapd's
+    /// registration stopped between its two steps; `adopt_now` takes the second). For tests
+    /// of what may come between: a discard of a page not adopted yet.
+    #[cfg(feature = "test-hooks")]
+    pub fn register_without_adopting(&self) {
+        self.inner.register_only();
+    }
+
+    /// Adopt the pages present that the region does not count, as kswapd does after it
+    /// registers a lazy region's range, and again after a partial adoption.
+    #[cfg(feature = "test-hooks")]
+    pub fn adopt_now(&self) {
+        self.inner.adopt_all();
+    }
+
     /// Move the whole region to a new address with `mremap`, keeping its pages, as a
     /// program's `realloc` of a large block does; `as_ptr` and `as_mut_slice` give the new
     /// place. Blocks until a fault handler has read the move. For tests of the `Remap`

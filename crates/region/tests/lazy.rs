@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use region::{Region, RegionConfig};
 
 mod common;
-use common::{check, fill, wait_until, xorshift, PAGE};
+use common::{check, check_from, fill, wait_until, xorshift, PAGE};
 
 /// A lazy region of `size` bytes under 4 GiB: far from its limit, so not registered.
 fn lazy_region(size: usize) -> Region {
@@ -153,6 +153,37 @@ fn pages_the_kernel_swapped_out_before_the_registration_are_adopted_and_kept() {
     let s = r.stats();
     assert_eq!(s.adopted_pages, (size / PAGE) as u64, "{s:?}");
     check(r.as_mut_slice(), 9);
+    assert_eq!(r.stats().lost_track, 0);
+    r.audit().unwrap();
+}
+
+/// A discard read between the registration and the adoption of its pages, whose zap may
+/// come later (`MADV_FREE` leaves the pages mapped): its pages are left, and the adoption is
+/// partial: the region does not claim to count every page, and `holds_nothing` asks the page
+/// tables. Once the pages are gone the next adoption completes.
+#[test]
+fn pages_a_discard_covered_before_their_adoption_are_left_and_the_adoption_partial() {
+    let mut r = lazy_region(4 << 20);
+    fill(r.as_mut_slice(), 4);
+    r.register_without_adopting();
+    r.free_lazily(0, 64 * PAGE).unwrap();
+    r.adopt_now();
+    assert!(
+        !registered(&r),
+        "partial: pages left for a zap that may still come"
+    );
+    assert_eq!(r.stats().adopted_pages, 1024 - 64, "{:?}", r.stats());
+    assert!(
+        !r.holds_nothing(0, PAGE),
+        "still mapped: the page tables say so"
+    );
+    r.discard(0, 64 * PAGE).unwrap();
+    r.adopt_now();
+    assert!(registered(&r), "nothing left to adopt");
+    assert!(r.holds_nothing(0, 64 * PAGE));
+    r.reclaim_to(0);
+    check_from(&r.as_mut_slice()[64 * PAGE..], 64, 4);
+    assert!(r.as_mut_slice()[..64 * PAGE].iter().all(|&b| b == 0));
     assert_eq!(r.stats().lost_track, 0);
     r.audit().unwrap();
 }
