@@ -5,7 +5,8 @@
 
 use region::{Region, RegionConfig};
 
-const PAGE: usize = 4096;
+mod common;
+use common::{stage_and_store_some, PAGE};
 
 /// Pages evicted to the engine, then each discarded and read at once: two handler threads
 /// race the discard's processing with the fault on the same page.
@@ -36,8 +37,7 @@ fn a_discard_into_a_staged_folio_keeps_the_rest_of_it() {
         p.fill(i as u8 | 1);
     }
     // Evict a little: the folios evicted last are still staged.
-    r.reclaim_to(r.usage().total() - (1 << 20));
-    assert!(r.usage().staged > 0);
+    stage_and_store_some(&r);
     // Discard the second page of every folio.
     let folio = 64 << 10;
     for f in 0..(4 << 20) / folio {

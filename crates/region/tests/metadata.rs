@@ -67,10 +67,13 @@ fn a_64_gib_reservation_costs_what_is_touched() {
     // for the state words, a few KiB for the rest (with the whole array charged up front,
     // it was 146 MB).
     assert!(big - small < 256 << 10, "{big} vs {small}");
-    // Touching 100 MiB costs the same in both, under 1 MiB.
+    // Touching 100 MiB costs the same in both, under 1 MiB: the same leaves and bits, give
+    // or take one thread's scratch (128 KiB in 64 KiB folios, `FixedCharge::
+    // per_thread`), charged once a handler has used it: which handlers serve the faults
+    // depends on timing.
     assert!(big_touched - big < MIB, "{big_touched} vs {big}");
     assert!(
-        (big_touched - big).abs_diff(small_touched - small) < 64 << 10,
+        (big_touched - big).abs_diff(small_touched - small) < 192 << 10,
         "{big_touched} - {big} vs {small_touched} - {small}"
     );
     // And in resident memory: the region's buffers, threads' stacks and its metadata, well

@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use region::{Region, RegionConfig, RegionError};
 
 mod common;
-use common::{check, check_from, fill, page_data, random_page, wait_until, xorshift, PAGE};
+use common::{
+    check, check_from, fill, page_data, random_page, stage_and_store_some, wait_until, xorshift,
+    PAGE,
+};
 
 #[test]
 fn data_survives_reclaim_to_a_quarter_of_its_size() {
@@ -60,8 +63,7 @@ fn a_fault_on_a_folio_still_staged_needs_no_decompression() {
     let mut r = Region::new(4 << 20, config).unwrap();
     fill(r.as_mut_slice(), 3);
     // Evict, but not so far that the staged folios are stored too.
-    r.reclaim_to(r.usage().total() - (1 << 20));
-    assert!(r.usage().staged > 0, "{:?} {:?}", r.usage(), r.stats());
+    stage_and_store_some(&r);
     // The folios evicted last are still staged; reading everything meets them.
     let before = r.zswap().stats().get("zswpin");
     check(r.as_mut_slice(), 3);
@@ -91,8 +93,7 @@ fn a_folio_used_while_staged_is_activated() {
         .unwrap();
         fill(r.as_mut_slice(), 3);
         // The oldest folios evicted, the last of them still staged.
-        r.reclaim_to(r.usage().total() - (1 << 20));
-        assert!(r.usage().staged > 0, "{:?} {:?}", r.usage(), r.stats());
+        stage_and_store_some(&r);
         // Last to first: a scan is only ever taken for one upwards (readahead.rs).
         for f in (0..(4 << 20) / FOLIO).rev() {
             let at = f * FOLIO;

@@ -77,6 +77,26 @@ pub fn check(mem: &[u8], seed: usize) {
     check_from(mem, 0, seed);
 }
 
+/// Evict the region's coldest folios until some are stored in the engine, the folios evicted
+/// after them still staged (its inactive list, which must be on) and the rest resident. A
+/// little at a time below the usage as it is each time: reclaim charges as it goes (its
+/// threads' scratch once each has used some, the pool's bookkeeping), and one target taken
+/// before it started can be passed by that alone, so reclaim stores every folio.
+pub fn stage_and_store_some(r: &region::Region) {
+    for _ in 0..64 {
+        if r.stats().staged_dropped > 0 {
+            break;
+        }
+        r.reclaim_to(r.usage().total().saturating_sub(64 << 10));
+    }
+    let u = r.usage();
+    assert!(
+        u.resident > 0 && u.staged > 0 && r.stats().staged_dropped > 0,
+        "{u:?} {:?}",
+        r.stats()
+    );
+}
+
 /// Pages of `r`'s first `size` bytes (filled with `fill(.., seed)`) that the kernel has
 /// swapped out: `MADV_PAGEOUT`, the writes waited for (a page under writeback stays in the
 /// swap cache), the pages mapped again, clean now (and checked), and paged out for good.
