@@ -144,7 +144,10 @@ pub(crate) struct Inner {
     /// The limit this region shares with others, if any (`RegionConfig::shared_limit`).
     shared_limit: Option<Arc<dyn crate::over_limit::SharedLimit>>,
     over_limit: OverLimitState,
+    /// kswapd, readahead and an adoption under way stop (`stop_threads`).
     stop: AtomicBool,
+    /// The handlers and the spare stop (`stop_handlers`), once the others have.
+    handlers_stop: AtomicBool,
     /// The threads started once needed (lazy_threads.rs).
     lazy_threads: LazyThreads<Inner>,
     stats: RegionStats,
@@ -344,6 +347,7 @@ impl Inner {
             }),
             reclaim_wait: Default::default(),
             stop: AtomicBool::new(false),
+            handlers_stop: AtomicBool::new(false),
             stats: RegionStats::default(),
             over_limit_config: config.over_limit,
             shared_limit: config.shared_limit.clone(),
@@ -475,13 +479,28 @@ impl Inner {
         self.zswap.start_shrink_worker();
     }
 
-    /// Tell the region's threads to stop: kswapd, the spare and readahead at once, the
-    /// handlers within their poll timeouts or at the next `wake_a_handler`.
+    /// Tell the region's threads but the handlers to stop: kswapd and readahead at once.
     pub fn stop_threads(&self) {
         self.stop.store(true, Relaxed);
         self.reclaim_wait.wake_kswapd();
-        self.spares.wake();
         self.readahead.wake_all();
+    }
+
+    /// Once `stop_threads`' threads are joined: tell the handlers to stop, the spare at once,
+    /// the others within their poll timeouts or at the next `wake_a_handler`.
+    pub fn stop_handlers(&self) {
+        self.handlers_stop.store(true, Relaxed);
+        self.spares.wake();
+    }
+
+    #[cfg(feature = "test-hooks")]
+    pub fn fork_allowance(&self) -> u64 {
+        self.over_limit.fork_allowance.load(Relaxed)
+    }
+
+    /// Join the threads started once needed (none starts after this).
+    pub fn join_lazy_threads(&self) {
+        self.lazy_threads.join_all();
     }
 
     /// Ring the deferred events' bell: one handler asleep in its poll wakes (and, told to
@@ -490,11 +509,9 @@ impl Inner {
         self.deferred.bell().ring();
     }
 
-    /// Once the threads the region started are joined: the lazy ones are joined too (none
-    /// starts after this), the range is unregistered (an unmap of a registered range would
-    /// wait for an event reader) and staging given back.
+    /// Once every thread the region started is joined: the range is unregistered (an unmap
+    /// of a registered range would wait for an event reader) and staging given back.
     pub fn shut_down(&self) {
-        self.lazy_threads.join_all();
         let _ = self.mapping.unregister();
         self.staged.clear();
     }
@@ -664,7 +681,7 @@ impl Inner {
             busy_poll: &self.busy_poll,
             spares: &self.spares,
             thread_scratch: &self.thread_scratch,
-            stop: &self.stop,
+            stop: &self.handlers_stop,
             stats: &self.stats,
         }
     }

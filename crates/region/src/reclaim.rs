@@ -167,6 +167,8 @@ impl<'a> Reclaim<'a> {
                 return;
             }
             registration();
+            // Tests: a pass that touches the region's memory, as the unsharing does.
+            fail::fail_point!("kswapd::pass");
             let pass = self.lru.now();
             let reclaiming =
                 self.meter.usage().total() > self.meter.limit().saturating_sub(self.margin() / 2);
@@ -178,9 +180,15 @@ impl<'a> Reclaim<'a> {
                 self.meter.thread_scratch.charge_this_thread();
             }
             // (A region in a program does not unshare: its allowance stays, as reclaim may
-            // meet shared folios whenever it is over its limit again.)
-            if self.shared.unshares() && self.meter.usage().total() <= self.meter.limit() {
-                self.over_limit.fork_reclaimed();
+            // meet shared folios whenever it is over its limit again.) Looked at as reclaim
+            // is (held off by a fork): a fork's allowance is never ended by a look at the
+            // usage from before its pages came back.
+            if self.shared.unshares() {
+                let _reclaiming = self.reclaim_wait.reclaiming();
+                if self.meter.usage().total() <= self.meter.limit() {
+                    fail::fail_point!("kswapd::fork_reclaimed");
+                    self.over_limit.fork_reclaimed();
+                }
             }
             if reclaiming {
                 self.lazy_threads.start(Lazy::Kswapd);

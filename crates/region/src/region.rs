@@ -35,7 +35,10 @@ impl UsageProbe {
 /// user-mode-only). Dropping it frees everything; the memory must not be used after that.
 pub struct Region {
     inner: Arc<Inner>,
-    threads: Vec<JoinHandle<()>>,
+    /// The fault handlers and the spare.
+    handlers: Vec<JoinHandle<()>>,
+    /// The first kswapd (the others start once needed: lazy_threads.rs).
+    kswapd: Vec<JoinHandle<()>>,
     /// The memory. Dropped last, after the threads stopped and the range was unregistered.
     mem: Memory,
 }
@@ -148,7 +151,8 @@ impl Region {
         }
         let mut region = Region {
             inner,
-            threads: Vec::new(),
+            handlers: Vec::new(),
+            kswapd: Vec::new(),
             mem,
         };
         let kinds = [
@@ -156,17 +160,19 @@ impl Region {
                 "fault",
                 config.fault_threads,
                 Inner::handler_loop as fn(&Inner),
+                true,
             ),
             (
                 "fault-spare",
                 crate::spare::SPARE_HANDLERS,
                 Inner::spare_loop,
+                true,
             ),
             // The other kswapd threads and the readahead threads start once they have work
             // (lazy_threads.rs).
-            ("kswapd", 1, Inner::kswapd_loop),
+            ("kswapd", 1, Inner::kswapd_loop, false),
         ];
-        for (kind, count, run) in kinds {
+        for (kind, count, run, serves_faults) in kinds {
             for i in 0..count {
                 fail::fail_point!("region::new::spawn", |_| Err(RegionError::Spawn(
                     std::io::Error::other("injected")
@@ -180,7 +186,10 @@ impl Region {
                     move || run(&inner),
                 )
                 .map_err(RegionError::Spawn)?;
-                region.threads.push(thread);
+                match serves_faults {
+                    true => region.handlers.push(thread),
+                    false => region.kswapd.push(thread),
+                }
             }
         }
         region.inner.start_shrink_worker();
@@ -434,6 +443,13 @@ impl Region {
         self.inner.swapin().bring_all_back_for_fork()
     }
 
+    /// Bytes the last forks brought back that the region may hold past its limit until
+    /// kswapd sees it back under (over_limit.rs).
+    #[cfg(feature = "test-hooks")]
+    pub fn fork_allowance(&self) -> u64 {
+        self.inner.fork_allowance()
+    }
+
     /// Register a lazy region's range without adopting the pages present (kswapd's
     /// registration stopped between its two steps; `adopt_now` takes the second). For tests
     /// of what may come between: a discard of a page not adopted yet.
@@ -494,8 +510,16 @@ impl Drop for ForkGuard<'_> {
 impl Drop for Region {
     fn drop(&mut self) {
         crate::in_thread::unregister(&self.inner);
+        // kswapd and readahead first, the lazy threads with them: they may fault on the
+        // region's memory (kswapd's unsharing populates pages: shared_folios.rs), which the
+        // handlers serve until they are told to stop.
         self.inner.stop_threads();
-        for t in self.threads.drain(..) {
+        for t in self.kswapd.drain(..) {
+            let _ = t.join();
+        }
+        self.inner.join_lazy_threads();
+        self.inner.stop_handlers();
+        for t in self.handlers.drain(..) {
             // A handler asleep in its poll stops when the bell wakes it, not 100 ms later: ring
             // until this one has stopped (each ring wakes one handler, maybe another).
             while !t.is_finished() {
@@ -504,7 +528,7 @@ impl Drop for Region {
             }
             let _ = t.join();
         }
-        // Then the lazy threads, and the range unregistered before the mapping goes.
+        // The range unregistered before the mapping goes.
         self.inner.shut_down();
     }
 }
