@@ -457,14 +457,7 @@ pub fn page_in_mapping(addr: usize) -> io::Result<bool> {
 /// or in the swap cache. A page in system swap, or not mapped, is not. An unmapped address is
 /// an error.
 pub fn pages_in_core(addr: usize, len: usize) -> io::Result<bool> {
-    let mut vec = vec![0u8; len.div_ceil(page_size())];
-    // SAFETY: mincore reads no memory of ours and writes one byte per page of the range into
-    // `vec`, which holds that many and lives across the call; the kernel checks the address.
-    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(vec.iter().all(|&v| v & 1 != 0))
+    Ok(pages_present(addr, len)?.into_iter().all(|present| present))
 }
 
 /// Which pages of `addr..addr + len` (page aligned) are in memory (`mincore`), one entry a
