@@ -174,7 +174,9 @@ pub struct RegionConfig {
     /// (registration.rs): until then the kernel alone serves its pages, which cost what they
     /// cost without uzswap, and that anonymous memory is charged as the region's resident
     /// pages. For a region that is its process's heap (`uzswap run`), whose anonymous memory
-    /// is at least what it holds. Default: off, registered as it is made.
+    /// is at least what it holds. Its swap file is made at its first write
+    /// (`zswap::swap::LazyFileDevice`): the directory is the caller's to check. Default:
+    /// off, registered as it is made.
     pub lazy_registration: bool,
 }
 

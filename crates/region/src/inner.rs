@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use uffd::{RegisterMode, Staging, Uffd};
-use zswap::swap::{BackingDevice, FileDevice};
+use zswap::swap::{BackingDevice, FileDevice, LazyFileDevice};
 use zswap::{Zswap, ZswapConfig, ZswapGroup, PAGE_SIZE};
 
 use crate::adopt::Adopt;
@@ -182,6 +182,13 @@ impl Inner {
             (None, format) => {
                 let device: Arc<dyn BackingDevice> = match config.device.clone() {
                     Some(d) => d,
+                    // Made at its first write in a lazy region, which most often never
+                    // writes (its directory checked where the run starts).
+                    None if config.lazy_registration => Arc::new(LazyFileDevice::new(
+                        config.swap_dir.clone(),
+                        swap_pages,
+                        folio_pages,
+                    )),
                     // Striped a folio at a time, so a folio's write is one write
                     // (swap/file.rs); a segment is at most 64 KiB, the least stripe.
                     None => Arc::new(FileDevice::create_with(

@@ -622,6 +622,12 @@ fn environment(
         }
         None => args.swap_dir.as_deref(),
     };
+    if !matches!(args.swap_to, Some(SwapTo::Redis(_))) {
+        // Each process makes its swap file at its first write (a lazy region's): a directory
+        // that cannot hold one is said now, before the program starts.
+        zswap::swap::FileDevice::create(swap_dir, zswap::swap::file::MIN_STRIPE_SLOTS)
+            .map_err(|e| format!("swap file: {e}"))?;
+    }
     for (name, path) in [
         ("swap_dir", swap_dir),
         ("stats_file", stats),
