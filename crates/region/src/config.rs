@@ -15,6 +15,7 @@
 //! | `KEPT_PER_CALL`, `KEPT_PER_CALL_KSWAPD` (reclaim.rs) | 16, 1,024 | bound the incompressible folios skipped before one is stored, so reclaim never fails for want of compressible ones |
 //! | `POOL_WRITEBACK_BATCH` (reclaim.rs) | 32 | pages written back at once when the pool alone holds the region over its limit |
 //! | `INACTIVE_MAX` (lru.rs) | 256 | drop-behind queue length, charged as metadata |
+//! | `NEXT_MAX` (lru.rs) | 256 | folios to try next (unshared after a fork), charged as metadata |
 //! | `WINDOW_BYTES`, `WINDOW_MAX_FOLIOS`, `STREAMS` (readahead.rs) | 512 KiB, 16, 8 | the kernel's swap readahead scale; streams as threads that scan at once |
 //! | `EPOCH`, `MIN_EVIDENCE`, `PROBE_EVERY`, `FOLIOS_PER_PROBE` (incompressible.rs) | 4 s, 32, 8, 256 | the refault detector's time scale and the evidence it needs |
 //! | `DECAY_AFTER` (clean.rs) | 4,096 | how fast the clean-folio decision follows a workload's phase |
@@ -706,7 +707,7 @@ impl FixedCharge {
                 + per_thread
                 + bounce
                 + compress_helpers
-                + crate::lru::INACTIVE_MAX as u64 * 4,
+                + (crate::lru::INACTIVE_MAX + crate::lru::NEXT_MAX) as u64 * 4,
             in_flight: evicting as u64 * in_flight,
             per_thread,
             bounce,

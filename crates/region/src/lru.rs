@@ -30,12 +30,20 @@ use crate::folio_queue::FolioQueue;
 /// are forgotten (they stay in the FIFO); the queue is charged as metadata (charge.rs).
 pub(crate) const INACTIVE_MAX: usize = 256;
 
+/// Most folios queued to be tried next at once (`reclaim_next`); past it the oldest are
+/// forgotten (they stay in the FIFO). Charged with the drop-behind queue.
+pub(crate) const NEXT_MAX: usize = 256;
+
 /// The LRU of a region.
 pub(crate) struct Lru {
     /// Folios in the order they came in.
     fifo: Mutex<FolioQueue>,
     /// Folios a sequential scan has passed, taken before those in `fifo`.
     inactive: Mutex<VecDeque<u32>>,
+    /// Folios reclaim found at the FIFO's head and could not take then, for a reason gone
+    /// since (`reclaim_next`): taken before all others, as the kernel rotates a folio it
+    /// marked for reclaim to its inactive list's tail once its writeback is done.
+    next: Mutex<VecDeque<u32>>,
     /// Active folios, oldest first (locked after `fifo`).
     active: Mutex<FolioQueue>,
     /// One bit a folio: it is active (its entries in `fifo` and `inactive` are stale).
@@ -60,6 +68,8 @@ pub(crate) struct Coldest {
     pub start: u32,
     /// From the drop-behind queue.
     pub behind: bool,
+    /// From the queue of folios to try next (`reclaim_next`): old, whatever its queue time.
+    pub next: bool,
     /// Entries left in the queues behind it, the active one's included (0 for one from the
     /// drop-behind queue).
     pub queued: usize,
@@ -85,6 +95,7 @@ impl Lru {
             write_tests,
             fifo: Mutex::new(&lock_order::LRU, FolioQueue::new(folio_pages, nr_folios)),
             inactive: Mutex::new(&lock_order::LRU, VecDeque::with_capacity(INACTIVE_MAX)),
+            next: Mutex::new(&lock_order::LRU, VecDeque::with_capacity(NEXT_MAX)),
             active: Mutex::new(
                 &lock_order::LRU_ACTIVE,
                 FolioQueue::new(folio_pages, nr_folios),
@@ -258,19 +269,36 @@ impl Lru {
         }
     }
 
-    /// The next folio to try: from the drop-behind queue first, else the oldest in `fifo`.
-    /// An active folio is never named (its entries here are stale).
+    /// Reclaim found these folios at the FIFO's head and could not take them then (shared
+    /// with a forked child, since made the region's own: shared_folios.rs): they are tried
+    /// before all others.
+    pub fn reclaim_next(&self, starts: impl Iterator<Item = u32>) {
+        let mut next = self.next.lock();
+        for start in starts.filter(|&s| s >= self.pinned_end) {
+            if next.len() == NEXT_MAX {
+                next.pop_front();
+            }
+            next.push_back(start);
+        }
+    }
+
+    /// The next folio to try: one to try next (`reclaim_next`) first, then one from the
+    /// drop-behind queue, else the oldest in `fifo`. An active folio is never named (its
+    /// entries here are stale).
     pub fn pop_coldest(&self) -> Option<Coldest> {
-        loop {
-            let Some(start) = self.inactive.lock().pop_front() else {
-                break;
-            };
-            if !self.is_active.test(self.folio(start)) {
-                return Some(Coldest {
-                    start,
-                    behind: true,
-                    queued: 0,
-                });
+        for (queue, next) in [(&self.next, true), (&self.inactive, false)] {
+            loop {
+                let Some(start) = queue.lock().pop_front() else {
+                    break;
+                };
+                if !self.is_active.test(self.folio(start)) {
+                    return Some(Coldest {
+                        start,
+                        behind: !next,
+                        next,
+                        queued: 0,
+                    });
+                }
             }
         }
         let mut fifo = self.fifo.lock();
@@ -291,6 +319,7 @@ impl Lru {
                 return Some(Coldest {
                     start,
                     behind: false,
+                    next: false,
                     queued: fifo.len() + active.len(),
                 });
             }
@@ -323,6 +352,30 @@ mod tests {
             .map(|c| (c.start, c.behind))
             .collect();
         assert_eq!(order, [(32, true), (48, true), (0, false), (16, false)]);
+    }
+
+    #[test]
+    fn folios_to_try_next_go_before_all_others_and_an_active_one_is_skipped() {
+        let q = Lru::new(16, 8, 1);
+        q.queue(16);
+        q.queue(32);
+        q.drop_behind([48u32].into_iter());
+        // A pinned folio is never named; an active one's entry is stale.
+        q.reclaim_next([0u32, 64, 80].into_iter());
+        q.activate(80);
+        let order: Vec<(u32, bool, bool)> = std::iter::from_fn(|| q.pop_coldest())
+            .map(|c| (c.start, c.next, c.behind))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (64, true, false),
+                (48, false, true),
+                (16, false, false),
+                (32, false, false),
+                (80, false, false)
+            ]
+        );
     }
 
     #[test]

@@ -253,12 +253,17 @@ impl<'a> Reclaim<'a> {
                 continue;
             }
             if matches!(who, Reclaimer::Kswapd { .. }) && unshares < MAX_UNSHARES_A_PASS {
-                let pages = self.shared.unshare_found(|start, pages| {
+                let unshared = self.shared.unshare_found(|start, pages| {
                     let resident = (start..start + pages).all(|p| self.pages.is_resident(p));
                     let mapped = self.mapping.in_core(start, pages) == Some(true);
                     (resident && mapped && !self.staged.contains(start))
                         .then(|| self.mapping.page_addr(start))
                 });
+                // Tried next: each copy made while the child lives leaves as it is made,
+                // rather than after a trip through the FIFO (the heap held twice meanwhile).
+                self.lru
+                    .reclaim_next(unshared.iter().map(|&(start, _)| start));
+                let pages: u64 = unshared.iter().map(|&(_, pages)| u64::from(pages)).sum();
                 if pages > 0 {
                     self.stats.fork_unshared.fetch_add(pages, Relaxed);
                     unshares += 1;
@@ -406,6 +411,7 @@ impl<'a> Reclaim<'a> {
             let Some(Coldest {
                 start,
                 behind,
+                next,
                 queued,
             }) = self.lru.pop_coldest()
             else {
@@ -433,8 +439,9 @@ impl<'a> Reclaim<'a> {
                     .fetch_add(u64::from(present), Relaxed);
                 continue;
             }
-            // (A folio a scan has passed was touched: the scan went on past it.)
-            if !behind && who.too_young(self.lru, start) {
+            // (A folio a scan has passed was touched: the scan went on past it. One to try
+            // next was at the FIFO's head when it was found, its queue time since renewed.)
+            if !behind && !next && who.too_young(self.lru, start) {
                 self.lru.put_back(start);
                 drop(folio);
                 return Eviction::Failed;

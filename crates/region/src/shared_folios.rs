@@ -7,8 +7,10 @@
 //! child still shares, or takes it back once the child is gone), and its next try moves them
 //! out. No byte changes: only the sharing ends. So a parent whose fork brought its heap back
 //! (fork.rs) goes back under its limit, as the kernel's reclaim takes shared pages too. While
-//! the child lives, each unshared page is a copy: the machine holds the child's page and the
-//! parent's until the parent's moves out. Not unshared: a program served from outside (see
+//! the child lives, each unshared page is a copy: reclaim tries an unshared folio next
+//! (`Lru::reclaim_next`), so the copy leaves as it is made and the two processes hold little
+//! more than the heap (were it queued young, the unsharing could copy the whole heap before
+//! the first copy left). Not unshared: a program served from outside (see
 //! `Unshare`), a pinned page (it stays busy), and under in-thread faults a clean folio (its
 //! write-protect fault is EFAULT there, so it stays shared).
 
@@ -64,25 +66,25 @@ impl SharedFolios {
     /// Make every folio found since the last call the region's own, where `still_in` gives
     /// its address: a folio whose pages are all still resident and mapped (one discarded,
     /// staged or evicted since is left alone: populating it would bring it in). Returns the
-    /// pages unshared. The caller holds no lock: a page discarded between the look and the
-    /// call faults as a write would, and a handler serves it.
-    pub fn unshare_found(&self, still_in: impl Fn(u32, u32) -> Option<usize>) -> u64 {
+    /// folios unshared, (first page, pages) each: reclaim tries them next, so that each
+    /// copy the unsharing makes while the child lives leaves soon after it is made. The
+    /// caller holds no lock: a page discarded between the look and the call faults as a
+    /// write would, and a handler serves it.
+    pub fn unshare_found(&self, still_in: impl Fn(u32, u32) -> Option<usize>) -> Vec<(u32, u32)> {
         let found = std::mem::take(&mut *self.found.lock());
         if found.is_empty() {
-            return 0;
+            return found;
         }
         lock_order::assert_none_held("unsharing the pages a fork left shared");
-        let mut unshared = 0;
-        for (start, pages) in found {
-            let Some(addr) = still_in(start, pages) else {
-                continue;
-            };
-            // An error: the program unmapped the range or took its write permission since
-            // (reclaim meets such a folio again, or culls it: unevictable.rs).
-            if uffd::process::populate_write(addr, pages as usize * PAGE_SIZE).is_ok() {
-                unshared += u64::from(pages);
-            }
-        }
-        unshared
+        found
+            .into_iter()
+            .filter(|&(start, pages)| {
+                // An error: the program unmapped the range or took its write permission
+                // since (reclaim meets such a folio again, or culls it: unevictable.rs).
+                still_in(start, pages).is_some_and(|addr| {
+                    uffd::process::populate_write(addr, pages as usize * PAGE_SIZE).is_ok()
+                })
+            })
+            .collect()
     }
 }
