@@ -707,7 +707,8 @@ impl FixedCharge {
                 + per_thread
                 + bounce
                 + compress_helpers
-                + (crate::lru::INACTIVE_MAX + crate::lru::NEXT_MAX) as u64 * 4,
+                + crate::lru::INACTIVE_MAX as u64 * 4
+                + crate::lru::NEXT_MAX as u64 * 8,
             in_flight: evicting as u64 * in_flight,
             per_thread,
             bounce,

@@ -1,6 +1,7 @@
 //! The region's LRU, the order reclaim takes folios in: the oldest first (FIFO, `fifo`),
 //! except folios a sequential scan has passed, which go before them (drop-behind, `inactive`;
-//! readahead.rs). Folios activated by a near refault (workingset.rs) or by a fault that took
+//! readahead.rs), and before those, folios reclaim met at the FIFO's head shared with a
+//! forked child and has made the region's own since (`next`, shared_folios.rs). Folios activated by a near refault (workingset.rs) or by a fault that took
 //! them back from staging (swapin.rs) wait in an active queue of their own, which reclaim does
 //! not take from: it is kept no longer than the FIFO by moving its oldest folios to the FIFO's
 //! young end (as mm keeps its active list from outgrowing the inactive one), where they have
@@ -40,10 +41,11 @@ pub(crate) struct Lru {
     fifo: Mutex<FolioQueue>,
     /// Folios a sequential scan has passed, taken before those in `fifo`.
     inactive: Mutex<VecDeque<u32>>,
-    /// Folios reclaim found at the FIFO's head and could not take then, for a reason gone
-    /// since (`reclaim_next`): taken before all others, as the kernel rotates a folio it
-    /// marked for reclaim to its inactive list's tail once its writeback is done.
-    next: Mutex<VecDeque<u32>>,
+    /// Folios reclaim could not take for a reason gone since (shared with a forked child,
+    /// unshared since: `reclaim_next`), each with `seq` when it was named: taken before all
+    /// others, as the kernel rotates a folio it marked for reclaim to its inactive list's
+    /// tail once its writeback is done.
+    next: Mutex<VecDeque<(u32, u32)>>,
     /// Active folios, oldest first (locked after `fifo`).
     active: Mutex<FolioQueue>,
     /// One bit a folio: it is active (its entries in `fifo` and `inactive` are stale).
@@ -71,7 +73,7 @@ pub(crate) struct Coldest {
     /// From the queue of folios to try next (`reclaim_next`): old, whatever its queue time.
     pub next: bool,
     /// Entries left in the queues behind it, the active one's included (0 for one from the
-    /// drop-behind queue).
+    /// drop-behind queue or the queue to try next).
     pub queued: usize,
 }
 
@@ -269,16 +271,20 @@ impl Lru {
         }
     }
 
-    /// Reclaim found these folios at the FIFO's head and could not take them then (shared
-    /// with a forked child, since made the region's own: shared_folios.rs): they are tried
-    /// before all others.
-    pub fn reclaim_next(&self, starts: impl Iterator<Item = u32>) {
+    /// Reclaim could not take the folios holding these pages (shared with a forked child,
+    /// since made the region's own: shared_folios.rs): they are tried before all others,
+    /// unless one is queued again meanwhile (it left and came back in: that entry is stale).
+    pub fn reclaim_next(&self, pages: impl Iterator<Item = u32>) {
+        let now = self.seq.load(Relaxed);
         let mut next = self.next.lock();
-        for start in starts.filter(|&s| s >= self.pinned_end) {
+        for start in pages.map(|p| p - p % self.folio_pages) {
+            if start < self.pinned_end {
+                continue;
+            }
             if next.len() == NEXT_MAX {
                 next.pop_front();
             }
-            next.push_back(start);
+            next.push_back((start, now));
         }
     }
 
@@ -286,19 +292,30 @@ impl Lru {
     /// drop-behind queue, else the oldest in `fifo`. An active folio is never named (its
     /// entries here are stale).
     pub fn pop_coldest(&self) -> Option<Coldest> {
-        for (queue, next) in [(&self.next, true), (&self.inactive, false)] {
-            loop {
-                let Some(start) = queue.lock().pop_front() else {
-                    break;
-                };
-                if !self.is_active.test(self.folio(start)) {
-                    return Some(Coldest {
-                        start,
-                        behind: !next,
-                        next,
-                        queued: 0,
-                    });
-                }
+        loop {
+            let Some((start, named)) = self.next.lock().pop_front() else {
+                break;
+            };
+            if !self.is_active.test(self.folio(start)) && !self.queued_since(start, named) {
+                return Some(Coldest {
+                    start,
+                    behind: false,
+                    next: true,
+                    queued: 0,
+                });
+            }
+        }
+        loop {
+            let Some(start) = self.inactive.lock().pop_front() else {
+                break;
+            };
+            if !self.is_active.test(self.folio(start)) {
+                return Some(Coldest {
+                    start,
+                    behind: true,
+                    next: false,
+                    queued: 0,
+                });
             }
         }
         let mut fifo = self.fifo.lock();
@@ -326,8 +343,8 @@ impl Lru {
         }
     }
 
-    /// Memory the FIFO and the queue times hold (the drop-behind queue is in the fixed
-    /// charge).
+    /// Memory the FIFO and the queue times hold (the drop-behind queue and the queue to try
+    /// next are in the fixed charge).
     pub fn bytes(&self) -> u64 {
         self.fifo.lock().bytes()
             + self.active.lock().bytes()
@@ -355,14 +372,16 @@ mod tests {
     }
 
     #[test]
-    fn folios_to_try_next_go_before_all_others_and_an_active_one_is_skipped() {
+    fn folios_to_try_next_go_before_all_others_but_active_or_requeued_ones() {
         let q = Lru::new(16, 8, 1);
         q.queue(16);
         q.queue(32);
         q.drop_behind([48u32].into_iter());
         // A pinned folio is never named; an active one's entry is stale.
-        q.reclaim_next([0u32, 64, 80].into_iter());
+        // Pages name their folios; one queued again since it was named is stale.
+        q.reclaim_next([0u32, 64 + 5, 80, 96].into_iter());
         q.activate(80);
+        q.queue(96);
         let order: Vec<(u32, bool, bool)> = std::iter::from_fn(|| q.pop_coldest())
             .map(|c| (c.start, c.next, c.behind))
             .collect();
@@ -373,6 +392,7 @@ mod tests {
                 (48, false, true),
                 (16, false, false),
                 (32, false, false),
+                (96, false, false),
                 (80, false, false)
             ]
         );

@@ -5,7 +5,8 @@
 //! its own folio lock, so it never holds one folio while waiting for another.
 //!
 //! The coldest folio is the one that came in longest ago (FIFO), except that folios a
-//! sequential scan has passed go first (drop-behind, readahead.rs), and folios found
+//! sequential scan has passed go first (drop-behind, readahead.rs), folios met shared with
+//! a forked child and unshared since go before them (shared_folios.rs), and folios found
 //! incompressible that came back in are passed over (incompressible.rs). With the inactive
 //! list (`Policies::inactive_list`), reclaim has two hands, as the kernel's LRU has an active
 //! and an inactive list:
@@ -248,17 +249,24 @@ impl<'a> Reclaim<'a> {
     pub(crate) fn reclaim_to(&self, target: u64, who: Reclaimer) {
         let mut failures = 0;
         let mut unshares = 0;
+        // Folios this call unshared: one still busy after that (a pinned page) is not
+        // unshared and tried again at once, which would spin on it; it waits in the FIFO.
+        let mut unshared_here = std::collections::HashSet::new();
         while self.meter.usage().total() > target && failures < 8 {
             if self.reclaim_one(who) {
                 continue;
             }
             if matches!(who, Reclaimer::Kswapd { .. }) && unshares < MAX_UNSHARES_A_PASS {
-                let unshared = self.shared.unshare_found(|start, pages| {
-                    let resident = (start..start + pages).all(|p| self.pages.is_resident(p));
-                    let mapped = self.mapping.in_core(start, pages) == Some(true);
-                    (resident && mapped && !self.staged.contains(start))
-                        .then(|| self.mapping.page_addr(start))
-                });
+                let unshared = self
+                    .shared
+                    .unshare_found(crate::lru::NEXT_MAX, |start, pages| {
+                        let resident = (start..start + pages).all(|p| self.pages.is_resident(p));
+                        let mapped = self.mapping.in_core(start, pages) == Some(true);
+                        let first_time = !unshared_here.contains(&start);
+                        (resident && mapped && first_time && !self.staged.contains(start))
+                            .then(|| self.mapping.page_addr(start))
+                    });
+                unshared_here.extend(unshared.iter().map(|&(start, _)| start));
                 // Tried next: each copy made while the child lives leaves as it is made,
                 // rather than after a trip through the FIFO (the heap held twice meanwhile).
                 self.lru
@@ -407,7 +415,7 @@ impl<'a> Reclaim<'a> {
         // The queue names a folio again each time it comes back in, so it holds stale entries
         // (folios that left since): skip them here, so a caller's count of attempts means work.
         let mut sent_round = 0;
-        let (folio, present, behind, queued) = loop {
+        let (folio, present, behind, next, queued) = loop {
             let Some(Coldest {
                 start,
                 behind,
@@ -447,6 +455,7 @@ impl<'a> Reclaim<'a> {
                 return Eviction::Failed;
             }
             if !behind
+                && !next
                 && self.keep_resident(&folio, present)
                 && self.incompressible.pass_over(queued)
             {
@@ -464,15 +473,16 @@ impl<'a> Reclaim<'a> {
                 sent_round += 1;
                 continue;
             }
-            break (folio, present, behind, queued);
+            break (folio, present, behind, next, queued);
         };
         if behind {
             self.stats.dropped_behind.fetch_add(1, Relaxed);
         }
         let start = folio.start();
         let marked = self.incompressible.is_marked(start);
-        // A cold 4 KiB folio takes its cold neighbours along: one move, one TLB flush.
-        let single = as_is || behind || marked;
+        // A cold 4 KiB folio takes its cold neighbours along: one move, one TLB flush. (Not
+        // one named out of the FIFO's order: its queue says nothing of its neighbours.)
+        let single = as_is || behind || next || marked;
         let folio = match self.with_neighbours(folio, present, queued, single, who) {
             Ok(batch) => return self.evict_batch(batch),
             Err(folio) => folio,

@@ -63,15 +63,24 @@ impl SharedFolios {
         }
     }
 
-    /// Make every folio found since the last call the region's own, where `still_in` gives
-    /// its address: a folio whose pages are all still resident and mapped (one discarded,
-    /// staged or evicted since is left alone: populating it would bring it in). Returns the
-    /// folios unshared, (first page, pages) each: reclaim tries them next, so that each
-    /// copy the unsharing makes while the child lives leaves soon after it is made. The
-    /// caller holds no lock: a page discarded between the look and the call faults as a
-    /// write would, and a handler serves it.
-    pub fn unshare_found(&self, still_in: impl Fn(u32, u32) -> Option<usize>) -> Vec<(u32, u32)> {
-        let found = std::mem::take(&mut *self.found.lock());
+    /// Make the folios found (at most `most`, the oldest first: the rest wait for the next
+    /// call) the region's own, where `still_in` gives its address: a folio whose pages are
+    /// all still resident and mapped (one discarded, staged or evicted since is left alone:
+    /// populating it would bring it in). Returns the folios unshared, (first page, pages)
+    /// each: reclaim tries them next, so that each copy the unsharing makes while the child
+    /// lives leaves soon after it is made (`most` is what it can queue). The caller holds no
+    /// lock: a page discarded between the look and the call faults as a write would, and a
+    /// handler serves it.
+    pub fn unshare_found(
+        &self,
+        most: usize,
+        still_in: impl Fn(u32, u32) -> Option<usize>,
+    ) -> Vec<(u32, u32)> {
+        let found: Vec<(u32, u32)> = {
+            let mut found = self.found.lock();
+            let n = found.len().min(most);
+            found.drain(..n).collect()
+        };
         if found.is_empty() {
             return found;
         }

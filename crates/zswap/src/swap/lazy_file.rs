@@ -1,9 +1,11 @@
 //! A swap file made at its first write. Most processes under `uzswap run` never come near
 //! their limit and never write back; making the files up front (an inode and a truncate for
 //! each of `NR_FILES`) was a sixth of what starting a process under `uzswap run` cost beyond
-//! starting it plainly. The directory is checked once, where the run starts: a write that
-//! cannot make the file fails as any write to the device fails (the engine keeps the pages
-//! and counts `swap_write_fail`), and the next write tries again.
+//! starting it plainly. The directory is taken as the device is made (an absolute path,
+//! the system's temporary directory then if none is given: not whatever the program's
+//! working directory or `TMPDIR` is at the first write) and checked once, where the run
+//! starts: a write that cannot make the files fails as any write to the device fails (the
+//! engine keeps the pages and counts `swap_write_fail`), and the next write tries again.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -17,7 +19,7 @@ use super::slots::SwapSlot;
 /// A [`FileDevice`] made when first written (or read: a slot never written reads as zeros).
 #[derive(Debug)]
 pub struct LazyFileDevice {
-    dir: Option<PathBuf>,
+    dir: PathBuf,
     capacity_pages: u32,
     stripe_slots: u32,
     device: OnceLock<FileDevice>,
@@ -26,10 +28,12 @@ pub struct LazyFileDevice {
 }
 
 impl LazyFileDevice {
-    /// `FileDevice::create_with(dir, capacity_pages, stripe_slots, true)`, when first needed.
+    /// `FileDevice::create_with(dir, capacity_pages, stripe_slots, true)`, when first needed;
+    /// `dir` (the system's temporary directory if None) made absolute now.
     pub fn new(dir: Option<PathBuf>, capacity_pages: u32, stripe_slots: u32) -> Self {
+        let dir = dir.unwrap_or_else(std::env::temp_dir);
         LazyFileDevice {
-            dir,
+            dir: std::path::absolute(&dir).unwrap_or(dir),
             capacity_pages,
             stripe_slots,
             device: OnceLock::new(),
@@ -47,7 +51,7 @@ impl LazyFileDevice {
             return Ok(device);
         }
         let device = FileDevice::create_with(
-            self.dir.as_deref(),
+            Some(&self.dir),
             self.capacity_pages,
             self.stripe_slots,
             true,
@@ -102,7 +106,12 @@ mod tests {
 
     #[test]
     fn a_directory_that_cannot_hold_them_fails_each_write_and_is_tried_again() {
-        let dir = std::env::temp_dir().join(format!("uzswap-lazy-{}", std::process::id()));
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let dir = std::env::temp_dir().join(format!(
+            "uzswap-lazy-{}-{}",
+            std::process::id(),
+            now.unwrap().as_nanos()
+        ));
         let dev = LazyFileDevice::new(Some(dir.clone()), 64, 16);
         let page = vec![7u8; PAGE_SIZE];
         let err = dev.write(SwapSlot(0), &page).unwrap_err();
