@@ -278,7 +278,8 @@ impl Lru {
         let now = self.seq.load(Relaxed);
         let mut next = self.next.lock();
         for start in pages.map(|p| p - p % self.folio_pages) {
-            if start < self.pinned_end {
+            // (Pages of one folio found one by one name it once.)
+            if start < self.pinned_end || next.back().is_some_and(|&(s, _)| s == start) {
                 continue;
             }
             if next.len() == NEXT_MAX {
@@ -286,6 +287,11 @@ impl Lru {
             }
             next.push_back((start, now));
         }
+    }
+
+    /// How many more folios `reclaim_next` can queue before it forgets the oldest.
+    pub fn next_room(&self) -> usize {
+        NEXT_MAX - self.next.lock().len()
     }
 
     /// The next folio to try: one to try next (`reclaim_next`) first, then one from the
@@ -377,9 +383,11 @@ mod tests {
         q.queue(16);
         q.queue(32);
         q.drop_behind([48u32].into_iter());
-        // A pinned folio is never named; an active one's entry is stale.
-        // Pages name their folios; one queued again since it was named is stale.
-        q.reclaim_next([0u32, 64 + 5, 80, 96].into_iter());
+        // A pinned folio is never named; an active one's entry is stale. As reclaim does:
+        // the folio requeued, then named (fresh). Pages name their folios, once; one queued
+        // again since it was named is stale.
+        q.queue(64);
+        q.reclaim_next([0u32, 64 + 5, 64 + 6, 80, 96].into_iter());
         q.activate(80);
         q.queue(96);
         let order: Vec<(u32, bool, bool)> = std::iter::from_fn(|| q.pop_coldest())
@@ -392,6 +400,7 @@ mod tests {
                 (48, false, true),
                 (16, false, false),
                 (32, false, false),
+                (64, false, false),
                 (96, false, false),
                 (80, false, false)
             ]

@@ -249,9 +249,6 @@ impl<'a> Reclaim<'a> {
     pub(crate) fn reclaim_to(&self, target: u64, who: Reclaimer) {
         let mut failures = 0;
         let mut unshares = 0;
-        // Folios this call unshared: one still busy after that (a pinned page) is not
-        // unshared and tried again at once, which would spin on it; it waits in the FIFO.
-        let mut unshared_here = std::collections::HashSet::new();
         while self.meter.usage().total() > target && failures < 8 {
             if self.reclaim_one(who) {
                 continue;
@@ -259,14 +256,12 @@ impl<'a> Reclaim<'a> {
             if matches!(who, Reclaimer::Kswapd { .. }) && unshares < MAX_UNSHARES_A_PASS {
                 let unshared = self
                     .shared
-                    .unshare_found(crate::lru::NEXT_MAX, |start, pages| {
+                    .unshare_found(self.lru.next_room(), |start, pages| {
                         let resident = (start..start + pages).all(|p| self.pages.is_resident(p));
                         let mapped = self.mapping.in_core(start, pages) == Some(true);
-                        let first_time = !unshared_here.contains(&start);
-                        (resident && mapped && first_time && !self.staged.contains(start))
+                        (resident && mapped && !self.staged.contains(start))
                             .then(|| self.mapping.page_addr(start))
                     });
-                unshared_here.extend(unshared.iter().map(|&(start, _)| start));
                 // Tried next: each copy made while the child lives leaves as it is made,
                 // rather than after a trip through the FIFO (the heap held twice meanwhile).
                 self.lru
@@ -466,6 +461,7 @@ impl<'a> Reclaim<'a> {
             }
             // Aged out of the active queue: round once more, write-protected (lru.rs).
             if !behind
+                && !next
                 && sent_round < who.sent_round_max()
                 && self.lru.take_deactivated(start)
                 && self.send_round(&folio)
@@ -487,21 +483,27 @@ impl<'a> Reclaim<'a> {
             Ok(batch) => return self.evict_batch(batch),
             Err(folio) => folio,
         };
+        // One tried next was unshared since it was met shared: still busy, it is pinned (or
+        // shared by a fork since), and is left to meet again in the FIFO, not unshared and
+        // tried next again at once.
+        let record_shared = !next;
         let result = if present == folio.nr_pages() {
-            // A scan has passed it: it goes now, whatever it holds.
-            let how = match stage && !as_is && !behind {
+            // A scan has passed it: it goes now, whatever it holds. One tried next is stored
+            // at once too: its copy is what the unsharing added.
+            let how = match stage && !as_is && !behind && !next {
                 true => Leave::Stage,
                 false => Leave::Store {
                     as_is: as_is || behind,
                 },
             };
-            self.evict(&folio, how)
+            self.evict(&folio, how, record_shared)
         } else {
             // Partly present (part of it was discarded): evict what is there, page by page.
             let mut any = false;
             for page in folio.split() {
                 if self.pages.is_resident(page.start()) {
-                    any |= self.evict(&page, Leave::StorePage) == Eviction::Freed;
+                    let result = self.evict(&page, Leave::StorePage, record_shared);
+                    any |= result == Eviction::Freed;
                 }
             }
             match any {
@@ -688,7 +690,7 @@ impl<'a> Reclaim<'a> {
     /// neighbours (unlocked here), who keep their places in the queue.
     fn evict_head_alone(&self, batch: Vec<FolioLock>) -> Eviction {
         let head = batch.into_iter().next().expect("the head");
-        let result = self.evict(&head, Leave::Store { as_is: false });
+        let result = self.evict(&head, Leave::Store { as_is: false }, true);
         if result == Eviction::Freed {
             self.lru.evicted(head.start());
             self.incompressible.evicted(false);
@@ -729,7 +731,7 @@ impl<'a> Reclaim<'a> {
 
     /// Move the locked, fully present pages of `folio` out, onto the inactive list or to be
     /// stored now (`how`).
-    fn evict(&self, folio: &FolioLock, how: Leave) -> Eviction {
+    fn evict(&self, folio: &FolioLock, how: Leave, record_shared: bool) -> Eviction {
         let bytes = folio.nr_pages() as usize * PAGE_SIZE;
         let (whole, as_is) = match how {
             Leave::Stage => (true, false),
@@ -798,9 +800,6 @@ impl<'a> Reclaim<'a> {
                 // leave this folio for now. Its resident bits were never cleared.
                 self.events
                     .put_back(folio, &mut partial, 0, PutBack::WhatMoved);
-                if matches!(source, uffd::UffdError::Busy { .. }) {
-                    self.shared.found(folio.start(), folio.nr_pages());
-                }
                 // A page the kernel unmapped after its discard was processed is not there to
                 // move: it reads zero now (events.rs).
                 for p in folio.offsets() {
@@ -809,6 +808,11 @@ impl<'a> Reclaim<'a> {
                     }
                 }
                 self.give_up(folio);
+                // Recorded after its requeue: kswapd may unshare it and name it to try next
+                // at once, and a requeue after that would make the entry look stale (lru.rs).
+                if record_shared && matches!(source, uffd::UffdError::Busy { .. }) {
+                    self.shared.found(folio.start(), folio.nr_pages());
+                }
                 return Eviction::Failed;
             }
         };
