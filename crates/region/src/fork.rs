@@ -26,6 +26,7 @@ impl<'a> SwapIn<'a> {
         // unshared them (shared_folios.rs): until the region is back under its limit, it is
         // neither throttled nor killed for holding them (over_limit.rs).
         let brought_back = self.meter.usage().resident.saturating_sub(before);
+        self.reclaim.shared.forked();
         self.over_limit
             .fork_allowance
             .fetch_max(brought_back, Relaxed);

@@ -253,7 +253,10 @@ impl<'a> Reclaim<'a> {
             if self.reclaim_one(who) {
                 continue;
             }
-            if matches!(who, Reclaimer::Kswapd { .. }) && unshares < MAX_UNSHARES_A_PASS {
+            if matches!(who, Reclaimer::Kswapd { .. })
+                && unshares < MAX_UNSHARES_A_PASS
+                && self.shared.settled()
+            {
                 let unshared = self
                     .shared
                     .unshare_found(self.lru.next_room(), |start, pages| {

@@ -74,31 +74,29 @@ static void *churn(void *arg) {
     return NULL;
 }
 
-// This process's anonymous memory in KiB (RssAnon), or -1.
-static long rss_anon_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
+// The line `FIELD: N kB` of the /proc file at `path`, in KiB, or -1.
+static long proc_kib(const char *path, const char *field) {
+    FILE *f = fopen(path, "r");
     if (!f) return -1;
     char line[256];
     long kib = -1;
+    size_t n = strlen(field);
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
+        if (!strncmp(line, field, n) && line[n] == ':' && sscanf(line + n + 1, "%ld", &kib) == 1)
+            break;
     fclose(f);
     return kib;
 }
+
+// This process's anonymous memory in KiB (RssAnon), or -1.
+static long rss_anon_kib(void) { return proc_kib("/proc/self/status", "RssAnon"); }
 
 // Pss_Anon of `pid` in KiB: its anonymous pages, one it shares with N processes counted as
 // 1/N. -1 if unreadable.
 static long pss_anon_kib(pid_t pid) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[256];
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Pss_Anon: %ld kB", &kib) == 1) break;
-    fclose(f);
-    return kib;
+    return proc_kib(path, "Pss_Anon");
 }
 
 static int shared(long under_mib, long most_mib) {
