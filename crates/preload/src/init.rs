@@ -120,50 +120,87 @@ extern "C" fn init() {
     }
 }
 
-thread_local! {
-    /// The region made safe to fork, from the prepare handler to the parent's or the
-    /// child's, which run on the forking thread (fork.rs in the region crate), and the
-    /// forking thread's allocations sent outside the region meanwhile.
-    static FORKING: std::cell::RefCell<Option<(ForkGuard<'static>, AllocatingOutside)>> =
-        const { std::cell::RefCell::new(None) };
+/// What a fork holds from its prepare handler to the parent's or the child's, which run on
+/// the forking thread (besides the preload's tables: `hold_tables`).
+struct Forking {
+    /// The region made safe to fork (fork.rs in the region crate); none in a forked child,
+    /// whose heap is plain memory.
+    region: Option<ForkGuard<'static>>,
+    /// The forking thread's allocations sent outside the region meanwhile.
+    _outside: AllocatingOutside,
 }
 
-/// This process is a forked child: its heap is plain memory, nothing of the region runs.
-static CHILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+thread_local! {
+    static FORKING: std::cell::RefCell<Option<Forking>> = const { std::cell::RefCell::new(None) };
+}
 
-/// Before `fork`: bring every evicted page of the heap back, so the child sees all of it.
+/// Hold the tables of the preload's own allocators across the fork (fork_table.rs), after
+/// the region is made safe: every prepare handler that runs after this one, and every parent
+/// or child handler before ours, uses them through this thread's hold.
+fn hold_tables() {
+    crate::fork_table::set_forking(true);
+    crate::mmap::hold_table();
+    crate::large_blocks::hold_table();
+    crate::over_aligned::hold_table();
+}
+
+/// Let the tables go, in the parent or the child.
+fn release_tables() {
+    crate::over_aligned::release_table();
+    crate::large_blocks::release_table();
+    crate::mmap::release_table();
+    crate::fork_table::set_forking(false);
+}
+
+/// Before `fork`: bring every evicted page of the heap back, so the child sees all of it,
+/// then hold the preload's tables.
 unsafe extern "C" fn fork_prepare() {
-    if CHILD.load(Relaxed) {
-        return;
-    }
     let Some(run) = crate::run::get() else { return };
     // The region's code runs on this thread until the parent's or the child's handler.
     let outside = crate::thread_role::allocate_outside();
-    let before = run.region.usage().resident;
-    match run.region.prepare_fork() {
-        Ok(guard) => FORKING.with(|f| *f.borrow_mut() = Some((guard, outside))),
-        Err(e) => refuse(&format!("cannot prepare the heap for fork: {e}")),
-    }
-    let brought_back = run.region.usage().resident.saturating_sub(before);
-    BROUGHT_BACK.store(brought_back, Relaxed);
+    // Its first use registers its destructor with glibc, under the loader's lock: before this
+    // thread holds anything another thread (a `dlopen` mapping memory) may wait for.
+    FORKING.with(|_| ());
+    let region = match crate::run::is_forked_child() {
+        true => None,
+        false => {
+            let before = run.region.usage().resident;
+            let guard = run
+                .region
+                .prepare_fork()
+                .unwrap_or_else(|e| refuse(&format!("cannot prepare the heap for fork: {e}")));
+            let brought_back = run.region.usage().resident.saturating_sub(before);
+            BROUGHT_BACK.store(brought_back, Relaxed);
+            Some(guard)
+        }
+    };
+    FORKING.with(|f| {
+        *f.borrow_mut() = Some(Forking {
+            region,
+            _outside: outside,
+        })
+    });
+    hold_tables();
 }
 
 /// Bytes the last fork's prepare brought back into memory.
 static BROUGHT_BACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// After `fork`, in the parent: reclaim goes on. A fork that brought a MiB or more back is
-/// said, the first time: the child's copy of it is outside the limit, and the region is
-/// neither throttled nor killed over its limit until reclaim has taken it back under
-/// (over_limit.rs, shared_folios.rs). Less is not: a shell's fork (a pyenv shim's) would
-/// print a line about nothing.
+/// After `fork`, in the parent: the tables go, reclaim goes on. A fork that brought a MiB or
+/// more back is said, the first time: the child's copy of it is outside the limit, and the
+/// region is neither throttled nor killed over its limit until reclaim has taken it back
+/// under (over_limit.rs, shared_folios.rs). Less is not: a shell's fork (a pyenv shim's)
+/// would print a line about nothing.
 unsafe extern "C" fn fork_parent() {
-    if CHILD.load(Relaxed) {
+    let Some(forking) = FORKING.with(|f| f.borrow_mut().take()) else {
         return;
-    }
-    drop(FORKING.with(|f| f.borrow_mut().take()));
+    };
+    release_tables();
+    let held = forking.region.is_some();
+    drop(forking);
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let brought_back = BROUGHT_BACK.load(Relaxed);
-    if brought_back >= 1 << 20 && !SAID.swap(true, Relaxed) {
+    if held && brought_back >= 1 << 20 && !SAID.swap(true, Relaxed) {
         crate::say(&format!(
             "a fork brought {:.1} MiB of the heap back from the pool and the swap file so that the \
              child sees it: the child's copy is outside the limit, and the parent holds that \
@@ -174,20 +211,21 @@ unsafe extern "C" fn fork_parent() {
     }
 }
 
-/// After `fork`, in the child: the guard belongs to the parent's region, and so does the
-/// statistics socket.
+/// After `fork`, in the child: the tables go; the region's guard belongs to the parent's
+/// region, and so does the statistics socket; the heap is plain memory from now on (run.rs).
 unsafe extern "C" fn fork_child() {
-    CHILD.store(true, Relaxed);
+    crate::run::set_forked_child();
     crate::server::close_in_child();
-    if let Some((guard, outside)) = FORKING.with(|f| f.borrow_mut().take()) {
-        std::mem::forget(guard);
-        drop(outside);
-    }
+    let Some(forking) = FORKING.with(|f| f.borrow_mut().take()) else {
+        return;
+    };
+    release_tables();
+    std::mem::forget(forking.region);
 }
 
 /// At exit: write the statistics (stats.rs), if `uzswap run --stats` asked for them.
 extern "C" fn fini() {
-    if CHILD.load(Relaxed) {
+    if crate::run::is_forked_child() {
         return;
     }
     let Some(run) = crate::run::get() else { return };

@@ -6,14 +6,25 @@
 //! else zeroes it.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+
+use crate::fork_table::ForkTable;
 
 /// Alignment of every block: what runtimes align their heaps to at most without trimming
 /// a larger reservation themselves.
 const ALIGN: usize = 2 << 20;
 
 /// Free ranges by start, never two adjacent (merged when freed).
-static FREE: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+static FREE: ForkTable<BTreeMap<usize, usize>> = ForkTable::new(BTreeMap::new());
+
+/// Hold the free ranges across a fork (fork_table.rs), until `release_table`.
+pub fn hold_table() {
+    FREE.hold();
+}
+
+/// Let the free ranges go after a fork.
+pub fn release_table() {
+    FREE.release();
+}
 
 /// The region's part this allocator has: `len` bytes at `start`, of which it uses the whole
 /// `ALIGN`ed ranges.
@@ -21,7 +32,7 @@ pub fn init(start: usize, len: usize) {
     let first = start.next_multiple_of(ALIGN);
     let end = (start + len) / ALIGN * ALIGN;
     if end > first {
-        FREE.lock().unwrap().insert(first, end - first);
+        FREE.lock().insert(first, end - first);
     }
 }
 
@@ -29,7 +40,7 @@ pub fn init(start: usize, len: usize) {
 /// when none is large enough.
 pub fn alloc(len: usize) -> Option<usize> {
     let len = len.checked_next_multiple_of(ALIGN)?;
-    let mut free = FREE.lock().unwrap();
+    let mut free = FREE.lock();
     let (&start, &have) = free.iter().find(|(_, &have)| have >= len)?;
     free.remove(&start);
     if have > len {
@@ -42,7 +53,7 @@ pub fn alloc(len: usize) -> Option<usize> {
 pub fn free(start: usize, len: usize) {
     let mut len = len.next_multiple_of(ALIGN);
     let mut start = start;
-    let mut free = FREE.lock().unwrap();
+    let mut free = FREE.lock();
     if let Some((&before, &before_len)) = free.range(..start).next_back() {
         if before + before_len == start {
             free.remove(&before);

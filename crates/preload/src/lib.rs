@@ -29,6 +29,7 @@
 
 mod config;
 mod descriptors;
+mod fork_table;
 mod heap;
 mod in_thread_wrappers;
 mod init;

@@ -18,10 +18,10 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_long, c_void};
-use std::sync::Mutex;
 
 use libmimalloc_sys as mi;
 
+use crate::fork_table::ForkTable;
 use crate::heap::{enter, in_region, inside, overlaps_region, region_heap};
 use crate::thread_role::is_uzswap_thread;
 
@@ -79,7 +79,17 @@ impl Block {
 }
 
 /// The blocks `mmap` handed out, by start address.
-static BLOCKS: Mutex<BTreeMap<usize, Block>> = Mutex::new(BTreeMap::new());
+static BLOCKS: ForkTable<BTreeMap<usize, Block>> = ForkTable::new(BTreeMap::new());
+
+/// Hold the blocks' table across a fork (fork_table.rs), until `release_table`.
+pub fn hold_table() {
+    BLOCKS.hold();
+}
+
+/// Let the blocks' table go after a fork.
+pub fn release_table() {
+    BLOCKS.release();
+}
 
 fn fail(e: c_int) -> *mut c_void {
     // SAFETY: this thread's errno.
@@ -187,7 +197,6 @@ pub unsafe extern "C" fn mmap(
     }
     BLOCKS
         .lock()
-        .unwrap()
         .insert(p as usize, Block::new(len, reservation));
     p
 }
@@ -244,7 +253,7 @@ fn release(start: usize, len: usize, large: bool) {
 /// Whether `[addr, addr + len)` lies in one block; if so and `prot` is not read-write, the
 /// block is marked protected.
 fn mark_protected(addr: usize, len: usize, prot: c_int) -> bool {
-    let mut blocks = BLOCKS.lock().unwrap();
+    let mut blocks = BLOCKS.lock();
     let Some(start) = block_of(&blocks, addr, len) else {
         return false;
     };
@@ -454,7 +463,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     }
     let a = addr as usize;
     let len = len.next_multiple_of(PAGE);
-    let mut blocks = BLOCKS.lock().unwrap();
+    let mut blocks = BLOCKS.lock();
     let Some(start) = block_of(&blocks, a, len).filter(|_| a.is_multiple_of(PAGE)) else {
         // Never unmap part of the region itself: memory the program did not map.
         drop(blocks);
@@ -483,7 +492,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     if held {
         raw_madvise(addr, len, libc::MADV_DONTNEED);
     }
-    let mut blocks = BLOCKS.lock().unwrap();
+    let mut blocks = BLOCKS.lock();
     // Gone meanwhile only if another thread unmapped the whole block at once.
     let gone = blocks
         .get_mut(&start)
@@ -521,8 +530,7 @@ pub unsafe extern "C" fn mremap(
     }
     let o = old as usize;
     let new_len = new_len.next_multiple_of(PAGE);
-    let Some((capacity, protected)) = BLOCKS.lock().unwrap().get(&o).map(|b| (b.len, b.protected))
-    else {
+    let Some((capacity, protected)) = BLOCKS.lock().get(&o).map(|b| (b.len, b.protected)) else {
         return fail(libc::EINVAL);
     };
     if new_len <= capacity {
@@ -537,7 +545,7 @@ pub unsafe extern "C" fn mremap(
         }
         // The pages past the new end are the program's no more: unmapping the new length
         // frees the block.
-        if let Some(block) = BLOCKS.lock().unwrap().get_mut(&o) {
+        if let Some(block) = BLOCKS.lock().get_mut(&o) {
             block.resize(old_len, new_len);
         }
         return old;

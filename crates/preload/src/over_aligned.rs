@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
+
+use crate::fork_table::ForkTable;
 
 use libmimalloc_sys as mi;
 
@@ -16,9 +17,19 @@ use libmimalloc_sys as mi;
 pub const MIMALLOC_ALIGN_MAX: usize = 64 << 10;
 
 /// Carved blocks: aligned address -> the block mimalloc handed out.
-static CARVED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+static CARVED: ForkTable<BTreeMap<usize, usize>> = ForkTable::new(BTreeMap::new());
 /// How many there are: `free` looks in the table only when some are.
 static NR_CARVED: AtomicUsize = AtomicUsize::new(0);
+
+/// Hold the carved blocks' table across a fork (fork_table.rs), until `release_table`.
+pub fn hold_table() {
+    CARVED.hold();
+}
+
+/// Let the carved blocks' table go after a fork.
+pub fn release_table() {
+    CARVED.release();
+}
 
 /// `size` bytes at `align` (a power of two above `MIMALLOC_ALIGN_MAX`) from `heap`.
 pub fn alloc(heap: *mut mi::mi_heap_t, size: usize, align: usize) -> *mut c_void {
@@ -32,7 +43,7 @@ pub fn alloc(heap: *mut mi::mi_heap_t, size: usize, align: usize) -> *mut c_void
     }
     let aligned = (block as usize).next_multiple_of(align);
     if aligned != block as usize {
-        CARVED.lock().unwrap().insert(aligned, block as usize);
+        CARVED.lock().insert(aligned, block as usize);
         NR_CARVED.fetch_add(1, Relaxed);
     }
     aligned as *mut c_void
@@ -45,7 +56,7 @@ pub fn block_of(p: *mut c_void, remove: bool) -> Option<(*mut c_void, usize)> {
     if !(p as usize).is_multiple_of(MIMALLOC_ALIGN_MAX * 2) || NR_CARVED.load(Relaxed) == 0 {
         return None;
     }
-    let mut carved = CARVED.lock().unwrap();
+    let mut carved = CARVED.lock();
     let block = match remove {
         true => carved.remove(&(p as usize))?,
         false => *carved.get(&(p as usize))?,

@@ -2,6 +2,8 @@
 //! (stats.rs, server.rs), the exit handler and the allocator's hooks: its region, the limits
 //! `uzswap run` was given, its place in the process tree, where its statistics go.
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
 use region::Region;
 
 /// The region the program runs in, and where its statistics go at exit.
@@ -21,9 +23,27 @@ static RUN: std::sync::OnceLock<Run> = std::sync::OnceLock::new();
 static TREE: std::sync::OnceLock<Option<std::sync::Arc<crate::tree::Tree>>> =
     std::sync::OnceLock::new();
 
-/// The region the heap lives in, once it is made.
+/// This process is a forked child: its heap is plain memory, a copy of the parent's, and the
+/// region (the parent's, copied with the process) is not to be used here: none of its threads
+/// runs, its userfaultfd serves the parent's memory, and its locks may have been held at the
+/// fork by threads the child does not have.
+static FORKED_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// Record that this process is a forked child (the fork's child handler, init.rs).
+pub fn set_forked_child() {
+    FORKED_CHILD.store(true, Relaxed);
+}
+
+/// Whether this process is a forked child, whose heap is plain memory.
+pub fn is_forked_child() -> bool {
+    FORKED_CHILD.load(Relaxed)
+}
+
+/// The region the heap lives in, once it is made; none in a forked child.
 pub fn region() -> Option<&'static Region> {
-    RUN.get().map(|run| run.region)
+    RUN.get()
+        .filter(|_| !is_forked_child())
+        .map(|run| run.region)
 }
 
 /// The tree's place of this process, if it has one.

@@ -1,5 +1,6 @@
-// Forks under pressure: `nested MIB` forks a child that forks a grandchild, each checking the
-// heap byte for byte; `threads MIB` forks while four threads allocate and free; `shared MIB
+// Forks under pressure: `tables MIB` forks while threads use the preload's tables; `nested
+// MIB` forks a child that forks a grandchild, each checking the heap byte for byte; `threads
+// MIB` forks while four threads allocate and free; `shared MIB
 // UNDER_MIB MOST_MIB` discards a page of every fourth block (its folio then partly present),
 // forks a child that waits while the parent, whose fork brought its heap back, waits (at
 // most 30 s) for its anonymous memory to go under UNDER_MIB, the two processes' anonymous
@@ -129,6 +130,58 @@ static int shared(long under_mib, long most_mib) {
     return 0;
 }
 
+// Map and unmap a block of the heap, free an over-aligned allocation and reserve address
+// space: each kept by the preload in a table of its own, under a lock.
+static void map_once(unsigned n) {
+    size_t len = (64 << 10) << (n >> 16) % 5;
+    unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+        p[0] = 1;
+        munmap(p, len);
+    }
+    void *a = NULL;
+    if (!posix_memalign(&a, 256 << 10, 4096)) free(a);
+    void *r = mmap(NULL, 1UL << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r != MAP_FAILED) munmap(r, 1UL << 30);
+}
+
+// One of `tables`' four threads, until `stop`, at full speed: over-aligned allocations
+// (even ones) or blocks mapped and unmapped (odd ones), each kept by the preload in a table.
+static void *map_churn(void *arg) {
+    while (!stop) {
+        if ((uintptr_t)arg % 2 == 0) {
+            void *a = NULL;
+            if (!posix_memalign(&a, 256 << 10, 4096)) free(a);
+        } else {
+            void *p = mmap(NULL, 64 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p != MAP_FAILED) munmap(p, 64 << 10);
+        }
+    }
+    return NULL;
+}
+
+// `tables`: forks 40 children while four threads use the preload's tables (map_churn); each
+// child uses all three once (map_once), under an alarm that kills it if it hangs on a table
+// a thread of its parent held at the fork.
+static int tables(void) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, map_churn, (void *)(uintptr_t)i);
+    int bad = 0;
+    for (int f = 0; f < 40; f++) {
+        pid_t child = fork();
+        if (child == 0) {
+            alarm(5);
+            map_once((unsigned)f * 2654435761u);
+            _exit(check() ? 0 : 1);
+        }
+        bad += wait_child(child) != 0;
+    }
+    stop = 1;
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    printf("bad children %d parent %d\n", bad, check());
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "shared")) {
         nblocks = (size_t)atoi(argv[2]) * (1 << 20) / BLOCK;
@@ -141,6 +194,7 @@ int main(int argc, char **argv) {
     nblocks = (size_t)atoi(argv[2]) * (1 << 20) / BLOCK;
     blocks = calloc(nblocks, sizeof *blocks);
     fill();
+    if (!strcmp(argv[1], "tables")) return tables();
     if (!strcmp(argv[1], "nested")) {
         pid_t child = fork();
         if (child == 0) {
