@@ -139,16 +139,16 @@ thread_local! {
 /// or child handler before ours, uses them through this thread's hold.
 fn hold_tables() {
     crate::fork_table::set_forking(true);
-    crate::mmap::hold_table();
-    crate::large_blocks::hold_table();
-    crate::over_aligned::hold_table();
+    crate::mmap::BLOCKS.hold();
+    crate::large_blocks::FREE.hold();
+    crate::over_aligned::CARVED.hold();
 }
 
 /// Let the tables go, in the parent or the child.
 fn release_tables() {
-    crate::over_aligned::release_table();
-    crate::large_blocks::release_table();
-    crate::mmap::release_table();
+    crate::over_aligned::CARVED.release();
+    crate::large_blocks::FREE.release();
+    crate::mmap::BLOCKS.release();
     crate::fork_table::set_forking(false);
 }
 

@@ -14,17 +14,7 @@ use crate::fork_table::ForkTable;
 const ALIGN: usize = 2 << 20;
 
 /// Free ranges by start, never two adjacent (merged when freed).
-static FREE: ForkTable<BTreeMap<usize, usize>> = ForkTable::new(BTreeMap::new());
-
-/// Hold the free ranges across a fork (fork_table.rs), until `release_table`.
-pub fn hold_table() {
-    FREE.hold();
-}
-
-/// Let the free ranges go after a fork.
-pub fn release_table() {
-    FREE.release();
-}
+pub(crate) static FREE: ForkTable<BTreeMap<usize, usize>> = ForkTable::new(BTreeMap::new());
 
 /// The region's part this allocator has: `len` bytes at `start`, of which it uses the whole
 /// `ALIGN`ed ranges.

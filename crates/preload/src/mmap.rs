@@ -30,7 +30,7 @@ const PAGE: usize = 4096;
 /// A block handed out by `mmap`: its length, and which of its pages were unmapped since (a
 /// page unmapped twice counts once, so the block is freed only when no page of it is left).
 /// Its protections are the kernel's, on the region's mapping (`protect`).
-struct Block {
+pub(crate) struct Block {
     len: usize,
     /// Given another protection than read-write at some time: made read-write again when
     /// freed, for mimalloc to hand out.
@@ -79,17 +79,7 @@ impl Block {
 }
 
 /// The blocks `mmap` handed out, by start address.
-static BLOCKS: ForkTable<BTreeMap<usize, Block>> = ForkTable::new(BTreeMap::new());
-
-/// Hold the blocks' table across a fork (fork_table.rs), until `release_table`.
-pub fn hold_table() {
-    BLOCKS.hold();
-}
-
-/// Let the blocks' table go after a fork.
-pub fn release_table() {
-    BLOCKS.release();
-}
+pub(crate) static BLOCKS: ForkTable<BTreeMap<usize, Block>> = ForkTable::new(BTreeMap::new());
 
 fn fail(e: c_int) -> *mut c_void {
     // SAFETY: this thread's errno.

@@ -17,19 +17,9 @@ use libmimalloc_sys as mi;
 pub const MIMALLOC_ALIGN_MAX: usize = 64 << 10;
 
 /// Carved blocks: aligned address -> the block mimalloc handed out.
-static CARVED: ForkTable<BTreeMap<usize, usize>> = ForkTable::new(BTreeMap::new());
+pub(crate) static CARVED: ForkTable<BTreeMap<usize, usize>> = ForkTable::new(BTreeMap::new());
 /// How many there are: `free` looks in the table only when some are.
 static NR_CARVED: AtomicUsize = AtomicUsize::new(0);
-
-/// Hold the carved blocks' table across a fork (fork_table.rs), until `release_table`.
-pub fn hold_table() {
-    CARVED.hold();
-}
-
-/// Let the carved blocks' table go after a fork.
-pub fn release_table() {
-    CARVED.release();
-}
 
 /// `size` bytes at `align` (a power of two above `MIMALLOC_ALIGN_MAX`) from `heap`.
 pub fn alloc(heap: *mut mi::mi_heap_t, size: usize, align: usize) -> *mut c_void {
