@@ -205,14 +205,16 @@ fn run_within(seconds: u32, args: &[&str], program: &[&str]) -> Output {
 
 /// Forks of a C program whose 96 MiB heap is past its 64 MiB limit: a child that forks a
 /// grandchild, five forks while four threads allocate and free, and forty while four threads
-/// map and unmap blocks or free over-aligned allocations (each kept in a table of the
-/// preload's, under a lock), after which each child maps, unmaps, reserves address space and
-/// frees an over-aligned allocation once. Each child checks the whole heap byte for byte;
-/// none hangs. Would hang without the forking thread's allocations sent outside the region
-/// (a thread-local's first use in the region's code, under its event gate, allocated from
-/// the region heap and faulted on it); and without the tables held across the fork, 13 to
-/// 24 children of the forty found a table locked by a thread they do not have, and were
-/// killed by their alarm.
+/// map and unmap blocks, free over-aligned allocations or take and give back a 1 GiB
+/// reservation (each kept in a table of the preload's, under a lock), after which each child
+/// maps, unmaps, reserves address space and frees an over-aligned allocation once. Each child
+/// checks the whole heap byte for byte; none hangs. Would hang without the forking thread's
+/// allocations sent outside the region (a thread-local's first use in the region's code,
+/// under its event gate, allocated from the region heap and faulted on it); without the
+/// tables held across the fork, 13 to 24 children of the forty found a table locked by a
+/// thread they do not have, and were killed by their alarm; and without discards waiting
+/// for the faults they held off (region's mmap_changing.rs), the parent hung 1 run in 3
+/// beside a CPU hog, the reservation's discards starving every fault.
 #[test]
 fn forks_under_pressure_never_hang_and_each_child_sees_the_whole_heap() {
     let program = compile("forks");

@@ -104,6 +104,16 @@ fn raw_madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
     unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) as c_int }
 }
 
+/// `madvise` of heap memory with an advice that discards (the region reads an event for it):
+/// a program thread waits first for the faults the last discards held off, as a discard in a
+/// loop would starve them (`Region::before_discard`).
+fn discard(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
+    if let Some(region) = crate::run::region().filter(|_| !is_uzswap_thread()) {
+        region.before_discard();
+    }
+    raw_madvise(addr, len, advice)
+}
+
 /// The smallest `PROT_NONE` reservation the heap takes. Smaller ones are a guard or a trap,
 /// whose fault is the point, and stay with the kernel: a JVM's safepoint polling page (two
 /// pages, one protected `PROT_NONE` to stop every thread that polls it) never trapped in a
@@ -178,8 +188,8 @@ pub unsafe extern "C" fn mmap(
     // commits it: discarded (the zeroes a reused block would be written with would stay
     // resident, unevictable under `PROT_NONE`; a large block is zeroed by nothing else), then
     // protected.
-    let discard = reservation || large;
-    if (discard && raw_madvise(p, len, libc::MADV_DONTNEED) != 0)
+    let wipe = reservation || large;
+    if (wipe && discard(p, len, libc::MADV_DONTNEED) != 0)
         || (reservation && protect(p as usize, len, prot) != 0)
     {
         release(p as usize, len, large);
@@ -302,7 +312,7 @@ fn fixed_in_region(
     let len = len.next_multiple_of(PAGE);
     let in_block = a.is_multiple_of(PAGE) && mark_protected(a, len, prot);
     if anonymous && in_block {
-        raw_madvise(addr, len, libc::MADV_DONTNEED);
+        discard(addr, len, libc::MADV_DONTNEED);
         if protect(a, len, prot) != 0 {
             return libc::MAP_FAILED;
         }
@@ -340,7 +350,7 @@ fn copy_file_in(addr: usize, len: usize, prot: c_int, fd: c_int, off: i64) -> *m
         // As the kernel's mmap of a file it cannot map (a pipe, a directory).
         return fail(libc::ENODEV);
     }
-    raw_madvise(addr as *mut c_void, len, libc::MADV_DONTNEED);
+    discard(addr as *mut c_void, len, libc::MADV_DONTNEED);
     if protect(addr, len, libc::PROT_READ | libc::PROT_WRITE) != 0 {
         return libc::MAP_FAILED;
     }
@@ -432,7 +442,7 @@ fn free_block(start: usize, block: &Block) {
     let large = crate::heap::in_large_blocks(start);
     if large {
         // Its pages go now (it is discarded again when handed out).
-        raw_madvise(start as *mut c_void, block.len, libc::MADV_DONTNEED);
+        discard(start as *mut c_void, block.len, libc::MADV_DONTNEED);
     }
     release(start, block.len, large);
 }
@@ -480,7 +490,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
         !r.holds_nothing(a - r.as_ptr() as usize, len)
     });
     if held {
-        raw_madvise(addr, len, libc::MADV_DONTNEED);
+        discard(addr, len, libc::MADV_DONTNEED);
     }
     let mut blocks = BLOCKS.lock();
     // Gone meanwhile only if another thread unmapped the whole block at once.
@@ -527,7 +537,7 @@ pub unsafe extern "C" fn mremap(
         // Shrunk (or grown within the block): what lies past the new end reads as zero,
         // discarded before the block is resized, as munmap's part is.
         if new_len < old_len {
-            raw_madvise(
+            discard(
                 (o + new_len) as *mut c_void,
                 old_len.next_multiple_of(PAGE) - new_len,
                 libc::MADV_DONTNEED,
@@ -597,7 +607,8 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -
         // `MADV_FREE`d page missing, and one the kernel leaves mapped, then written again,
         // would be memory the limit never sees. `MADV_FREE` lets a page read as zero, so
         // `MADV_DONTNEED` keeps its promise.
-        libc::MADV_FREE => raw_madvise(addr, len, libc::MADV_DONTNEED),
+        libc::MADV_FREE => discard(addr, len, libc::MADV_DONTNEED),
+        libc::MADV_DONTNEED | libc::MADV_DONTNEED_LOCKED => discard(addr, len, advice),
         _ => raw_madvise(addr, len, advice),
     }
 }

@@ -51,6 +51,7 @@ mod lock_order;
 mod lru;
 mod mapping;
 mod memory;
+mod mmap_changing;
 mod over_limit;
 mod page_flags;
 mod pool_share;

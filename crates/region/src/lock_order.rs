@@ -32,8 +32,10 @@
 //! reclaim's read of a folio where it is goes through `/proc`, which fails on a missing page
 //! rather than waiting). A thread that must read events to go on (an operation that got
 //! EAGAIN) gives the gate up first and keeps its folio lock (`Mapping::under_gate`); a handler
-//! reads events holding nothing. The staging area raises no events: its slots are discarded
-//! under any lock.
+//! reads events holding nothing; from its first stop until it is done, a program thread about
+//! to discard waits for it (at most 20 ms, on a futex, not a lock: mmap_changing.rs), so such a
+//! thread holds nothing of ours either. The staging area raises no events: its slots are
+//! discarded under any lock.
 
 use zswap::lock_order::Class;
 pub(crate) use zswap::lock_order::{

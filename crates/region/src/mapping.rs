@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::lock_order::{self, RwLock, RwLockReadGuard};
 use crate::memory::{LateRegistration, Memory};
+use crate::mmap_changing::MmapChanging;
 use uffd::{
     CopyMode, Doorbell, Event, Filled, PageTables, RegisterMode, StageError, StagedFolio, Staging,
     Uffd, UffdError,
@@ -47,6 +48,8 @@ pub(crate) struct Mapping {
     gate: RwLock<()>,
     /// Faults raise SIGBUS in the faulting thread (in_thread.rs) rather than events.
     sigbus: bool,
+    /// Operations starting over after a stop for pending events, which discarders wait for.
+    mmap_changing: MmapChanging,
 }
 
 impl Mapping {
@@ -60,6 +63,7 @@ impl Mapping {
             base: AtomicUsize::new(base),
             len,
             gate: RwLock::new(&lock_order::EVENT_GATE, ()),
+            mmap_changing: MmapChanging::default(),
         }
     }
 
@@ -161,12 +165,14 @@ impl Mapping {
     /// `Stop::EventsPending` the gate is given up before `read_events` reads the pending events
     /// (`Events::read_pending_events`, which takes the gate exclusively), and `op` starts
     /// over under the gate taken anew. What the caller holds besides (its folio lock) stays
-    /// held throughout.
+    /// held throughout. From its first stop for pending events (EAGAIN, or a discard read
+    /// meanwhile) until it is done, threads about to discard wait for it (mmap_changing.rs).
     pub fn under_gate<T>(
         &self,
         mut read_events: impl FnMut(),
         mut op: impl FnMut(&mut Gate<'_>) -> Result<T, Stop>,
     ) -> Option<T> {
+        let mut retrying = None;
         loop {
             let mut gate = self.gate();
             match op(&mut gate) {
@@ -174,10 +180,17 @@ impl Mapping {
                 Err(Stop::Gone) => return None,
                 Err(Stop::EventsPending) => {
                     drop(gate);
+                    retrying.get_or_insert_with(|| self.mmap_changing.retrying());
                     read_events();
                 }
             }
         }
+    }
+
+    /// A thread is about to raise an event on the range (a discard): wait first for the
+    /// operations earlier events held off (mmap_changing.rs).
+    pub fn wait_for_retries(&self) {
+        self.mmap_changing.wait_for_retries();
     }
 
     /// `gate` is this range's (the calls below take it as the proof that it is held).

@@ -346,7 +346,15 @@ impl Region {
     pub fn discard(&self, offset: usize, len: usize) -> Result<(), uffd::RawRegionError> {
         // It returns once a handler has read its event: see lock_order.rs.
         crate::lock_order::assert_none_held("a discard of the range");
+        self.before_discard();
         self.mem.own().discard(offset, len)
+    }
+
+    /// Call before discarding the region's memory by other means (`madvise`, `munmap`, as a
+    /// preload does for its program): waits for the faults the last discards held off, so
+    /// that a thread discarding in a loop never starves them (mmap_changing.rs).
+    pub fn before_discard(&self) {
+        self.inner.mapping().wait_for_retries();
     }
 
     /// Change the protection of `len` bytes at `offset` (page aligned) to `prot` (`PROT_*`
@@ -411,6 +419,7 @@ impl Region {
     pub fn free_lazily(&self, offset: usize, len: usize) -> Result<(), uffd::RawRegionError> {
         // It returns once a handler has read its event: see lock_order.rs.
         crate::lock_order::assert_none_held("an madvise(MADV_FREE) of the range");
+        self.before_discard();
         self.mem.own().free_lazily(offset, len)
     }
 

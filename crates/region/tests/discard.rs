@@ -216,3 +216,62 @@ fn discards_read_before_the_region_moves_are_processed_where_they_were_read() {
     assert_eq!(s.remaps, 12, "{s:?}");
     assert_eq!(s.lost_track, 0, "{s:?}");
 }
+
+/// A thread that discards in a loop never starves the faults. Each discard holds every install
+/// off (`UFFDIO_COPY`/`UFFDIO_MOVE` fail `EAGAIN`) from its event's raising until the
+/// discarding thread runs again after a handler read it; on one CPU a handler that read the
+/// event and retried at once met the next discard's event every time, and a program thread
+/// freeing and taking back an untouched 1 GiB block in a loop (a runtime's reservation) left
+/// every other thread's fault unserved (a forked program hung so). Pinned to one CPU: the
+/// interleaving that starved is then the scheduler's every time.
+#[test]
+fn a_discard_loop_never_starves_the_faults() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(rustix::thread::sched_getcpu());
+    rustix::thread::sched_setaffinity(None, &one).unwrap();
+    let n = 4096;
+    let config = RegionConfig::new(4 << 20).folio_size(PAGE);
+    let mut r = Region::new(2 * n * PAGE, config).unwrap();
+    for (i, p) in r.as_mut_slice()[..n * PAGE].chunks_mut(PAGE).enumerate() {
+        p.fill(i as u8 | 1);
+    }
+    r.reclaim_to(0);
+    // Set when the reads end, or a check fails: the discarder stops. A starved read never
+    // returns: the watchdog then ends the test binary.
+    static DONE: AtomicBool = AtomicBool::new(false);
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            DONE.store(true, Relaxed);
+        }
+    }
+    std::thread::spawn(|| {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        if !DONE.load(Relaxed) {
+            eprintln!("the faults starved: pages not read in 60 s beside a discard loop");
+            std::process::exit(1);
+        }
+    });
+    let r = &r;
+    let discards = std::thread::scope(|s| {
+        let discarder = s.spawn(|| {
+            let mut discards = 0u64;
+            while !DONE.load(Relaxed) {
+                // The second half, never touched: its discard frees nothing, but raises the event.
+                r.discard(n * PAGE, n * PAGE).unwrap();
+                discards += 1;
+            }
+            discards
+        });
+        let done = Done;
+        let words = r.as_atomic_words();
+        for i in 0..n {
+            let v = words[i * PAGE / 8].load(Relaxed);
+            assert_eq!(v, u64::from_ne_bytes([i as u8 | 1; 8]), "page {i}");
+        }
+        drop(done);
+        discarder.join().unwrap()
+    });
+    assert!(discards > 0);
+}

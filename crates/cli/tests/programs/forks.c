@@ -145,16 +145,23 @@ static void map_once(unsigned n) {
     if (r != MAP_FAILED) munmap(r, 1UL << 30);
 }
 
-// One of `tables`' four threads, until `stop`, at full speed: over-aligned allocations
-// (even ones) or blocks mapped and unmapped (odd ones), each kept by the preload in a table.
+// One of `tables`' four threads, until `stop`, at full speed, each kept by the preload in a
+// table: over-aligned allocations, blocks mapped and unmapped, a runtime's 1 GiB reservation
+// taken and given back (each a discard the region reads an event for), all three at random.
 static void *map_churn(void *arg) {
+    unsigned n = 7;
     while (!stop) {
-        if ((uintptr_t)arg % 2 == 0) {
+        if ((uintptr_t)arg == 0) {
             void *a = NULL;
             if (!posix_memalign(&a, 256 << 10, 4096)) free(a);
-        } else {
+        } else if ((uintptr_t)arg == 1) {
             void *p = mmap(NULL, 64 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (p != MAP_FAILED) munmap(p, 64 << 10);
+        } else if ((uintptr_t)arg == 2) {
+            void *r = mmap(NULL, 1UL << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (r != MAP_FAILED) munmap(r, 1UL << 30);
+        } else {
+            map_once(n = n * 1103515245 + 12345);
         }
     }
     return NULL;
