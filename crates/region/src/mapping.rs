@@ -188,9 +188,10 @@ impl Mapping {
     }
 
     /// A thread is about to raise an event on the range (a discard): wait first for the
-    /// operations earlier events held off (mmap_changing.rs).
-    pub fn wait_for_retries(&self) {
-        self.mmap_changing.wait_for_retries();
+    /// operations earlier events held off (mmap_changing.rs). Returns how long it waited, if
+    /// it did.
+    pub fn wait_for_retries(&self) -> Option<Duration> {
+        self.mmap_changing.wait_for_retries()
     }
 
     /// `gate` is this range's (the calls below take it as the proof that it is held).

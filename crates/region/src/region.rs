@@ -354,7 +354,16 @@ impl Region {
     /// preload does for its program): waits for the faults the last discards held off, so
     /// that a thread discarding in a loop never starves them (mmap_changing.rs).
     pub fn before_discard(&self) {
-        self.inner.mapping().wait_for_retries();
+        if let Some(waited) = self.inner.mapping().wait_for_retries() {
+            let stats = self.inner.stats();
+            stats
+                .discards_waited
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            stats.discard_wait_ns.fetch_add(
+                waited.as_nanos() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
     }
 
     /// Change the protection of `len` bytes at `offset` (page aligned) to `prot` (`PROT_*`

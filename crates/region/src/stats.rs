@@ -210,6 +210,11 @@ counters! {
     spare_deferred,
     /// Faults a program thread served itself, from its SIGBUS handler (in_thread.rs).
     in_thread_faults,
+    /// Discards of the program's that waited for operations earlier discards held off
+    /// (mmap_changing.rs).
+    discards_waited,
+    /// Nanoseconds they waited.
+    discard_wait_ns,
     /// Faults that brought a folio back from the engine (workingset.rs), as the kernel's
     /// `workingset_refault_anon`.
     workingset_refault,

@@ -273,5 +273,10 @@ fn a_discard_loop_never_starves_the_faults() {
         drop(done);
         discarder.join().unwrap()
     });
-    assert!(discards > 0);
+    let s = r.stats();
+    assert!(
+        discards > 0 && s.discards_waited > 0,
+        "{discards} discards, {} waited",
+        s.discards_waited
+    );
 }

@@ -381,6 +381,8 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("folio_lock_waits", Counter, Unit::None, "Events that waited for a folio someone held."),
     ("spare_deferred", Counter, Unit::None, "Faults on a held folio the spare handler left to a regular one."),
     ("in_thread_faults", Counter, Unit::None, "Faults a program thread served itself, from its SIGBUS handler."),
+    ("discards_waited", Counter, Unit::None, "Discards (madvise) of the program's that first waited for faults the discards before them held off."),
+    ("discard_wait_ns", Counter, Unit::Nanoseconds, "Time those discards waited, at most 20 ms each."),
     ("workingset_refault", Counter, Unit::None, "Faults that brought a folio back from the pool or the swap file."),
     ("workingset_activate", Counter, Unit::None, "Refaulted folios activated: back within fewer evictions than the region holds resident."),
     ("fault_latency_p50_ns", Gauge, Unit::Nanoseconds, "Fault service time, median, since the start."),
