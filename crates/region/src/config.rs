@@ -560,15 +560,17 @@ pub struct Policies {
     /// cost the program more than the resident pages it displaces. Off: the pool takes up to
     /// `max_pool_percent`, as in the kernel. Default: on.
     pub auto_pool_share: bool,
-    /// Reclaim sees writes, as the kernel's LRU sees its accessed bit: a folio aged out of
-    /// the active queue that reaches the LRU's head is write-protected and goes round once
-    /// more, and one written on the way is activated again (lru.rs). Each such write costs a
-    /// write-protect fault served by a handler, about what the refault it saves costs, so
-    /// it is off by default: it pays where writes mark the folios that come back (node-map
-    /// under a third of its peak), and costs where they do not (a Java-shaped heap).
-    /// Needs write-protect faults (Linux 5.7), and kernel-mode faults served (not with
-    /// `user_mode_only` or `in_thread_faults`: a system call writing into a folio going round
-    /// would fail with EFAULT). Default: off.
+    /// Reclaim sees writes, as the kernel's LRU sees its accessed bit: a folio at the LRU's
+    /// head written since reclaim last asked is activated, not taken (reclaim.rs,
+    /// `referenced`). The page tables say it with no fault: the region's userfaultfd has
+    /// `WP_ASYNC` (Linux 6.7), pages read back go in write-protected, the kernel lifts a
+    /// page's protection itself at its first write, and `PAGEMAP_SCAN` reads and re-arms the
+    /// bits of a folio in one call. Clean folios (`keep_clean`) are off with it: their
+    /// write-protect faults would no longer be delivered. Where the kernel lacks `WP_ASYNC`
+    /// this does nothing. Off by default: each folio found written costs a scan (2-4 us on
+    /// this machine) and, written again, a fault the kernel resolves (about 1.7 us), about
+    /// what the refaults it saves cost on most programs (BENCHMARKS.md, "Reclaim that sees
+    /// writes").
     pub referenced_writes: bool,
     /// Reclaim's inactive list (staged.rs): the coldest folios are moved out uncompressed
     /// first, 1/8 of the limit of them, and stored only when they reach the list's end

@@ -236,10 +236,6 @@ impl Faults<'_> {
         }
         let folio = self.events.lock_folio_for_event(start);
         self.stats.wp_faults.fetch_add(1, Relaxed);
-        // Written while going round the LRU write-protected: active again (lru.rs).
-        if self.lru.written(start) {
-            self.stats.written_round.fetch_add(1, Relaxed);
-        }
         // The folio's pages are one unit: the engine's copies of all of them go, so reclaim
         // stores the folio whole next time.
         let mut dropped = false;

@@ -115,9 +115,6 @@ pub(crate) struct Inner {
     swapin_window: SwapinWindow,
     /// `Policies::workingset`: near refaults activate folios (workingset.rs).
     workingset: bool,
-    /// `Policies::referenced_writes`, where the region has write-protect faults: reclaim
-    /// sends a folio round write-protected before it takes it (lru.rs).
-    referenced_writes: bool,
     /// The spare fault handler's state (spare.rs).
     spares: SpareHandlers,
     /// The pool's share of the limit (pool_share.rs): None where it is fixed
@@ -270,13 +267,17 @@ impl Inner {
         };
         // Write-protect faults too, where the kernel offers them: clean folios (clean.rs).
         let wp = uffd.features().contains(uffd::Features::PAGEFAULT_FLAG_WP);
-        // Where the kernel's own accesses are not served, a system call that writes into a
-        // folio going round write-protected would fail with EFAULT: reclaim does not see
-        // writes there.
-        let referenced_writes = wp
-            && config.policies.referenced_writes
-            && !uffd.user_mode_only()
-            && !config.in_thread_faults;
+        // Writes seen with no fault (`WP_ASYNC`, asked for with `referenced_writes`): the
+        // kernel resolves every write-protect fault itself, so none reaches clean.rs, which
+        // is off then.
+        let wp_async = uffd.features().contains(uffd::Features::WP_ASYNC);
+        let written = match wp_async {
+            true => Some(mem.written_pages().map_err(|source| uffd::UffdError::Os {
+                op: "opening the program's pagemap",
+                source,
+            })?),
+            false => None,
+        };
 
         let nr_folios = nr_pages.div_ceil(folio_pages) as usize;
         let deferred = DeferredEvents::new()?;
@@ -297,7 +298,7 @@ impl Inner {
                 ),
                 thread_start,
             ),
-            mapping: Mapping::new(uffd, tables, mem.addr(), len),
+            mapping: Mapping::new(uffd, tables, written, mem.addr(), len),
             zswap,
             group,
             staging,
@@ -315,12 +316,7 @@ impl Inner {
                 config.memory_limit,
             ),
             pages: PageFlags::new(nr_pages),
-            lru: Lru::with_write_tests(
-                folio_pages,
-                nr_folios,
-                config.pinned.div_ceil(fs) as u32,
-                referenced_writes,
-            ),
+            lru: Lru::new(folio_pages, nr_folios, config.pinned.div_ceil(fs) as u32),
             staged: StagedFolios::new(staged_target, folio_pages, nr_folios),
             discards: Default::default(),
             deferred,
@@ -329,10 +325,9 @@ impl Inner {
             unevictable: Unevictable::new(folio_pages),
             shared: SharedFolios::new(mem.unshare()),
             keep_incompressible: config.policies.keep_incompressible,
-            clean: CleanTracking::new(wp && config.policies.keep_clean),
+            clean: CleanTracking::new(wp && !wp_async && config.policies.keep_clean),
             readahead: Readahead::new(folio_pages, nr_pages, config.policies.drop_behind),
             workingset: config.policies.workingset,
-            referenced_writes,
             swapin_window: crate::swapin_window::SwapinWindow::new(
                 config.policies.adaptive_swapin,
                 folio_pages,
@@ -599,7 +594,6 @@ impl Inner {
             staged: &self.staged,
             incompressible: &self.incompressible,
             keep_incompressible: self.keep_incompressible,
-            referenced_writes: self.referenced_writes,
             readahead: &self.readahead,
             swapin_window: &self.swapin_window,
             pool_share: self.pool_share.as_ref(),

@@ -9,14 +9,8 @@
 //! entries (a folio queued again, or gone since): reclaim checks what it pops under the folio
 //! lock.
 //!
-//! Writes are the access reclaim sees (the kernel's referenced bit, for writes), for folios
-//! aged out of the active queue: such a folio that reaches the FIFO's head is write-protected
-//! and sent round once more (`second_trip`, reclaim.rs); a write on the way activates it
-//! again (`written`, from the write-protect fault), while one that comes round unwritten is
-//! no longer marked deactivated, and goes. (The kernel checks a folio's accessed bits at the
-//! inactive list's tail for free; here the check costs a write-protect fault, so only folios
-//! that were active, which came back near, are checked.) The marks are read and changed
-//! under the folio's lock, and cleared when the folio leaves (`evicted`, `forget`).
+//! The queues name and order folios; whether one at the FIFO's head was used since it was
+//! last looked at is reclaim's question (reclaim.rs, `referenced`).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -50,13 +44,6 @@ pub(crate) struct Lru {
     active: Mutex<FolioQueue>,
     /// One bit a folio: it is active (its entries in `fifo` and `inactive` are stale).
     is_active: SparseBitmap<512>,
-    /// Whether folios are tested for writes before they go (`Policies::referenced_writes`):
-    /// without, the two bitmaps below stay empty.
-    write_tests: bool,
-    /// One bit a folio: sent round write-protected (`second_trip`), not written since.
-    going_round: SparseBitmap<512>,
-    /// One bit a folio: aged out of the active queue, not yet sent round since.
-    deactivated: SparseBitmap<512>,
     /// Per folio, when it was last queued in `fifo` (`seq` then).
     queued_at: SparseArray<AtomicU32, 4096>,
     seq: AtomicU32,
@@ -79,22 +66,9 @@ pub(crate) struct Coldest {
 
 impl Lru {
     /// Empty queues for a region of `nr_folios` folios of `folio_pages` pages, the first
-    /// `pinned_folios` of which are never reclaimed, testing folios for writes.
-    #[cfg(test)]
+    /// `pinned_folios` of which are never reclaimed.
     pub fn new(folio_pages: u32, nr_folios: usize, pinned_folios: u32) -> Self {
-        Self::with_write_tests(folio_pages, nr_folios, pinned_folios, true)
-    }
-
-    /// As `new`; with `write_tests` off (`Policies::referenced_writes` off), folios aged
-    /// out of the active queue are not marked, and none is ever sent round.
-    pub fn with_write_tests(
-        folio_pages: u32,
-        nr_folios: usize,
-        pinned_folios: u32,
-        write_tests: bool,
-    ) -> Self {
         Lru {
-            write_tests,
             fifo: Mutex::new(&lock_order::LRU, FolioQueue::new(folio_pages, nr_folios)),
             inactive: Mutex::new(&lock_order::LRU, VecDeque::with_capacity(INACTIVE_MAX)),
             next: Mutex::new(&lock_order::LRU, VecDeque::with_capacity(NEXT_MAX)),
@@ -103,19 +77,10 @@ impl Lru {
                 FolioQueue::new(folio_pages, nr_folios),
             ),
             is_active: SparseBitmap::new(nr_folios),
-            going_round: SparseBitmap::new(nr_folios),
-            deactivated: SparseBitmap::new(nr_folios),
             queued_at: SparseArray::new(nr_folios),
             seq: AtomicU32::new(0),
             folio_pages,
             pinned_end: pinned_folios * folio_pages,
-        }
-    }
-
-    /// The folio at `start` aged out of the active queue: to be tested for writes.
-    fn mark_deactivated(&self, start: u32) {
-        if self.write_tests {
-            self.deactivated.assign(self.folio(start), true);
         }
     }
 
@@ -192,39 +157,6 @@ impl Lru {
         self.is_active.test(self.folio(start))
     }
 
-    /// Whether the folio at `start` (locked, at the FIFO's head) was aged out of the active
-    /// queue since it was last sent round; the mark is taken off.
-    pub fn take_deactivated(&self, start: u32) -> bool {
-        self.deactivated.assign(self.folio(start), false)
-    }
-
-    /// The folio at `start` (locked), taken off the FIFO's head, has been write-protected:
-    /// it goes round once more, marked, at the FIFO's young end.
-    pub fn second_trip(&self, start: u32) {
-        debug_assert!(self.write_tests, "a folio sent round with write tests off");
-        self.going_round.assign(self.folio(start), true);
-        self.queue(start);
-    }
-
-    /// A write met the folio at `start` (locked) write-protected: if it was going round, it
-    /// is in use and active again. Whether it was.
-    pub fn written(&self, start: u32) -> bool {
-        let going_round = self.going_round.assign(self.folio(start), false);
-        if going_round {
-            self.activate(start);
-        }
-        going_round
-    }
-
-    /// The folio at `start` (locked) left: its marks go with it.
-    pub fn evicted(&self, start: u32) {
-        if !self.write_tests {
-            return;
-        }
-        self.going_round.assign(self.folio(start), false);
-        self.deactivated.assign(self.folio(start), false);
-    }
-
     /// The folio at `start` came back within the working set (workingset.rs): it moves to
     /// the active queue, out of reclaim's reach until the queue's aging moves it back.
     pub fn activate(&self, start: u32) {
@@ -241,7 +173,6 @@ impl Lru {
     /// nor marked.
     pub fn forget(&self, start: u32) {
         self.is_active.assign(self.folio(start), false);
-        self.evicted(start);
     }
 
     /// Keep the active queue no longer than the FIFO: its oldest folios move to the FIFO's
@@ -252,7 +183,6 @@ impl Lru {
                 return;
             };
             if self.is_active.assign(self.folio(start), false) {
-                self.mark_deactivated(start);
                 let seq = self.seq.fetch_add(1, Relaxed);
                 self.queued_at.entry(self.folio(start)).store(seq, Relaxed);
                 fifo.push_back(start, |_| true);
@@ -334,7 +264,6 @@ impl Lru {
                 None => {
                     let s = active.pop_front()?;
                     self.is_active.assign(self.folio(s), false);
-                    self.mark_deactivated(s);
                     s
                 }
             };
@@ -355,8 +284,6 @@ impl Lru {
         self.fifo.lock().bytes()
             + self.active.lock().bytes()
             + self.is_active.bytes()
-            + self.going_round.bytes()
-            + self.deactivated.bytes()
             + self.queued_at.bytes()
     }
 }
@@ -462,64 +389,6 @@ mod tests {
             .map(|c| c.start)
             .collect();
         assert_eq!(order, [5, 4]);
-    }
-
-    /// A folio aged out of the active queue is marked deactivated, until it is sent round; a
-    /// write on the way activates it again, once; leaving, or a discard, clears the marks.
-    #[test]
-    fn a_deactivated_folio_goes_round_once_and_a_write_keeps_it() {
-        let q = Lru::new(1, 8, 0);
-        q.queue(0);
-        q.queue(1);
-        q.activate(0);
-        assert!(q.is_active(0));
-        // 0's FIFO entry is stale; once the FIFO has drained, 0 is aged out to it.
-        let order: Vec<u32> = std::iter::from_fn(|| q.pop_coldest())
-            .map(|c| c.start)
-            .collect();
-        assert_eq!(order, [1, 0]);
-        assert!(!q.is_active(0));
-        assert!(!q.take_deactivated(1), "never active");
-        assert!(q.take_deactivated(0));
-        assert!(!q.take_deactivated(0), "the mark is taken off once");
-        // Sent round and written on the way: active again, out of reclaim's reach.
-        q.second_trip(0);
-        q.queue(1);
-        assert!(q.written(0));
-        assert!(!q.written(0), "activated once");
-        assert!(q.is_active(0) && q.age(0) == 0);
-        assert_eq!(q.pop_coldest().unwrap().start, 1);
-        // The last active folio is aged out when nothing else is left; sent round and not
-        // written, it comes to the head unmarked.
-        assert_eq!(q.pop_coldest().unwrap().start, 0);
-        assert!(q.take_deactivated(0));
-        q.second_trip(0);
-        assert_eq!(q.pop_coldest().unwrap().start, 0);
-        assert!(!q.take_deactivated(0));
-        // Leaving clears the marks: a write after it comes back activates nothing.
-        q.evicted(0);
-        assert!(!q.written(0));
-        // So does a discard.
-        q.second_trip(0);
-        q.forget(0);
-        assert!(!q.written(0));
-    }
-
-    /// Without write tests (the policy off), a folio aged out of the active queue is not
-    /// marked, and its bitmaps stay empty.
-    #[test]
-    fn without_write_tests_nothing_is_marked() {
-        let q = Lru::with_write_tests(1, 8, 0, false);
-        q.queue(0);
-        q.queue(1);
-        q.activate(0);
-        let order: Vec<u32> = std::iter::from_fn(|| q.pop_coldest())
-            .map(|c| c.start)
-            .collect();
-        assert_eq!(order, [1, 0]);
-        assert!(!q.take_deactivated(0));
-        let empty = SparseBitmap::<512>::new(8).bytes();
-        assert_eq!(q.deactivated.bytes() + q.going_round.bytes(), 2 * empty);
     }
 
     #[test]

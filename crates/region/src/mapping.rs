@@ -18,7 +18,7 @@ use crate::memory::{LateRegistration, Memory};
 use crate::mmap_changing::MmapChanging;
 use uffd::{
     CopyMode, Doorbell, Event, Filled, PageTables, RegisterMode, StageError, StagedFolio, Staging,
-    Uffd, UffdError,
+    Uffd, UffdError, WrittenPages,
 };
 use zswap::PAGE_SIZE;
 
@@ -50,13 +50,22 @@ pub(crate) struct Mapping {
     sigbus: bool,
     /// Operations starting over after a stop for pending events, which discarders wait for.
     mmap_changing: MmapChanging,
+    /// The range's written pages, where its userfaultfd has `WP_ASYNC` (`take_written`).
+    written: Option<WrittenPages>,
 }
 
 impl Mapping {
     /// The range of `len` bytes at `base` in the process whose page tables are `tables`,
     /// served through `uffd` (registered later: `register`).
-    pub fn new(uffd: Uffd, tables: PageTables, base: usize, len: usize) -> Self {
+    pub fn new(
+        uffd: Uffd,
+        tables: PageTables,
+        written: Option<WrittenPages>,
+        base: usize,
+        len: usize,
+    ) -> Self {
         Mapping {
+            written,
             sigbus: uffd.features().contains(uffd::Features::SIGBUS),
             uffd,
             tables,
@@ -314,12 +323,20 @@ impl Mapping {
         }
     }
 
-    /// Write-protect `len` bytes at `addr`: a later write raises a write-protect fault.
-    pub fn write_protect(&self, gate: &Gate, addr: usize, len: usize) -> Result<(), Stop> {
+    /// Whether any present page of `len` bytes at `addr` was written since this last asked
+    /// (or since it was installed write-protected); those pages are write-protected again
+    /// (`WrittenPages::take`). False where writes are not tracked, and on any failure (the
+    /// range changing or gone): the answer only decides whether a folio goes round again.
+    pub fn take_written(&self, gate: &Gate, addr: usize, len: usize) -> bool {
         self.check_gate(gate);
-        self.uffd
-            .write_protect(addr, len)
-            .map_err(|e| Stop::of(&e).unwrap_or_else(|| panic!("write-protecting failed: {e}")))
+        self.written
+            .as_ref()
+            .is_some_and(|w| w.take(addr, len).is_ok_and(|n| n > 0))
+    }
+
+    /// Writes are tracked with no fault (`WP_ASYNC`): `take_written` answers.
+    pub fn tracks_writes(&self) -> bool {
+        self.written.is_some()
     }
 
     /// Lift the write protection of `len` bytes at `addr`, waking the writers.
@@ -508,7 +525,7 @@ mod tests {
             .non_blocking(true)
             .create()
             .expect("a userfaultfd");
-        Mapping::new(uffd, PageTables::Own, base, pages * PAGE_SIZE)
+        Mapping::new(uffd, PageTables::Own, None, base, pages * PAGE_SIZE)
     }
 
     const BASE: usize = 0x7f00_0000_0000;

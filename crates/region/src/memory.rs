@@ -8,7 +8,7 @@ use std::sync::Arc;
 use uffd::process::ProcessMemory;
 #[cfg(target_arch = "x86_64")]
 use uffd::remote::RemoteProcess;
-use uffd::{PageTables, RawRegion, RegisterMode, Staging, Uffd, UffdError};
+use uffd::{PageTables, RawRegion, RegisterMode, Staging, Uffd, UffdError, WrittenPages};
 
 /// The region's memory.
 pub(crate) enum Memory {
@@ -85,6 +85,15 @@ impl Memory {
             Memory::Own(_) => Ok(PageTables::Own),
             #[cfg(target_arch = "x86_64")]
             Memory::Program { process, .. } => PageTables::of(process.pid()),
+        }
+    }
+
+    /// The pagemap of the process the range is in, to scan for written pages.
+    pub fn written_pages(&self) -> std::io::Result<WrittenPages> {
+        match self {
+            Memory::Own(_) => WrittenPages::own(),
+            #[cfg(target_arch = "x86_64")]
+            Memory::Program { process, .. } => WrittenPages::of(process.pid()),
         }
     }
 

@@ -23,6 +23,12 @@
 //! batches below are stored at once, with no trip through staging; and every folio, without
 //! the list.
 //!
+//! With `Policies::referenced_writes`, a folio at the FIFO's head written since reclaim last
+//! asked goes to the active queue instead (`referenced`): the kernel's referenced check, for
+//! writes, read from the page tables with no fault (`Mapping::take_written`). Reads are not
+//! seen there (no unprivileged interface reads a page's accessed bit); the inactive list
+//! sees them, at a fault each.
+//!
 //! With 4 KiB folios, a cold folio's cold neighbours go with it: one move of up to 64 KiB,
 //! one TLB flush, each page then stored on its own (`with_neighbours`, `evict_batch`).
 
@@ -82,10 +88,9 @@ pub(crate) struct Reclaim<'a> {
     /// Folios moved out and not yet stored: reclaim's inactive list (staged.rs).
     pub staged: &'a StagedFolios,
     /// Policies that decide what goes (incompressible.rs, readahead.rs' drop-behind,
-    /// swapin_window.rs), and `Policies::keep_incompressible` and `referenced_writes`.
+    /// swapin_window.rs), and `Policies::keep_incompressible`.
     pub incompressible: &'a IncompressibleFolios,
     pub keep_incompressible: bool,
-    pub referenced_writes: bool,
     pub readahead: &'a Readahead,
     pub swapin_window: &'a SwapinWindow,
     /// The pool's share of the limit (pool_share.rs): None where it is fixed.
@@ -412,7 +417,7 @@ impl<'a> Reclaim<'a> {
     fn evict_coldest(&self, as_is: bool, who: Reclaimer, stage: bool) -> Eviction {
         // The queue names a folio again each time it comes back in, so it holds stale entries
         // (folios that left since): skip them here, so a caller's count of attempts means work.
-        let mut sent_round = 0;
+        let mut written_checks = 0;
         let (folio, present, behind, next, queued) = loop {
             let Some(Coldest {
                 start,
@@ -462,14 +467,16 @@ impl<'a> Reclaim<'a> {
                 self.stats.incompressible_skipped.fetch_add(1, Relaxed);
                 continue;
             }
-            // Aged out of the active queue: round once more, write-protected (lru.rs).
+            // Written since it was last looked at: active again (the kernel's referenced
+            // bit, for writes), looked at again when it next comes round.
             if !behind
                 && !next
-                && sent_round < who.sent_round_max()
-                && self.lru.take_deactivated(start)
-                && self.send_round(&folio)
+                && written_checks < who.written_checks_max()
+                && self.referenced(&folio)
             {
-                sent_round += 1;
+                written_checks += 1;
+                self.lru.activate(start);
+                self.stats.written_activated.fetch_add(1, Relaxed);
                 continue;
             }
             break (folio, present, behind, next, queued);
@@ -515,7 +522,6 @@ impl<'a> Reclaim<'a> {
             }
         };
         if matches!(result, Eviction::Freed | Eviction::Staged) {
-            self.lru.evicted(start);
             self.incompressible.evicted(marked);
             if self.swapin_window.reclaimed(start, present) {
                 self.stats.page_alone_misses.fetch_add(1, Relaxed);
@@ -665,7 +671,6 @@ impl<'a> Reclaim<'a> {
                     }
                     self.stats.folios_evicted.fetch_add(1, Relaxed);
                     self.incompressible.evicted(false);
-                    self.lru.evicted(p);
                     any = true;
                 }
                 Err(e) => {
@@ -695,7 +700,6 @@ impl<'a> Reclaim<'a> {
         let head = batch.into_iter().next().expect("the head");
         let result = self.evict(&head, Leave::Store { as_is: false }, true);
         if result == Eviction::Freed {
-            self.lru.evicted(head.start());
             self.incompressible.evicted(false);
         }
         result
@@ -711,25 +715,17 @@ impl<'a> Reclaim<'a> {
             && self.incompressible.keep_marked()
     }
 
-    /// Send the locked folio, which reached the LRU's head untested, round once more
-    /// write-protected: a write on the way keeps it (lru.rs). False where it cannot be protected
-    /// (the mapping changing or gone): it is taken now.
-    fn send_round(&self, folio: &FolioLock) -> bool {
-        if !self.referenced_writes {
+    /// Whether a page of the locked folio was written since it was last looked at (where
+    /// writes are tracked with no fault: `Mapping::take_written`).
+    fn referenced(&self, folio: &FolioLock) -> bool {
+        if !self.mapping.tracks_writes() {
             return false;
         }
-        // A clean folio is write-protected already, and a write makes it dirty (clean.rs).
-        if !crate::clean::is_clean(folio) {
-            let gate = self.mapping.gate();
-            let addr = self.mapping.page_addr(folio.start());
-            let len = folio.nr_pages() as usize * PAGE_SIZE;
-            if self.mapping.write_protect(&gate, addr, len).is_err() {
-                return false;
-            }
-        }
-        self.lru.second_trip(folio.start());
-        self.stats.sent_round.fetch_add(1, Relaxed);
-        true
+        let gate = self.mapping.gate();
+        let addr = self.mapping.page_addr(folio.start());
+        let len = folio.nr_pages() as usize * PAGE_SIZE;
+        self.stats.written_checks.fetch_add(1, Relaxed);
+        self.mapping.take_written(&gate, addr, len)
     }
 
     /// Move the locked, fully present pages of `folio` out, onto the inactive list or to be
@@ -970,10 +966,10 @@ impl Reclaimer {
         }
     }
 
-    /// Untested folios one `evict_coldest` sends round before it takes the next whatever
-    /// it is: a fault waiting for the room pays a write-protection each (a system call and
-    /// a TLB flush).
-    fn sent_round_max(self) -> usize {
+    /// Folios one `evict_coldest` finds written and activates before it takes the next
+    /// whatever it is: a fault waiting for the room pays a page-table scan each (a system
+    /// call, and a TLB flush where pages are protected again).
+    fn written_checks_max(self) -> usize {
         match self {
             Reclaimer::Kswapd { .. } => 64,
             Reclaimer::Direct => 8,

@@ -127,6 +127,10 @@ impl Region {
             .user_mode_only(config.user_mode_only)
             .non_blocking(true)
             .sigbus(config.in_thread_faults)
+            .request(match config.policies.referenced_writes {
+                true => uffd::Features::WP_ASYNC,
+                false => uffd::Features::empty(),
+            })
     }
 
     /// The region over `len` bytes of `mem`, served through `uffd`, with `config` validated

@@ -156,16 +156,15 @@ counters! {
     remaps,
     /// Folios read from disk installed write-protected, keeping their disk copy.
     clean_installs,
-    /// Writes that met a write-protected folio: a clean one (its disk copy dropped) or one
-    /// going round the LRU write-protected.
+    /// Writes that met a write-protected clean folio: its disk copy dropped.
     wp_faults,
     /// Folios reclaimed while still clean: no store, no write.
     clean_evictions,
-    /// Folios aged out of the active queue that reclaim found at the LRU's head and sent
-    /// round once more write-protected (lru.rs).
-    sent_round,
-    /// Of those, folios written on the way: activated again.
-    written_round,
+    /// Folios reclaim found at the LRU's head and asked the page tables whether they were
+    /// written since it last asked (`Policies::referenced_writes`, reclaim.rs).
+    written_checks,
+    /// Of those, folios found written: activated, kept resident.
+    written_activated,
     /// Folios brought in by readahead, ahead of any fault.
     readahead_folios,
     /// Folios reclaimed because a sequential scan had passed them (drop-behind).

@@ -447,7 +447,10 @@ impl<'a> SwapIn<'a> {
                     },
                     false => Source::Data(&buf[i * PAGE_SIZE..j * PAGE_SIZE]),
                 };
-                let r = self.install(gate, first, src, false, &mut present);
+                // Read, it goes in write-protected where writes are tracked: a write later is
+                // what reclaim sees (reclaim.rs, `referenced`).
+                let protect = !write && self.mapping.tracks_writes();
+                let r = self.install(gate, first, src, protect, &mut present);
                 self.installed_run(folio, first, j - i, r, &present)?;
                 i = j;
             }
@@ -494,7 +497,14 @@ impl<'a> SwapIn<'a> {
             && (from_disk || self.readahead.dropped_behind_soon(folio.start()))
             && self.clean.keep();
         let mut present = Vec::new();
-        let result = self.install(gate, folio.start(), Source::Data(buf), clean, &mut present);
+        let protect = clean || (!write && self.mapping.tracks_writes());
+        let result = self.install(
+            gate,
+            folio.start(),
+            Source::Data(buf),
+            protect,
+            &mut present,
+        );
         if clean {
             self.installed_clean(folio, result, &present)?;
         } else {

@@ -39,8 +39,9 @@ enum Faults {
 
 /// 16 MiB under a 4 MiB limit, three fault threads: constant reclaim; with a small pool
 /// (5% of the limit), the shrinker and writeback all the time, most swap-ins from disk; with
-/// a large one (50%), most from the pool. With a pool of 20% or more, reclaim sends folios
-/// round write-protected too (`referenced_writes`), so write-protect faults race the rest.
+/// a large one (50%), most from the pool. With a pool of 20% or more, reclaim reads and
+/// re-arms folios' written bits too (`referenced_writes`), so the kernel's write-protect
+/// faults and the page-table scans race the rest.
 /// Except at 20%, reclaim keeps its inactive list: folios staged and not stored, which
 /// faults take back and discards cut into.
 fn stress_region(folio: usize, pool_percent: u32, faults: Faults) -> Region {

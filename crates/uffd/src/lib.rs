@@ -33,6 +33,7 @@ pub mod sigbus;
 pub mod staging;
 pub mod sys;
 pub mod userfaultfd;
+pub mod written;
 
 pub use builder::UffdBuilder;
 pub use doorbell::Doorbell;
@@ -48,6 +49,7 @@ pub use raw_region::{
 };
 pub use staging::{StageError, StagedFolio, Staging};
 pub use userfaultfd::{CopyMode, Filled, MoveMode, Uffd, EVENT_BATCH};
+pub use written::WrittenPages;
 
 /// The page size all of uzswap works in, in bytes: mappings, userfaultfd ranges, the engine's
 /// pages and slots, page files. It is the base page of x86-64 (and of arm64 kernels built with

@@ -348,3 +348,56 @@ const _: () = assert!(size_of::<uffd_msg>() == 32);
 const _: () = assert!(UFFDIO_API == 0xc018_aa3f);
 const _: () = assert!(UFFDIO_COPY == 0xc028_aa03);
 const _: () = assert!(USERFAULTFD_IOC_NEW == 0xaa00);
+
+// PAGEMAP_SCAN (the `ioctl` on `/proc/PID/pagemap`, include/uapi/linux/fs.h).
+/// `struct pm_scan_arg`.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct pm_scan_arg {
+    /// `size_of::<pm_scan_arg>()`.
+    pub size: u64,
+    /// `PM_SCAN_*`.
+    pub flags: u64,
+    /// The range's start (a run's, in `page_region`).
+    pub start: u64,
+    /// The range's end (a run's, in `page_region`).
+    pub end: u64,
+    /// Where the walk stopped (set by the kernel).
+    pub walk_end: u64,
+    /// The `page_region` array to fill.
+    pub vec: u64,
+    /// Its length.
+    pub vec_len: u64,
+    /// Most pages to report (0: no limit).
+    pub max_pages: u64,
+    /// Categories whose sense is inverted.
+    pub category_inverted: u64,
+    /// Categories a page must all have.
+    pub category_mask: u64,
+    /// Categories a page must have one of.
+    pub category_anyof_mask: u64,
+    /// Categories to report.
+    pub return_mask: u64,
+}
+/// `struct page_region`: a run of pages with the same categories.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct page_region {
+    /// The range's start (a run's, in `page_region`).
+    pub start: u64,
+    /// The range's end (a run's, in `page_region`).
+    pub end: u64,
+    /// The run's categories (`PAGE_IS_*`).
+    pub categories: u64,
+}
+/// `_IOWR('f', 16, struct pm_scan_arg)`.
+pub const PAGEMAP_SCAN: u64 =
+    (3 << 30) | ((std::mem::size_of::<pm_scan_arg>() as u64) << 16) | ((b'f' as u64) << 8) | 16;
+/// Write-protect the pages that match (`UFFDIO_WRITEPROTECT` in the same walk).
+pub const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
+/// Fail with `EPERM` unless the range is registered with a `WP_ASYNC` userfaultfd.
+pub const PM_SCAN_CHECK_WPASYNC: u64 = 1 << 1;
+/// Written since last write-protected (the uffd-wp bit clear).
+pub const PAGE_IS_WRITTEN: u64 = 1 << 1;
+/// Present in the page tables.
+pub const PAGE_IS_PRESENT: u64 = 1 << 3;

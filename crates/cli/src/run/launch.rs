@@ -122,10 +122,11 @@ pub struct RunArgs {
     /// reclaim's reach for a while, so that memory used once goes first.
     #[arg(long)]
     pub no_workingset: bool,
-    /// Reclaim sees writes (the kernel's referenced bit, for writes): a folio that was
-    /// active and reaches the head of reclaim's queue is write-protected and goes round once
-    /// more, and one the program writes on the way stays resident. Each such write costs a
-    /// write-protect fault: a gain where writes mark what comes back, a loss elsewhere.
+    /// Reclaim sees writes (the kernel's referenced bit, for writes): a folio at the head of
+    /// reclaim's queue that the program wrote since reclaim last looked stays resident. Read
+    /// from the page tables with no fault (userfaultfd's WP_ASYNC and PAGEMAP_SCAN, Linux
+    /// 6.7), each look costs a system call, and each write after it a fault the kernel
+    /// resolves: fewer faults on most programs, about as much time (BENCHMARKS.md).
     #[arg(long)]
     pub referenced_writes: bool,
     /// Reclaim sees reads as well as writes: the coldest folios are moved out uncompressed
