@@ -225,14 +225,7 @@ impl Tree {
             if state == RUNNING {
                 charged += slot.values[0].load(Relaxed);
             }
-            let mut comm = [0u8; 16];
-            comm[..8].copy_from_slice(&slot.comm[0].load(Relaxed).to_le_bytes());
-            comm[8..].copy_from_slice(&slot.comm[1].load(Relaxed).to_le_bytes());
-            let comm: String = String::from_utf8_lossy(&comm)
-                .trim_end_matches('\0')
-                .chars()
-                .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-                .collect();
+            let comm = comm(slot);
             rows.push_str(&format!("tree/{pid}/comm.{comm} 1\n"));
             rows.push_str(&format!(
                 "tree/{pid}/parent {}\n",
@@ -257,6 +250,18 @@ impl Tree {
     }
 }
 
+/// A slot's process name, printable.
+fn comm(slot: &Slot) -> String {
+    let mut comm = [0u8; 16];
+    comm[..8].copy_from_slice(&slot.comm[0].load(Relaxed).to_le_bytes());
+    comm[8..].copy_from_slice(&slot.comm[1].load(Relaxed).to_le_bytes());
+    String::from_utf8_lossy(&comm)
+        .trim_end_matches('\0')
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect()
+}
+
 /// A slot's process has ended: it holds nothing now; its other figures stay.
 fn ended(slot: &Slot) {
     slot.values[0].store(0, Relaxed);
@@ -277,6 +282,30 @@ fn start_time(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
+impl Tree {
+    /// The other running processes that hold the most, largest first: `PID name N MiB`.
+    fn holders(&self) -> String {
+        let mut held: Vec<(u64, u32, String)> = self
+            .used()
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| i != self.own && s.state.load(Relaxed) == RUNNING)
+            .map(|(_, s)| (s.values[0].load(Relaxed), s.pid.load(Relaxed), comm(s)))
+            .filter(|&(bytes, ..)| bytes > 0)
+            .collect();
+        held.sort_unstable_by_key(|h| std::cmp::Reverse(h.0));
+        let mut text: Vec<String> = held
+            .iter()
+            .take(4)
+            .map(|(bytes, pid, name)| format!("{pid} {name} {} MiB", bytes >> 20))
+            .collect();
+        if held.len() > 4 {
+            text.push(format!("{} more", held.len() - 4));
+        }
+        text.join(", ")
+    }
+}
+
 impl region::SharedLimit for Tree {
     fn share(&self, held: u64) -> (u64, Option<u64>) {
         self.slots[self.own].values[0].store(held, Relaxed);
@@ -291,10 +320,14 @@ impl region::SharedLimit for Tree {
         let share = self.high.saturating_sub(others);
         if share < self.least && self.header.said_crowded.swap(1, Relaxed) == 0 {
             crate::say(&format!(
-                "the processes of the tree hold {} MiB of --memory-high {} MiB, and a new one's \
-                 region needs {} MiB for itself: together they may pass the limit (said once)",
+                "the other processes of the tree hold {} MiB of --memory-high {} MiB ({}), and \
+                 this one's region ({} {}) needs {} MiB for itself: together they may pass the \
+                 limit (said once)",
                 others >> 20,
                 self.high >> 20,
+                self.holders(),
+                std::process::id(),
+                comm(&self.slots[self.own]),
                 self.least >> 20
             ));
         }

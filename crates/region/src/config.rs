@@ -531,7 +531,8 @@ impl RegionConfig {
 pub struct Policies {
     /// Keep folios read back whole from the swap file clean (write-protected, with their
     /// disk copy), so that reclaiming them unwritten costs no store (clean.rs). Needs
-    /// write-protect faults (Linux 5.7); without them it is off. Default: on.
+    /// write-protect faults (Linux 5.7); without them it is off, and off with
+    /// `referenced_writes` (its write-protect faults are no longer delivered). Default: on.
     pub keep_clean: bool,
     /// Reclaim the folios a sequential scan has passed before the oldest ones (drop-behind,
     /// readahead.rs), so a scan larger than the limit keeps hitting what it has not reached.

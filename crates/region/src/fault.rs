@@ -1,5 +1,5 @@
 //! Faults: a program's access to a page of the region that is not there (missing), or a
-//! write to a page installed write-protected (clean.rs) or protected by reclaim (lru.rs).
+//! write to a page installed write-protected (clean.rs).
 //!
 //! A fault locks its folio in the engine's swap cache: the first thread to fault a folio owns
 //! it, and others (another fault, reclaim, a discard) wait on it there. Under the lock, and

@@ -69,7 +69,8 @@ pub(crate) struct Inner {
     /// The region's engine group: its pages' state words and folio locks (the swap cache).
     group: Arc<ZswapGroup>,
     geometry: Geometry,
-    /// Whether the range is registered for write-protect faults too (clean.rs, lru.rs).
+    /// Whether the range is registered for write-protect faults too (clean.rs; with
+    /// `WP_ASYNC`, the written bits reclaim reads, mapping.rs `take_written`).
     wp: bool,
     /// When the range is registered: at once, or once due (registration.rs).
     registration: Registration,
@@ -270,7 +271,7 @@ impl Inner {
         // Writes seen with no fault (`WP_ASYNC`, asked for with `referenced_writes`): the
         // kernel resolves every write-protect fault itself, so none reaches clean.rs, which
         // is off then.
-        let wp_async = uffd.features().contains(uffd::Features::WP_ASYNC);
+        let wp_async = wp && uffd.features().contains(uffd::Features::WP_ASYNC);
         let written = match wp_async {
             true => Some(mem.written_pages().map_err(|source| uffd::UffdError::Os {
                 op: "opening the program's pagemap",

@@ -325,13 +325,21 @@ impl Mapping {
 
     /// Whether any present page of `len` bytes at `addr` was written since this last asked
     /// (or since it was installed write-protected); those pages are write-protected again
-    /// (`WrittenPages::take`). False where writes are not tracked, and on any failure (the
-    /// range changing or gone): the answer only decides whether a folio goes round again.
+    /// (`WrittenPages::take`). False where writes are not tracked, and on a failure (the
+    /// range changing or gone; said once): the answer only decides whether a folio is kept.
     pub fn take_written(&self, gate: &Gate, addr: usize, len: usize) -> bool {
         self.check_gate(gate);
-        self.written
-            .as_ref()
-            .is_some_and(|w| w.take(addr, len).is_ok_and(|n| n > 0))
+        let Some(written) = &self.written else {
+            return false;
+        };
+        match written.take(addr, len) {
+            Ok(n) => n > 0,
+            Err(e) => {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| log::warn!("reading the region's written pages failed: {e}"));
+                false
+            }
+        }
     }
 
     /// Writes are tracked with no fault (`WP_ASYNC`): `take_written` answers.

@@ -431,7 +431,7 @@ impl<'a> Reclaim<'a> {
             // Checked under the folio's lock: a fault queues its folio before installing it, and
             // an unlocked look could take it for stale mid-install and lose it from the queue.
             let folio = self.group.lock_folio(start, self.geometry.folio_order);
-            // Activated between the pop and the lock (a write while it went round, lru.rs): the
+            // Activated between the pop and the lock (a near refault, workingset.rs): the
             // active queue holds it now.
             if self.lru.is_active(start) {
                 continue;

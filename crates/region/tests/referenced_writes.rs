@@ -15,7 +15,7 @@ use region::{Region, RegionConfig};
 /// reclaim took the written folios as it takes the others: fewer faults is what keeping them
 /// buys.
 #[test]
-fn folios_written_while_they_go_round_stay_resident() {
+fn folios_written_since_reclaim_last_looked_stay_resident() {
     const FOLIO: usize = 16 << 10;
     const FOLIO_PAGES: usize = FOLIO / PAGE;
     const HOT: usize = 48;

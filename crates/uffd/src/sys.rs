@@ -391,8 +391,15 @@ pub struct page_region {
     pub categories: u64,
 }
 /// `_IOWR('f', 16, struct pm_scan_arg)`.
-pub const PAGEMAP_SCAN: u64 =
-    (3 << 30) | ((std::mem::size_of::<pm_scan_arg>() as u64) << 16) | ((b'f' as u64) << 8) | 16;
+pub const PAGEMAP_SCAN: u64 = ioc(
+    IOC_READ | IOC_WRITE,
+    b'f' as u64,
+    16,
+    size_of::<pm_scan_arg>(),
+);
+const _: () = assert!(size_of::<pm_scan_arg>() == 96);
+const _: () = assert!(size_of::<page_region>() == 24);
+const _: () = assert!(PAGEMAP_SCAN == 0xC060_6610);
 /// Write-protect the pages that match (`UFFDIO_WRITEPROTECT` in the same walk).
 pub const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
 /// Fail with `EPERM` unless the range is registered with a `WP_ASYNC` userfaultfd.

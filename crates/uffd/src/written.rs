@@ -39,8 +39,10 @@ impl WrittenPages {
     /// range is not registered for write-protect faults with a `WP_ASYNC` userfaultfd.
     /// Pages not present are neither counted nor touched (no uffd-wp marker goes in).
     pub fn take(&self, addr: usize, len: usize) -> io::Result<u64> {
-        // Room for every page of the range as a run of its own: the scan never stops short.
-        let mut runs = vec![sys::page_region::default(); len.div_ceil(8192).max(1)];
+        // Room for every run of written pages the range can hold (a run, then a page that is
+        // not, at best): the scan never stops short.
+        let page = crate::raw_region::page_size();
+        let mut runs = vec![sys::page_region::default(); len.div_ceil(2 * page).max(1)];
         let mut arg = sys::pm_scan_arg {
             size: std::mem::size_of::<sys::pm_scan_arg>() as u64,
             flags: sys::PM_SCAN_WP_MATCHING | sys::PM_SCAN_CHECK_WPASYNC,
@@ -70,7 +72,7 @@ impl WrittenPages {
         }
         Ok(runs[..n as usize]
             .iter()
-            .map(|r| (r.end - r.start) / crate::raw_region::page_size() as u64)
+            .map(|r| (r.end - r.start) / page as u64)
             .sum())
     }
 }
