@@ -74,6 +74,7 @@ mod threads;
 mod throttle;
 mod unevictable;
 mod workingset;
+mod written_bits;
 
 pub use charge::Usage;
 pub use config::{ConfigError, Policies, RegionConfig, SwapFormat};

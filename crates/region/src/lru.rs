@@ -9,10 +9,11 @@
 //! entries (a folio queued again, or gone since): reclaim checks what it pops under the folio
 //! lock.
 //!
-//! The queues name and order folios; whether one at the FIFO's head was used since it was
-//! last looked at is reclaim's question (reclaim.rs, `referenced`).
+//! Whether a folio at the FIFO's head was written since reclaim last asked, the LRU keeps
+//! from the page tables (written_bits.rs); reclaim asks (reclaim.rs, `referenced`).
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use crate::lock_order::{self, Mutex};
@@ -20,6 +21,7 @@ use crate::lock_order::{self, Mutex};
 use zswap::sparse::{SparseArray, SparseBitmap};
 
 use crate::folio_queue::FolioQueue;
+use crate::written_bits::WrittenBits;
 
 /// Most folios queued for drop-behind at once: 16 MiB of 64 KiB folios. Past it the oldest
 /// are forgotten (they stay in the FIFO); the queue is charged as metadata (charge.rs).
@@ -50,6 +52,8 @@ pub(crate) struct Lru {
     folio_pages: u32,
     /// Folios before this start are pinned (`RegionConfig::pinned`): never queued.
     pinned_end: u32,
+    /// Which folios were written since reclaim last asked (`Policies::referenced_writes`).
+    written: WrittenBits,
 }
 
 /// A folio `Lru::pop_coldest` names.
@@ -81,6 +85,7 @@ impl Lru {
             seq: AtomicU32::new(0),
             folio_pages,
             pinned_end: pinned_folios * folio_pages,
+            written: WrittenBits::new(folio_pages, nr_folios),
         }
     }
 
@@ -140,6 +145,13 @@ impl Lru {
             .get(self.folio(start))
             .map_or(0, |q| q.load(Relaxed));
         queued_at.wrapping_sub(since) <= i32::MAX as u32
+    }
+
+    /// Whether the folio at `start` (locked, named by `pop_coldest`) was written since
+    /// reclaim last asked (written_bits.rs); `read` reads a chunk's written runs.
+    pub fn take_written(&self, start: u32, read: impl FnOnce(u32, u32) -> Vec<Range<u32>>) -> bool {
+        self.written
+            .take(start, |t| self.queued_since(start, t), self.now(), read)
     }
 
     /// Put the folio at `start`, which `pop_coldest` named, back at the FIFO's young end as
@@ -285,6 +297,7 @@ impl Lru {
             + self.active.lock().bytes()
             + self.is_active.bytes()
             + self.queued_at.bytes()
+            + self.written.bytes()
     }
 }
 

@@ -323,21 +323,26 @@ impl Mapping {
         }
     }
 
-    /// Whether any present page of `len` bytes at `addr` was written since this last asked
-    /// (or since it was installed write-protected); those pages are write-protected again
-    /// (`WrittenPages::take`). False where writes are not tracked, and on a failure (the
-    /// range changing or gone; said once): the answer only decides whether a folio is kept.
-    pub fn take_written(&self, gate: &Gate, addr: usize, len: usize) -> bool {
+    /// The runs of present pages among the `n` from page `first` written since this last
+    /// asked (or since they were installed write-protected), as page numbers; those pages are
+    /// write-protected again (`WrittenPages::take`). None where writes are not tracked, and on
+    /// a failure (the range changing or gone; said once): the answer only decides which
+    /// folios are kept.
+    pub fn take_written(&self, gate: &Gate, first: u32, n: u32) -> Vec<std::ops::Range<u32>> {
         self.check_gate(gate);
         let Some(written) = &self.written else {
-            return false;
+            return Vec::new();
         };
-        match written.take(addr, len) {
-            Ok(n) => n > 0,
+        let base = self.base();
+        match written.take(base + first as usize * PAGE_SIZE, n as usize * PAGE_SIZE) {
+            Ok(runs) => runs
+                .into_iter()
+                .map(|r| ((r.start - base) / PAGE_SIZE) as u32..((r.end - base) / PAGE_SIZE) as u32)
+                .collect(),
             Err(e) => {
                 static SAID: std::sync::Once = std::sync::Once::new();
                 SAID.call_once(|| log::warn!("reading the region's written pages failed: {e}"));
-                false
+                Vec::new()
             }
         }
     }

@@ -715,17 +715,19 @@ impl<'a> Reclaim<'a> {
             && self.incompressible.keep_marked()
     }
 
-    /// Whether a page of the locked folio was written since it was last looked at (where
-    /// writes are tracked with no fault: `Mapping::take_written`).
+    /// Whether a page of the locked folio was written since reclaim last asked (where writes
+    /// are tracked with no fault: the LRU's written bits, read from the page tables a chunk
+    /// at a time, written_bits.rs).
     fn referenced(&self, folio: &FolioLock) -> bool {
         if !self.mapping.tracks_writes() {
             return false;
         }
-        let gate = self.mapping.gate();
-        let addr = self.mapping.page_addr(folio.start());
-        let len = folio.nr_pages() as usize * PAGE_SIZE;
         self.stats.written_checks.fetch_add(1, Relaxed);
-        self.mapping.take_written(&gate, addr, len)
+        self.lru.take_written(folio.start(), |first, n| {
+            self.stats.written_scans.fetch_add(1, Relaxed);
+            let n = n.min(self.geometry.nr_pages - first);
+            self.mapping.take_written(&self.mapping.gate(), first, n)
+        })
     }
 
     /// Move the locked, fully present pages of `folio` out, onto the inactive list or to be

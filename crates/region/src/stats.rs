@@ -165,6 +165,8 @@ counters! {
     written_checks,
     /// Of those, folios found written: activated, kept resident.
     written_activated,
+    /// Reads of a chunk of the region's written bits from the page tables (written_bits.rs).
+    written_scans,
     /// Folios brought in by readahead, ahead of any fault.
     readahead_folios,
     /// Folios reclaimed because a sequential scan had passed them (drop-behind).

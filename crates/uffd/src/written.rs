@@ -34,11 +34,12 @@ impl WrittenPages {
         })
     }
 
-    /// How many present pages of `addr..addr + len` (page aligned) were written since they
-    /// were last write-protected; those are write-protected again. Fails (`EPERM`) where the
-    /// range is not registered for write-protect faults with a `WP_ASYNC` userfaultfd.
-    /// Pages not present are neither counted nor touched (no uffd-wp marker goes in).
-    pub fn take(&self, addr: usize, len: usize) -> io::Result<u64> {
+    /// The runs of present pages of `addr..addr + len` (page aligned) written since they
+    /// were last write-protected, in address order; those are write-protected again, with
+    /// one TLB flush for the range. Fails (`EPERM`) where the range is not registered for
+    /// write-protect faults with a `WP_ASYNC` userfaultfd. Pages not present are neither
+    /// reported nor touched (no uffd-wp marker goes in).
+    pub fn take(&self, addr: usize, len: usize) -> io::Result<Vec<std::ops::Range<usize>>> {
         // Room for every run of written pages the range can hold (a run, then a page that is
         // not, at best): the scan never stops short.
         let page = crate::raw_region::page_size();
@@ -72,7 +73,7 @@ impl WrittenPages {
         }
         Ok(runs[..n as usize]
             .iter()
-            .map(|r| (r.end - r.start) / page as u64)
-            .sum())
+            .map(|r| r.start as usize..r.end as usize)
+            .collect())
     }
 }

@@ -363,6 +363,7 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("clean_evictions", Counter, Unit::None, "Folios reclaimed while still clean: no store, no write."),
     ("written_checks", Counter, Unit::None, "Folios reclaim found at the LRU's head and asked the page tables whether they were written since it last asked (`--referenced-writes`)."),
     ("written_activated", Counter, Unit::None, "Of those, folios found written: activated, kept resident."),
+    ("written_scans", Counter, Unit::None, "Reads of a 2 MiB chunk of the region's written bits from the page tables, which the looks above answer from."),
     ("readahead_folios", Counter, Unit::None, "Folios brought in by readahead, ahead of any fault."),
     ("dropped_behind", Counter, Unit::None, "Folios reclaimed because a sequential scan had passed them."),
     ("fault_around", Counter, Unit::None, "Untouched folios mapped after a first touch next to them."),
