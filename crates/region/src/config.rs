@@ -569,7 +569,8 @@ pub struct Policies {
     /// bits of 2 MiB of the region at a time (written_bits.rs). Clean folios (`keep_clean`)
     /// are off with it: their write-protect faults would no longer be delivered. Where the
     /// kernel lacks `WP_ASYNC` this does nothing. Off by default: it removes 8-44% of the
-    /// faults of four programs of seven, adds faults where nearly every access writes
+    /// faults of four programs of seven (two of them measured on the build before), adds
+    /// faults where nearly every access writes
     /// (CPython's reference counts), and the time moves no more than the machine's spread:
     /// folios read back from disk are written back again without `keep_clean`, and each
     /// write after a re-arm is a fault the kernel resolves (BENCHMARKS.md, "Reclaim that sees

@@ -7,6 +7,8 @@
 //!   └─> folio lock (the engine's swap cache: one waited for at a time; reclaim's batch
 //!         │         and fault-around try-lock the folios after the one they hold, in
 //!         │         ascending order, never waiting)
+//!         ├─> written bits' read (written_bits.rs: reclaim, across one chunk's read)
+//!         │     └─> event gate (shared, for the read)
 //!         ├─> event gate (mapping.rs: shared around every userfaultfd call that changes the
 //!         │     │        range, exclusive to read events, which a thread may do holding its
 //!         │     │        folio lock)
@@ -45,6 +47,8 @@ pub(crate) use zswap::lock_order::{
 /// Held shared by each eviction, exclusively while reclaim is held off (a fork).
 pub(crate) static RECLAIM_HOLD_OFF: Class = Class::new("reclaim hold-off", 0);
 // The engine's folio locks: rank 10 (`zswap::lock_order::FOLIO`).
+/// A chunk's read of the written bits (written_bits.rs), under a folio lock, over the gate.
+pub(crate) static WRITTEN_READ: Class = Class::new("written bits' read", 15);
 /// The event gate (mapping.rs).
 pub(crate) static EVENT_GATE: Class = Class::new("event gate", 20);
 

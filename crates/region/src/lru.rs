@@ -149,9 +149,18 @@ impl Lru {
 
     /// Whether the folio at `start` (locked, named by `pop_coldest`) was written since
     /// reclaim last asked (written_bits.rs); `read` reads a chunk's written runs.
+    /// Pinned folios are left out of the reads: their pages are never re-armed.
     pub fn take_written(&self, start: u32, read: impl FnOnce(u32, u32) -> Vec<Range<u32>>) -> bool {
+        let pinned_end = self.pinned_end;
+        let unpinned = |first: u32, n: u32| {
+            let from = first.max(pinned_end);
+            match from < first + n {
+                true => read(from, first + n - from),
+                false => Vec::new(),
+            }
+        };
         self.written
-            .take(start, |t| self.queued_since(start, t), self.now(), read)
+            .take(start, self.age(start), self.now(), unpinned)
     }
 
     /// Put the folio at `start`, which `pop_coldest` named, back at the FIFO's young end as
@@ -182,9 +191,10 @@ impl Lru {
     }
 
     /// The folio at `start` was discarded: it is not active any more (its entries go stale),
-    /// nor marked.
+    /// nor written.
     pub fn forget(&self, start: u32) {
         self.is_active.assign(self.folio(start), false);
+        self.written.forget(start);
     }
 
     /// Keep the active queue no longer than the FIFO: its oldest folios move to the FIFO's

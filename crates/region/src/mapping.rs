@@ -325,7 +325,7 @@ impl Mapping {
 
     /// The runs of present pages among the `n` from page `first` written since this last
     /// asked (or since they were installed write-protected), as page numbers; those pages are
-    /// write-protected again (`WrittenPages::take`). None where writes are not tracked, and on
+    /// write-protected again (`WrittenPages::take`). Empty where writes are not tracked, and on
     /// a failure (the range changing or gone; said once): the answer only decides which
     /// folios are kept.
     pub fn take_written(&self, gate: &Gate, first: u32, n: u32) -> Vec<std::ops::Range<u32>> {

@@ -25,7 +25,7 @@
 //!
 //! With `Policies::referenced_writes`, a folio at the FIFO's head written since reclaim last
 //! asked goes to the active queue instead (`referenced`): the kernel's referenced check, for
-//! writes, read from the page tables with no fault (`Mapping::take_written`). Reads are not
+//! writes, read from the page tables with no fault (written_bits.rs). Reads are not
 //! seen there (no unprivileged interface reads a page's accessed bit); the inactive list
 //! sees them, at a fault each.
 //!
@@ -969,8 +969,8 @@ impl Reclaimer {
     }
 
     /// Folios one `evict_coldest` finds written and activates before it takes the next
-    /// whatever it is: a fault waiting for the room pays a page-table scan each (a system
-    /// call, and a TLB flush where pages are protected again).
+    /// whatever it is: a fault waiting for the room should not wait behind many (each may
+    /// read its chunk's bits: a system call and a TLB flush).
     fn written_checks_max(self) -> usize {
         match self {
             Reclaimer::Kswapd { .. } => 64,

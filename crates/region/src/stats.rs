@@ -160,8 +160,9 @@ counters! {
     wp_faults,
     /// Folios reclaimed while still clean: no store, no write.
     clean_evictions,
-    /// Folios reclaim found at the LRU's head and asked the page tables whether they were
-    /// written since it last asked (`Policies::referenced_writes`, reclaim.rs).
+    /// Folios reclaim found at the LRU's head and asked whether they were written since it
+    /// last asked (`Policies::referenced_writes`, reclaim.rs; answered from the written
+    /// bits, written_bits.rs).
     written_checks,
     /// Of those, folios found written: activated, kept resident.
     written_activated,

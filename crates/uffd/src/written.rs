@@ -36,7 +36,7 @@ impl WrittenPages {
 
     /// The runs of present pages of `addr..addr + len` (page aligned) written since they
     /// were last write-protected, in address order; those are write-protected again, with
-    /// one TLB flush for the range. Fails (`EPERM`) where the range is not registered for
+    /// one TLB flush for each page table's span (2 MiB) the range meets. Fails (`EPERM`) where the range is not registered for
     /// write-protect faults with a `WP_ASYNC` userfaultfd. Pages not present are neither
     /// reported nor touched (no uffd-wp marker goes in).
     pub fn take(&self, addr: usize, len: usize) -> io::Result<Vec<std::ops::Range<usize>>> {
