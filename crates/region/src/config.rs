@@ -568,7 +568,7 @@ pub struct Policies {
     /// page's protection itself at its first write, and `PAGEMAP_SCAN` reads and re-arms the
     /// bits of 2 MiB of the region at a time (written_bits.rs). Clean folios (`keep_clean`)
     /// are off with it: their write-protect faults would no longer be delivered. Where the
-    /// kernel lacks `WP_ASYNC` this does nothing. Off by default: it removes 8-44% of the
+    /// kernel lacks `WP_ASYNC` this does nothing. Off by default: it removes 13-42% of the
     /// faults of four programs of seven (two of them measured on the build before), adds
     /// faults where nearly every access writes
     /// (CPython's reference counts), and the time moves no more than the machine's spread:
