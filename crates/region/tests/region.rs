@@ -350,6 +350,43 @@ fn a_write_to_a_folio_read_back_from_disk_is_never_lost() {
     assert!(r.zswap().stats().get("pswpout") + r.zswap().stats().get("zswpout") > pswpout);
 }
 
+/// With reclaim reading written bits (`referenced_writes`, a `WP_ASYNC` userfaultfd), a
+/// write to a write-protected page is resolved by the kernel and never reaches a handler, so
+/// no folio may come back clean there: a write would leave the disk copy standing, and
+/// reclaiming the folio "clean" would bring the old bytes back (invariant 1). Every page is
+/// read back from disk, written, and read back twice.
+#[test]
+fn with_written_bits_no_folio_comes_back_clean_and_no_write_is_lost() {
+    let limit = 8 << 20;
+    let cfg = RegionConfig::new(limit)
+        .max_pool_percent(1)
+        .auto_pool_share(false)
+        .referenced_writes(true);
+    let mut r = Region::new(32 << 20, cfg).unwrap();
+    fill(r.as_mut_slice(), 0);
+    check(r.as_mut_slice(), 0);
+    let mem = r.as_mut_slice();
+    for (i, page) in mem.chunks_mut(PAGE).enumerate() {
+        assert!(
+            page == &page_data(i, 0)[..],
+            "page {i} read back wrong before its write"
+        );
+        page.copy_from_slice(&page_data(i, 7));
+    }
+    check(r.as_mut_slice(), 7);
+    check(r.as_mut_slice(), 7);
+    let s = r.stats();
+    assert_eq!(s.clean_installs, 0, "a folio came back clean: {s:?}");
+    assert!(
+        s.written_checks > 0,
+        "reclaim never read the written bits: {s:?}"
+    );
+    assert!(
+        r.zswap().stats().get("pswpin") > 0,
+        "nothing came back from disk"
+    );
+}
+
 /// Reading a region over and over under its limit, clean folios cost no store: the second
 /// pass stores (almost) nothing.
 #[test]
