@@ -48,7 +48,7 @@ impl Zswap {
                         }
                     }
                     Kind::Zero => zero += 1,
-                    Kind::OnDisk if st.payload == super::writeback::ON_DISK_COMPRESSED => {
+                    Kind::OnDisk if super::writeback::on_disk_compressed(st.payload) => {
                         compressed += 1
                     }
                     _ => {}

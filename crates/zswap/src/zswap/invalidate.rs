@@ -56,7 +56,7 @@ impl ZswapGroup {
             Kind::Empty => return,
             Kind::Zero => Stats::sub(&s.stats.same_filled_pages, 1),
             Kind::Stored => self.free_stored(st),
-            Kind::OnDisk if st.payload == super::writeback::ON_DISK_COMPRESSED => {
+            Kind::OnDisk if super::writeback::on_disk_compressed(st.payload) => {
                 s.compressors.release(st.codec, 1)
             }
             Kind::OnDisk | Kind::Poisoned => {}

@@ -299,6 +299,8 @@ impl Zswap {
             charged: AtomicU64::new(0),
             zswapped: AtomicU64::new(0),
             evictions: AtomicU32::new(0),
+            writebacks: AtomicU32::new(0),
+            written_back_shadow: AtomicU32::new(0),
             // Until a re-encoded batch says otherwise.
             recoded_permille: AtomicU32::new(1000),
             hand: Mutex::new(0),
@@ -473,6 +475,12 @@ pub struct ZswapGroup {
     zswapped: AtomicU64,
     /// Pages evicted so far: shadows are taken from it.
     evictions: AtomicU32,
+    /// Pages that left the pool for the device so far (written back, evicted written
+    /// through, or written there straight): an on-disk page's payload is stamped with it.
+    writebacks: AtomicU32,
+    /// The shadow (eviction clock) of the page the pool last wrote back: the pool's oldest
+    /// pages left since are younger (`pool_span`).
+    written_back_shadow: AtomicU32,
     /// The shrinker's clock hand over this group's pages.
     hand: Mutex<u32>,
     /// Bytes in segments per 1000 pool bytes, over recent writeback batches: what
@@ -586,6 +594,29 @@ impl ZswapGroup {
         }
         let mask = (1u32 << SHADOW_BITS) - 1;
         Some(self.evictions().wrapping_sub(st.shadow) & mask)
+    }
+
+    /// How many of this group's pages left for the device since this on-disk page did, itself
+    /// included: how many more pages the pool would have had to hold to keep it, its pages
+    /// leaving oldest first (modulo 2^31). None for a page not on the device alone.
+    pub fn writeback_distance(&self, folio: &FolioLock, offset: u32) -> Option<u32> {
+        self.check(folio);
+        let st = folio.state(offset);
+        if st.kind != crate::swap::Kind::OnDisk {
+            return None;
+        }
+        let at = writeback::written_back_at(st.payload);
+        Some(self.writebacks.load(Relaxed).wrapping_sub(at) & (u32::MAX >> 1))
+    }
+
+    /// The evictions the pool's pages span: since the eviction of the page it last wrote
+    /// back (its oldest pages go first), or since the start (modulo 2^17: a span past it
+    /// reads short).
+    pub fn pool_span(&self) -> u32 {
+        let mask = (1u32 << SHADOW_BITS) - 1;
+        self.evictions()
+            .wrapping_sub(self.written_back_shadow.load(Relaxed))
+            & mask
     }
 
     fn check(&self, folio: &FolioLock) {

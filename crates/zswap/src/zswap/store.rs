@@ -622,6 +622,45 @@ mod tests {
         );
     }
 
+    /// A page read back from the device says how many pages left the pool after it did:
+    /// how much larger the pool would have had to be to keep it. Would fail if the clock
+    /// were not stamped, or not counted, on each way to the device (writeback, a store gone
+    /// straight to the device), or if the stamp broke the on-disk page's codec bit (the
+    /// load would not decompress).
+    #[test]
+    fn an_on_disk_page_knows_its_writeback_distance() {
+        let zswap =
+            Zswap::new(ZswapConfig::new(64 << 20).device(Arc::new(MemoryDevice::new(64)), 64));
+        let group = zswap.new_group(16);
+        for offset in 0..6 {
+            let folio = group.lock_folio(offset, 0);
+            group.store(&folio, &text_page()).unwrap();
+        }
+        let distance = |o| {
+            let folio = group.lock_folio(o, 0);
+            group.writeback_distance(&folio, o)
+        };
+        assert_eq!(distance(0), None, "a pool page has no writeback distance");
+        assert_eq!(group.shrink(3).written, 3);
+        // Oldest first: pages 0, 1, 2 went, in that order; a pool one page larger would
+        // have kept page 2.
+        assert_eq!(
+            (distance(0), distance(1), distance(2)),
+            (Some(3), Some(2), Some(1))
+        );
+        let folio = group.lock_folio(8, 0);
+        group.swap_writepage(&folio, &random_page(8)).unwrap();
+        drop(folio);
+        assert_eq!((distance(0), distance(8)), (Some(4), Some(1)));
+        let folio = group.lock_folio(0, 0);
+        let mut out = vec![0; PAGE_SIZE];
+        group.load(&folio, &mut out).unwrap();
+        assert!(
+            out == text_page(),
+            "the written-back page came back other than it went"
+        );
+    }
+
     #[test]
     fn pages_stored_as_is_are_written_back_first() {
         let zswap =

@@ -42,9 +42,26 @@ pub enum WritebackError {
     Write(#[from] SwapWriteError),
 }
 
-/// `PageState::payload` of an on-disk page whose object is compressed: it holds a use of
-/// its compressor (`PageState::codec`). 0 for a page on disk as a whole page.
-pub(crate) const ON_DISK_COMPRESSED: u32 = 1;
+/// `PageState::payload` of an on-disk page: bit 0 set where its object is compressed (it
+/// then holds a use of its compressor, `PageState::codec`), clear for a page on disk as a
+/// whole page; the other 31 bits, the group's writeback clock when the page left for the
+/// device (`ZswapGroup::writeback_distance`).
+const ON_DISK_COMPRESSED: u32 = 1;
+
+/// An on-disk page's payload: whether its object is compressed, and the writeback clock.
+pub(crate) fn on_disk_payload(compressed: bool, written_back_at: u32) -> u32 {
+    (written_back_at << 1) | u32::from(compressed)
+}
+
+/// Whether an on-disk page's object is compressed (holds a use of its codec).
+pub(crate) fn on_disk_compressed(payload: u32) -> bool {
+    payload & ON_DISK_COMPRESSED != 0
+}
+
+/// The writeback clock an on-disk page's payload was stamped with (31 bits).
+pub(crate) fn written_back_at(payload: u32) -> u32 {
+    payload >> 1
+}
 
 thread_local! {
     static FOLIO_BUF: RefCell<(Vec<u8>, Vec<u32>, Vec<SwapSlot>)> =
@@ -403,6 +420,8 @@ impl ZswapGroup {
     /// pool's then given back.
     fn move_to_slot(&self, folio: &FolioLock, c: &Copied, slot: SwapSlot) {
         let st = folio.state(c.offset);
+        let at = self.writebacks.fetch_add(1, Relaxed);
+        self.written_back_shadow.store(st.shadow, Relaxed);
         let compressed = c.len < PAGE_SIZE;
         self.free_object(st);
         if c.written != c.codec {
@@ -415,7 +434,7 @@ impl ZswapGroup {
                 kind: Kind::OnDisk,
                 referenced: false,
                 codec: if compressed { c.written } else { 0 },
-                payload: if compressed { ON_DISK_COMPRESSED } else { 0 },
+                payload: on_disk_payload(compressed, at),
                 ..st
             },
         );
@@ -456,6 +475,8 @@ impl ZswapGroup {
     }
 
     fn set_on_disk(&self, folio: &FolioLock, offset: u32, was: PageState, slot: SwapSlot) {
+        let at = self.writebacks.fetch_add(1, Relaxed);
+        self.written_back_shadow.store(was.shadow, Relaxed);
         folio.set_slot(offset, Some(slot));
         folio.set_state(
             offset,
@@ -463,7 +484,7 @@ impl ZswapGroup {
                 kind: Kind::OnDisk,
                 referenced: false,
                 codec: 0,
-                payload: 0,
+                payload: on_disk_payload(false, at),
                 ..was
             },
         );
@@ -493,9 +514,8 @@ impl ZswapGroup {
             Stats::inc(&s.stats.swap_write_fail);
             return Err(e.into());
         }
-        let first_shadow = self
-            .evictions
-            .fetch_add(folio.nr_pages(), std::sync::atomic::Ordering::Relaxed);
+        let first_shadow = self.evictions.fetch_add(folio.nr_pages(), Relaxed);
+        let at = self.writebacks.fetch_add(folio.nr_pages(), Relaxed);
         let mut zero = 0u32;
         for (i, (offset, page)) in folio
             .offsets()
@@ -524,11 +544,7 @@ impl ZswapGroup {
             let st = PageState {
                 shadow,
                 codec: codecs[i].unwrap_or(0),
-                payload: if codecs[i].is_some() {
-                    ON_DISK_COMPRESSED
-                } else {
-                    0
-                },
+                payload: on_disk_payload(codecs[i].is_some(), at.wrapping_add(i as u32)),
                 ..PageState::EMPTY
             };
             folio.set_slot(offset, Some(slots[i]));
