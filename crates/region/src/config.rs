@@ -100,8 +100,9 @@ pub struct RegionConfig {
     /// pages go (`Auto`, zswap/adaptive.rs). Changeable at runtime through `Region::zswap`.
     pub writethrough: Writethrough,
     /// The most of `memory_limit` the pool may take, in percent, 0 to 100: the kernel's
-    /// `max_pool_percent`, a ceiling. Under it the pool's share moves with what it costs the
-    /// program (`Policies::auto_pool_share`); with that off, it is the share. Default: 60 (a
+    /// `max_pool_percent`, a ceiling. Under it the pool's share moves with what the
+    /// program's refaults cost (`Policies::auto_pool_share`); with that off, it is the share.
+    /// Default: 60 (a
     /// memory cgroup's pool may take all of the cgroup's limit; the kernel's default of 20 is
     /// a share of the whole machine, and where the share starts here).
     pub max_pool_percent: u32,
@@ -556,10 +557,11 @@ pub struct Policies {
     /// continues a sequential scan, across folios or within its folio (a page beside it
     /// in): swapin_window.rs. Off: every fault brings its whole folio. Default: on.
     pub adaptive_swapin: bool,
-    /// The pool's share of the limit, under `max_pool_percent`, moves to where the program
-    /// gets the most done (pool_share.rs): a larger pool where its writeback and disk reads
-    /// cost the program more than the resident pages it displaces. Off: the pool takes up to
-    /// `max_pool_percent`, as in the kernel. Default: on.
+    /// The pool's share of the limit, under `max_pool_percent`, moves toward the side whose
+    /// next step would have saved more refault time (pool_share.rs): a larger pool where
+    /// pages come back from the disk soon after the pool wrote them back, a larger resident
+    /// share where folios come back from the pool soon after they left. Off: the pool takes
+    /// up to `max_pool_percent`, as in the kernel. Default: on.
     pub auto_pool_share: bool,
     /// Reclaim sees writes, as the kernel's LRU sees its accessed bit: a folio at the LRU's
     /// head written since reclaim last asked is activated, not taken (reclaim.rs,

@@ -127,8 +127,6 @@ pub(crate) struct Inner {
     /// here), read where it is (reclaim's try of a folio's compression); None where `/proc`
     /// is not mounted: folios are then tried after they moved out.
     program_memory: Option<uffd::process::ProcessMemory>,
-    /// The program's threads in `/proc`, for its CPU time (pool_share.rs).
-    program_tasks: std::path::PathBuf,
     /// The program, where it is not this process (a `RemoteRegion`'s): what a kill at the
     /// hard limit kills (throttle.rs).
     program_pid: Option<rustix::process::Pid>,
@@ -165,7 +163,6 @@ impl Inner {
         let nr_pages = (len / PAGE_SIZE) as u32;
         let folio_pages = (fs / PAGE_SIZE) as u32;
         let fixed = FixedCharge::of(config, nr_pages);
-        let program_tasks = mem.tasks_dir();
 
         let swap_pages = u32::try_from(config.swap_size.unwrap_or(len as u64) / PAGE_SIZE as u64)
             .expect("validated");
@@ -214,10 +211,10 @@ impl Inner {
                 })
             })?;
         zswap.params().set_writethrough_mode(config.writethrough);
-        // Sized by the program's CPU time, read from /proc: fixed where it cannot be read.
-        let pool_share = (config.policies.auto_pool_share
-            && crate::pool_share::program_cpu_ns(&program_tasks).is_some())
-        .then(crate::pool_share::PoolShare::default);
+        let pool_share = config
+            .policies
+            .auto_pool_share
+            .then(crate::pool_share::PoolShare::default);
         if let Some(share) = &pool_share {
             zswap.set_pool_share_percent(share.percent());
         }
@@ -338,7 +335,6 @@ impl Inner {
             pool_share,
             busy_poll: Default::default(),
             program_memory: mem.process_memory(),
-            program_tasks,
             program_pid: mem.program_pid(),
             // The handlers serve no faults then: program threads reclaim in their places.
             in_thread: config.in_thread_faults.then(|| {
@@ -599,7 +595,6 @@ impl Inner {
             swapin_window: &self.swapin_window,
             pool_share: self.pool_share.as_ref(),
             program_memory: self.program_memory.as_ref(),
-            program_tasks: &self.program_tasks,
             over_limit_config: self.over_limit_config,
             over_limit: &self.over_limit,
             shared_limit: self.shared_limit.as_deref(),

@@ -116,15 +116,6 @@ impl Memory {
         }
     }
 
-    /// The program's threads' directory in `/proc`, for its CPU time (pool_share.rs).
-    pub fn tasks_dir(&self) -> std::path::PathBuf {
-        match self {
-            Memory::Own(_) => "/proc/self/task".into(),
-            #[cfg(target_arch = "x86_64")]
-            Memory::Program { process, .. } => format!("/proc/{}/task", process.pid()).into(),
-        }
-    }
-
     /// A registration of the range to be made later (registration.rs).
     pub fn late_registration(&self) -> LateRegistration {
         match self {

@@ -1,336 +1,465 @@
-//! The pool's share of the limit, sized by what it costs the program (`auto_pool_share`).
+//! The pool's share of the limit, sized by what refaults cost the program
+//! (`auto_pool_share`).
 //!
 //! The limit holds resident pages and the compressed pool. A larger pool keeps more pages off
-//! the disk (a refault from the pool costs a decompression, one from the disk a read, and the
-//! write before it); a larger resident share keeps more pages out of the pool (a resident page
-//! costs nothing). Which side saves more depends on the program: where its accesses fall, and
-//! whether reclaim, which does not see accesses (lru.rs), keeps its hot pages anyway. A
-//! refault distance cannot answer it here: under fault-order reclaim a hot page leaves and
-//! comes back at a short distance however large the resident share is. So the share is found
-//! by measuring the cost itself: what the program gets done.
+//! the disk (a refault from the pool costs a decompression, one from the disk a read); a
+//! larger resident share keeps more pages out of the pool (a resident page costs nothing).
+//! Which side saves more is read from the refaults themselves, as the kernel balances its
+//! LRU lists by the cost of the refaults each causes (`lru_note_cost`, mm/workingset.c). Over
+//! an epoch, with a step being `STEP` percent of the limit:
 //!
-//! The measure is the program's user time per second of wall time (its own threads', not
-//! uzswap's): a program waiting on faults, or sharing its CPUs with writeback, gets less done
-//! a second. Not its system time, which grows with the faults themselves. At the end of each
-//! epoch (`EPOCH`, longer while the program has hardly run) spent under pressure, the share
-//! moves one step (`STEP` percent of the limit) between `MIN_PERCENT` and the ceiling
-//! (`max_pool_percent`): a hill climb, on in one direction until the measure clearly falls
-//! (by more than `NOISE`), then back. It starts at the kernel's default (`START_PERCENT`).
-//! The pool is preferred to the disk, as the kernel's zswap keeps pages until its shrinker
-//! needs the room: while pages are read from the disk, a smaller pool must show a clear gain
-//! to go on shrinking, and the first move is up where the pool writes back or the disk is
-//! read. An epoch with too few swap-ins to measure by forgets the last measure and holds the
-//! share, unless the pool wrote back meanwhile (pages nobody has asked for yet, which may be
-//! asked for later, while the resident pages a larger pool displaces are not being missed):
-//! then it grows.
+//! - **A step more pool**: a page read back from the disk `w` pages after it left the pool
+//!   (its writeback distance, `ZswapGroup::writeback_distance`; the pool writes back its
+//!   oldest first) would still be in a pool larger by `w` pages. Those within a step (in the
+//!   pool's pages: the step's bytes over what a stored page takes on average) would have
+//!   been pool refaults instead. Seen from below as well: a refault from the pool's oldest
+//!   step (the far end of the evictions its pages span, `ZswapGroup::pool_span`) would have
+//!   read the disk with a step less pool. A pool that has not written back yet shows only
+//!   the second; one past the pages asked for, only the first: the larger of the two counts,
+//!   each at a disk read less a pool refault.
+//! - **A step more resident**: a folio that comes back `d` evictions after it left (its
+//!   refault distance, workingset.rs) would have stayed had `d` more pages been resident, for
+//!   that trip. But reclaim here takes folios in fault order (lru.rs): a hot folio leaves
+//!   after as many evictions as there are resident pages, whatever its use, and comes back at
+//!   once, at a short distance however large the resident share. A step more resident makes
+//!   its trips longer by a step, and its refaults fewer by a step over the resident pages and
+//!   the step. So the refaults within a step count at that share, each at its cost (a pool
+//!   refault's or a disk read's): what it saves for the hot folios that make most short
+//!   refaults, and less than it saves for a folio used once a trip (the rare case it misses).
+//!
+//! At the end of each epoch (`EPOCH`, and `MIN_SWAPINS` refaults to judge by) the share moves
+//! a step toward the side that saves more, between `MIN_PERCENT` and the ceiling
+//! (`max_pool_percent`), when that side saves clearly more (`MARGIN`) and enough to matter
+//! (`MIN_GAIN` of the epoch's time); else it stays. The costs are the medians of the region's
+//! own fault service times from each place, and until there are any, this machine's figures
+//! (`DEFAULT_POOL_COST`, `DEFAULT_DISK_COST`). It starts at the kernel's default
+//! (`START_PERCENT`).
+//!
+//! A policy: the fault path counts (`refaulted`), kswapd decides (`tick`), and the engine
+//! keeps its pool under the share (`Zswap::set_pool_share_percent`).
 
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use zswap::PAGE_SIZE;
 
 /// The shortest time between two moves of the share.
 pub(crate) const EPOCH: Duration = Duration::from_secs(1);
-/// The longest: an epoch lasts until the program has run `MIN_PROGRAM_CPU` (user time is
-/// counted in ticks of 10 ms: a program that mostly waits on faults runs a few a second, too
-/// few to compare two epochs by), or this long.
-pub(crate) const MAX_EPOCH: Duration = Duration::from_secs(4);
-/// The program's user time an epoch waits for, up to `MAX_EPOCH`: 25 ticks.
-pub(crate) const MIN_PROGRAM_CPU: Duration = Duration::from_millis(250);
 /// Percent of the limit a move changes the share by.
 pub(crate) const STEP: u32 = 10;
 /// The share it starts at: the kernel's `max_pool_percent` default.
 pub(crate) const START_PERCENT: u32 = 20;
-/// The change in the measure between two epochs that is taken for a change: less is noise
-/// (user time is counted in ticks, and the program's phases move it too).
-pub(crate) const NOISE: f64 = 0.1;
-/// How often an epoch past `EPOCH` that waits for the program to run looks again: each
-/// look reads a file a thread under `/proc`.
-pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(100);
 /// The smallest share: room for a few folios' stores while the pool writes back.
 pub(crate) const MIN_PERCENT: u32 = 5;
-/// Pages brought back from the pool or the disk in an epoch under which its measure is not
-/// compared: the pool's size then costs the program too little to measure.
+/// Pages brought back from the pool or the disk an epoch waits for: fewer say too little
+/// about where the refaults fall.
 pub(crate) const MIN_SWAPINS: u64 = 256;
+/// How much more one side must save than the other for the share to move: less is within
+/// what an epoch's sample tells apart, and a move costs (a smaller pool writes back at once).
+pub(crate) const MARGIN: f64 = 1.25;
+/// The least saving, as a share of the epoch's time, worth a move.
+pub(crate) const MIN_GAIN: f64 = 0.01;
+/// A refault from the pool, until the region has measured one (a handler's service time
+/// on this machine, DESIGN.md section 6).
+pub(crate) const DEFAULT_POOL_COST: Duration = Duration::from_micros(25);
+/// A refault from the disk, until the region has measured one.
+pub(crate) const DEFAULT_DISK_COST: Duration = Duration::from_micros(100);
 
-/// What kswapd reads at an epoch's ends and hands to `PoolShare::tick`.
+/// What kswapd reads at an epoch's end and hands to `PoolShare::tick`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Sample {
-    /// The program's user time so far (its threads', not uzswap's), in nanoseconds.
-    pub program_cpu_ns: u64,
     /// Pages brought back from the pool or the disk so far (`zswpin` + `pswpin`).
     pub swapins: u64,
-    /// Pages read from the disk so far (`pswpin`).
-    pub disk_reads: u64,
-    /// Pages the pool has written back so far (`zswpwb`).
-    pub written_back: u64,
+    /// The limit the share is a percent of, in bytes.
+    pub limit_bytes: u64,
+    /// The pool's size and the pages it holds now: what a stored page takes on average.
+    pub pool_bytes: u64,
+    pub stored_pages: u64,
+    /// The evictions the pool's pages span (`ZswapGroup::pool_span`).
+    pub pool_span: u32,
+    /// Pages resident now.
+    pub resident_pages: u64,
 }
 
-/// The share's hill climb (module comment).
+/// What a refault costs the program, from each place (the medians of the region's fault
+/// latencies; zero where none was measured yet).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Costs {
+    pub pool: Duration,
+    pub disk: Duration,
+}
+
+/// A refault the fault path tells the share about (`PoolShare::refaulted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refault {
+    /// Whether it reads the disk (else the pool).
+    pub from_disk: bool,
+    /// Evictions since the folio left (workingset.rs).
+    pub distance: u32,
+    /// Pages that left the pool for the disk since this one did, for a page read from the
+    /// disk that went there from the pool.
+    pub writeback_distance: Option<u32>,
+}
+
+/// The share (module comment).
 #[derive(Debug)]
 pub(crate) struct PoolShare {
-    climb: Mutex<Climb>,
+    /// This epoch's refaults a step more resident share would have saved, from the pool and
+    /// from the disk, and its disk reads a step more pool would have saved.
+    near_resident_pool: AtomicU64,
+    near_resident_disk: AtomicU64,
+    near_pool: AtomicU64,
+    /// This epoch's refaults from the pool's oldest step: a step less pool would have read
+    /// them from the disk.
+    oldest_pool: AtomicU64,
+    /// A step, in resident pages and in pool pages, as the last epoch's end measured it.
+    steps: AtomicU64,
+    /// The refault distance from which a page in the pool is in its oldest step.
+    oldest_from: AtomicU32,
+    /// A step over the resident pages and the step: the share of a hot page's refaults a
+    /// step more resident saves, in millionths.
+    resident_scale: AtomicU32,
+    epoch: Mutex<Epoch>,
 }
 
 #[derive(Debug)]
-struct Climb {
+struct Epoch {
     /// The share now, in percent of the limit.
     percent: u32,
-    /// Direction of the last move: true for a larger pool.
-    growing: bool,
-    /// The measure over the last epoch under pressure, if the one before this was one.
-    last_rate: Option<f64>,
-    /// When this epoch began, and the sample then.
-    start: Option<(Instant, Sample)>,
-    /// When an epoch that waits for the program to run looks again (`LOOK_EVERY`).
-    next_look: Option<Instant>,
+    /// When this epoch began, and the engine's swap-ins then.
+    start: Option<(Instant, u64)>,
 }
 
 impl Default for PoolShare {
     fn default() -> PoolShare {
         PoolShare {
-            climb: Mutex::new(Climb {
+            near_resident_pool: AtomicU64::new(0),
+            near_resident_disk: AtomicU64::new(0),
+            near_pool: AtomicU64::new(0),
+            oldest_pool: AtomicU64::new(0),
+            steps: AtomicU64::new(0),
+            oldest_from: AtomicU32::new(u32::MAX),
+            resident_scale: AtomicU32::new(0),
+            epoch: Mutex::new(Epoch {
                 percent: START_PERCENT,
-                growing: true,
-                last_rate: None,
                 start: None,
-                next_look: None,
             }),
         }
     }
+}
+
+/// What `near` refaults saved at `each` come to, in seconds.
+fn saves(near: u64, each: Duration) -> f64 {
+    near as f64 * each.as_secs_f64()
 }
 
 impl PoolShare {
     /// The share now, in percent of the limit (the engine takes the lower of it and
     /// `max_pool_percent`).
     pub(crate) fn percent(&self) -> u32 {
-        self.climb.lock().percent
+        self.epoch.lock().percent
     }
 
-    /// Called by kswapd's threads on each pass, with the ceiling (`max_pool_percent`, which may change
-    /// at run time), the engine's counters (`counters`, read each time an epoch could end;
-    /// its `program_cpu_ns` is not read) and the program's user time (`program_cpu_ns`, read
-    /// from /proc only at an epoch's start and where its end has swap-ins enough to measure):
-    /// at the end of an epoch, move the share. Returns the new share when it moved.
+    /// The fault path: a folio came back from the engine for a fault. Counted where a step
+    /// more of either side would have kept it. Says which: (resident, pool).
+    pub(crate) fn refaulted(&self, r: Refault) -> (bool, bool) {
+        let steps = self.steps.load(Relaxed);
+        let (resident_step, pool_step) = ((steps >> 32) as u32, steps as u32);
+        let near_resident = r.distance <= resident_step;
+        let near_pool = r.from_disk && r.writeback_distance.is_some_and(|w| w <= pool_step);
+        if near_resident {
+            match r.from_disk {
+                true => &self.near_resident_disk,
+                false => &self.near_resident_pool,
+            }
+            .fetch_add(1, Relaxed);
+        }
+        if near_pool {
+            self.near_pool.fetch_add(1, Relaxed);
+        }
+        if !r.from_disk && r.distance >= self.oldest_from.load(Relaxed) {
+            self.oldest_pool.fetch_add(1, Relaxed);
+        }
+        (near_resident, near_pool)
+    }
+
+    /// Called by kswapd's threads on each pass, with the ceiling (`max_pool_percent`, which
+    /// may change at run time), the engine's figures (`sample`, read each time an epoch could
+    /// end) and the refaults' costs (`costs`, read at an epoch's end): at the end of an
+    /// epoch, move the share. Returns the new share when it moved.
     pub(crate) fn tick(
         &self,
         now: Instant,
         ceiling: u32,
-        counters: impl FnOnce() -> Sample,
-        program_cpu_ns: impl FnOnce() -> u64,
+        sample: impl FnOnce() -> Sample,
+        costs: impl FnOnce() -> Costs,
     ) -> Option<u32> {
-        // One kswapd thread decides; the others go on rather than wait on its /proc reads.
-        let mut c = self.climb.try_lock()?;
-        let Some((started, was)) = c.start else {
-            let sample = Sample {
-                program_cpu_ns: program_cpu_ns(),
-                ..counters()
-            };
-            c.start = Some((now, sample));
+        // One kswapd thread decides; the others go on.
+        let mut e = self.epoch.try_lock()?;
+        let Some((started, swapins)) = e.start else {
+            let s = sample();
+            self.begin(&mut e, now, s);
             return None;
         };
         let took = now.saturating_duration_since(started);
-        if took < EPOCH || c.next_look.is_some_and(|at| now < at) {
+        if took < EPOCH {
             return None;
         }
-        let mut sample = counters();
-        let writing_back = sample.written_back > was.written_back;
-        if sample.swapins.saturating_sub(was.swapins) < MIN_SWAPINS {
-            // Nothing to measure, and no need to read /proc: the next epoch starts at the
-            // next pass. A pool that writes back pages nobody has asked for yet grows: they
-            // may be asked for later, and the resident pages it displaces are not being
-            // missed now.
-            c.next_look = None;
-            c.start = None;
-            c.last_rate = None;
-            c.growing = true;
-            if !writing_back {
-                return None;
-            }
-        } else {
-            sample.program_cpu_ns = program_cpu_ns();
-            let ran = sample.program_cpu_ns.saturating_sub(was.program_cpu_ns);
-            if took < MAX_EPOCH && ran < MIN_PROGRAM_CPU.as_nanos() as u64 {
-                c.next_look = Some(now + LOOK_EVERY);
-                return None;
-            }
-            c.next_look = None;
-            c.start = Some((now, sample));
-            let rate = ran as f64 / took.as_nanos() as f64;
-            let reading_disk = sample.disk_reads > was.disk_reads;
-            c.growing = match c.last_rate {
-                // The first epoch under pressure: a larger pool only if it has been writing
-                // back or reading the disk.
-                None => writing_back || reading_disk,
-                // A clear fall: back the other way.
-                Some(last) if rate < last * (1.0 - NOISE) => !c.growing,
-                // A smaller pool that gained nothing clear while pages come from the disk:
-                // grow again.
-                Some(last) if !c.growing && reading_disk && rate < last * (1.0 + NOISE) => true,
-                Some(_) => c.growing,
-            };
-            c.last_rate = Some(rate);
+        let s = sample();
+        if s.swapins.saturating_sub(swapins) < MIN_SWAPINS {
+            return None; // the epoch goes on until there is enough to judge by
         }
-        let from = c.percent.min(ceiling);
-        c.percent = if c.growing {
-            (from + STEP).min(ceiling)
-        } else {
-            from.saturating_sub(STEP).max(MIN_PERCENT.min(ceiling))
+        let measured = costs();
+        let costs = Costs {
+            pool: nonzero_or(measured.pool, DEFAULT_POOL_COST),
+            disk: nonzero_or(measured.disk, DEFAULT_DISK_COST),
         };
-        if c.percent == from {
-            // At a bound: the next move is back the other way.
-            c.growing = !c.growing;
+        let scale = f64::from(self.resident_scale.load(Relaxed)) / 1e6;
+        let resident = scale
+            * (saves(self.near_resident_pool.load(Relaxed), costs.pool)
+                + saves(self.near_resident_disk.load(Relaxed), costs.disk));
+        let near_pool = self.near_pool.load(Relaxed);
+        let pool = saves(
+            near_pool.max(self.oldest_pool.load(Relaxed)),
+            costs.disk.saturating_sub(costs.pool),
+        );
+        self.begin(&mut e, now, s);
+        let least = took.as_secs_f64() * MIN_GAIN;
+        let grow = if pool > resident * MARGIN && pool - resident > least {
+            true
+        } else if resident > pool * MARGIN && resident - pool > least {
+            false
+        } else {
             return None;
-        }
-        Some(c.percent)
+        };
+        let from = e.percent.min(ceiling);
+        e.percent = match grow {
+            true => (from + STEP).min(ceiling),
+            false => from.saturating_sub(STEP).max(MIN_PERCENT.min(ceiling)),
+        };
+        (e.percent != from).then_some(e.percent)
+    }
+
+    /// A new epoch from `now`: its counts from zero, a step's pages from the sizes now.
+    fn begin(&self, e: &mut Epoch, now: Instant, s: Sample) {
+        e.start = Some((now, s.swapins));
+        self.near_resident_pool.store(0, Relaxed);
+        self.near_resident_disk.store(0, Relaxed);
+        self.near_pool.store(0, Relaxed);
+        self.oldest_pool.store(0, Relaxed);
+        let step = s.limit_bytes * u64::from(STEP) / 100;
+        // Until the pool holds anything, a stored page is taken for half a page.
+        let per_stored = match s.stored_pages {
+            0 => PAGE_SIZE as u64 / 2,
+            n => (s.pool_bytes / n).max(1),
+        };
+        let resident_step = (step / PAGE_SIZE as u64).min(u64::from(u32::MAX));
+        let pool_step = (step / per_stored).min(u64::from(u32::MAX));
+        self.steps.store(resident_step << 32 | pool_step, Relaxed);
+        let scale = resident_step as f64 / (s.resident_pages + resident_step).max(1) as f64;
+        self.resident_scale.store((scale * 1e6) as u32, Relaxed);
+        // The pool's pages spread over its span: its oldest step is the part of the span
+        // that many pages take, from the far end.
+        let oldest = match s.stored_pages {
+            0 => 0,
+            n => u64::from(s.pool_span) * pool_step.min(n) / n,
+        };
+        self.oldest_from
+            .store(s.pool_span.saturating_sub(oldest as u32), Relaxed);
     }
 }
 
-/// The program's CPU time so far, in nanoseconds: the user time of the threads in `tasks`
-/// (`/proc/self/task`, or a program's served from here) but uzswap's own (named `uzswap-...`
-/// and `zswap-...`). None where `/proc` cannot be read.
-pub(crate) fn program_cpu_ns(tasks: &std::path::Path) -> Option<u64> {
-    /// `/proc`'s clock ticks a second (USER_HZ, fixed by the kernel's ABI).
-    const USER_HZ: u64 = 100;
-    let mut ticks = 0u64;
-    for task in std::fs::read_dir(tasks).ok()?.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-            continue; // the thread ended meanwhile
-        };
-        ticks += program_ticks(&stat).unwrap_or(0);
+fn nonzero_or(d: Duration, default: Duration) -> Duration {
+    if d.is_zero() {
+        default
+    } else {
+        d
     }
-    Some(ticks * (1_000_000_000 / USER_HZ))
-}
-
-/// A thread's user time from its `stat` line, or None if it is uzswap's own thread.
-fn program_ticks(stat: &str) -> Option<u64> {
-    // "tid (comm) state ...": comm may hold spaces and parentheses; it ends at the last ')'.
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let comm = &stat[open + 1..close];
-    if comm.starts_with("uzswap-") || comm.starts_with("zswap-") {
-        return None;
-    }
-    // Fields after the comm, from field 3 (state): utime is field 14. Not stime: a fault's
-    // own kernel time is system time of the thread that faults, so more faults would look
-    // like more work done.
-    let mut fields = stat[close + 1..].split_ascii_whitespace().skip(11);
-    fields.next()?.parse().ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Epochs under pressure, pages read from the disk in each if `disk`, with the measure
-    /// given by `rate(percent)`; the shares it took.
-    fn climb(
-        share: &PoolShare,
-        ceiling: u32,
-        epochs: u32,
-        disk: bool,
-        rate: impl Fn(u32) -> f64,
-    ) -> Vec<u32> {
+    const LIMIT: u64 = 100 << 20;
+    /// A step: 10 MiB, 2,560 resident pages; the pool's pages a quarter of a page each,
+    /// 10,240 of them.
+    const RESIDENT_STEP: u32 = 2560;
+    const POOL_STEP: u32 = 10240;
+    /// The pool's 40,960 pages span 81,920 evictions: its oldest step, the last quarter.
+    const OLDEST_FROM: u32 = 61440;
+
+    /// 80 MiB resident: a step more saves a hot page's refaults 2,560 / 23,040 of the time.
+    fn sample(swapins: u64) -> Sample {
+        Sample {
+            swapins,
+            limit_bytes: LIMIT,
+            pool_bytes: 40 << 20,
+            stored_pages: 40960,
+            pool_span: 81920,
+            resident_pages: 20480,
+        }
+    }
+
+    fn costs() -> Costs {
+        Costs {
+            pool: Duration::from_micros(20),
+            disk: Duration::from_micros(120),
+        }
+    }
+
+    /// Epochs in which `refaults` come back; the shares it took.
+    fn epochs(share: &PoolShare, ceiling: u32, n: u32, refaults: &[Refault]) -> Vec<u32> {
         let t0 = Instant::now();
-        let mut s = Sample::default();
-        share.tick(t0, ceiling, || s, || s.program_cpu_ns);
+        let mut swapins = 0;
+        share.tick(t0, ceiling, || sample(swapins), costs);
         let mut seen = Vec::new();
-        for e in 1..=epochs {
-            s.program_cpu_ns += (rate(share.percent()) * 1e9) as u64;
-            s.swapins += 1000;
-            s.disk_reads += u64::from(disk) * 100;
-            s.written_back += 100;
-            share.tick(t0 + EPOCH * e, ceiling, || s, || s.program_cpu_ns);
+        for e in 1..=n {
+            for &r in refaults {
+                share.refaulted(r);
+            }
+            swapins += refaults.len() as u64;
+            share.tick(t0 + EPOCH * e, ceiling, || sample(swapins), costs);
             seen.push(share.percent());
         }
         seen
     }
 
-    #[test]
-    fn the_share_climbs_to_where_the_program_runs_fastest() {
-        // Best at 50%: the share goes there from 20% and stays within a step of it.
-        for disk in [false, true] {
-            let share = PoolShare::default();
-            let seen = climb(&share, 75, 30, disk, |p| {
-                (1.0 - (f64::from(p) - 50.0).abs() / 25.0).max(0.3)
-            });
-            let up = ((50 - START_PERCENT) / STEP) as usize;
-            assert!(seen[..up].windows(2).all(|w| w[1] > w[0]), "{seen:?}");
-            let near = 50 - STEP..=50 + STEP;
-            assert!(seen[10..].iter().all(|p| near.contains(p)), "{seen:?}");
+    fn pool(distance: u32) -> Refault {
+        Refault {
+            from_disk: false,
+            distance,
+            writeback_distance: None,
         }
-        // Best at the floor: down it goes, however much the disk is read.
-        for disk in [false, true] {
-            let share = PoolShare::default();
-            let seen = climb(&share, 75, 20, disk, |p| 1.0 - f64::from(p) / 80.0);
-            let low = MIN_PERCENT..=MIN_PERCENT + STEP;
-            assert!(seen[8..].iter().all(|p| low.contains(p)), "{seen:?}");
+    }
+
+    fn disk(distance: u32, writeback_distance: u32) -> Refault {
+        Refault {
+            from_disk: true,
+            distance,
+            writeback_distance: Some(writeback_distance),
         }
     }
 
     #[test]
-    fn where_it_makes_no_clear_difference_the_pool_keeps_pages_off_the_disk() {
-        // Within the noise everywhere, pages read from the disk: the pool grows to its
-        // ceiling and stays there.
+    fn a_step_is_counted_in_each_sides_pages() {
         let share = PoolShare::default();
-        let seen = climb(&share, 60, 20, true, |p| 1.0 + f64::from(p % 20) / 1000.0);
-        assert!(seen[4..].iter().all(|&p| p == 60), "{seen:?}");
-    }
-
-    #[test]
-    fn the_share_stays_between_the_floor_and_the_ceiling() {
-        let share = PoolShare::default();
-        let seen = climb(&share, 30, 20, false, f64::from);
-        assert!(
-            seen.iter().all(|&p| (MIN_PERCENT..=30).contains(&p)),
-            "{seen:?}"
+        share.tick(Instant::now(), 60, || sample(0), costs);
+        assert_eq!(share.refaulted(pool(RESIDENT_STEP)), (true, false));
+        assert_eq!(share.refaulted(pool(RESIDENT_STEP + 1)), (false, false));
+        assert_eq!(share.refaulted(disk(1 << 20, POOL_STEP)), (false, true));
+        assert_eq!(
+            share.refaulted(disk(1 << 20, POOL_STEP + 1)),
+            (false, false)
         );
-        assert_eq!(seen.iter().max(), Some(&30));
-        // A lower ceiling (max_pool_percent changed at run time): the share goes under it.
-        let share = PoolShare::default();
-        let seen = climb(&share, 10, 6, false, f64::from);
-        assert!(seen.iter().all(|&p| p <= 10), "{seen:?}");
+        assert_eq!(share.refaulted(disk(1, 1)), (true, true));
+        assert_eq!(share.oldest_pool.load(Relaxed), 0);
+        share.refaulted(pool(OLDEST_FROM - 1));
+        assert_eq!(share.oldest_pool.load(Relaxed), 0);
+        share.refaulted(pool(OLDEST_FROM));
+        assert_eq!(share.oldest_pool.load(Relaxed), 1);
     }
 
     #[test]
-    fn no_move_without_pressure_nor_a_larger_pool_without_writeback() {
+    fn disk_reads_a_larger_pool_would_save_grow_it_to_the_ceiling() {
+        // Pages come back from the disk soon after the pool wrote them, and from the pool
+        // far beyond what a step more resident would keep.
+        let share = PoolShare::default();
+        let mut refaults = vec![disk(1 << 20, 100); 300];
+        refaults.extend(vec![pool(30_000); 3000]);
+        let seen = epochs(&share, 60, 8, &refaults);
+        assert_eq!(seen, [30, 40, 50, 60, 60, 60, 60, 60]);
+    }
+
+    #[test]
+    fn refaults_a_larger_resident_share_would_save_shrink_the_pool_to_its_floor() {
+        // A hot set that leaves and comes right back, and disk reads of pages the pool wrote
+        // back long ago.
+        let share = PoolShare::default();
+        let mut refaults = vec![pool(100); 30_000];
+        refaults.extend(vec![disk(1 << 20, 1 << 20); 300]);
+        let seen = epochs(&share, 60, 4, &refaults);
+        assert_eq!(seen, [10, MIN_PERCENT, MIN_PERCENT, MIN_PERCENT]);
+    }
+
+    #[test]
+    fn it_moves_only_on_a_clear_and_worthwhile_difference() {
+        // Each side would save about as much (30,000 x 20 us x 2,560 / 23,040 against
+        // 600 x 100 us): no move.
+        let share = PoolShare::default();
+        let mut refaults = vec![pool(100); 30_000];
+        refaults.extend(vec![disk(1 << 20, 100); 600]);
+        assert_eq!(epochs(&share, 60, 4, &refaults), [20; 4]);
+        // Clearly more on one side, but a few microseconds a second: no move either.
+        let share = PoolShare::default();
+        let refaults = vec![pool(100); 300];
+        assert_eq!(epochs(&share, 60, 4, &refaults), [20; 4]);
+    }
+
+    #[test]
+    fn refaults_from_the_pools_oldest_step_keep_the_pool() {
+        // Nothing is read from the disk yet (the pool has not written back what is asked
+        // for), but a pool smaller by a step would have sent these pages there first.
+        let share = PoolShare::default();
+        let mut refaults = vec![pool(OLDEST_FROM); 3000];
+        refaults.extend(vec![pool(100); 30_000]);
+        assert_eq!(epochs(&share, 60, 3, &refaults), [30, 40, 50]);
+    }
+
+    #[test]
+    fn an_epoch_waits_for_refaults_enough_to_judge_by() {
         let share = PoolShare::default();
         let t0 = Instant::now();
-        let mut s = Sample::default();
-        let cpu_unread = || -> u64 { panic!("read /proc with nothing to measure") };
-        share.tick(t0, 75, || s, || s.program_cpu_ns);
-        // A few swap-ins: nothing moves, /proc is not read, and the next epoch starts at the
-        // next pass.
-        s.swapins += MIN_SWAPINS - 1;
-        s.program_cpu_ns += 1_000_000_000;
-        assert_eq!(share.tick(t0 + EPOCH, 75, || s, cpu_unread), None);
-        let t1 = t0 + EPOCH + LOOK_EVERY;
-        assert_eq!(share.tick(t1, 75, || s, || s.program_cpu_ns), None);
-        // Under pressure, not yet an epoch: nothing moves.
-        s.swapins += MIN_SWAPINS;
-        assert_eq!(share.tick(t1 + EPOCH / 2, 75, || s, cpu_unread), None);
-        // An epoch's time, but the program has hardly run: the epoch goes on, and the next
-        // look at /proc is no sooner than LOOK_EVERY.
-        assert_eq!(share.tick(t1 + EPOCH, 75, || s, || s.program_cpu_ns), None);
-        let soon = t1 + EPOCH + LOOK_EVERY / 2;
+        share.tick(t0, 60, || sample(0), costs);
+        for _ in 0..20_000 {
+            share.refaulted(pool(1));
+        }
+        // Not yet an epoch: nothing is read.
+        let unread = || -> Sample { panic!("read the engine before an epoch's time") };
+        assert_eq!(share.tick(t0 + EPOCH / 2, 60, unread, costs), None);
+        // An epoch's time, too few swap-ins: it goes on, counting.
+        let uncosted = || -> Costs { panic!("costed an epoch with too little to judge by") };
+        let few = MIN_SWAPINS - 1;
+        assert_eq!(share.tick(t0 + EPOCH, 60, || sample(few), uncosted), None);
         assert_eq!(
-            share.tick(soon, 75, || panic!("looked again at once"), cpu_unread),
-            None
-        );
-        s.program_cpu_ns += MIN_PROGRAM_CPU.as_nanos() as u64;
-        // An epoch under pressure with nothing written back: the first move is down.
-        assert_eq!(
-            share.tick(t1 + EPOCH + LOOK_EVERY, 75, || s, || s.program_cpu_ns),
+            share.tick(t0 + EPOCH * 2, 60, || sample(MIN_SWAPINS), costs),
             Some(START_PERCENT - STEP)
         );
     }
 
     #[test]
-    fn only_the_programs_threads_count() {
-        let line = |comm: &str| format!("42 ({comm}) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0");
-        assert_eq!(program_ticks(&line("python3")), Some(7));
-        assert_eq!(program_ticks(&line("a) b (c")), Some(7));
-        assert_eq!(program_ticks(&line("uzswap-fault-0")), None);
-        assert_eq!(program_ticks(&line("zswap-shrink")), None);
-        assert!(program_cpu_ns("/proc/self/task".as_ref()).is_some());
+    fn the_share_stays_between_the_floor_and_the_ceiling() {
+        let share = PoolShare::default();
+        let seen = epochs(&share, 30, 5, &vec![disk(1 << 20, 1); 1000]);
+        assert_eq!(seen, [30; 5]);
+        // A lower ceiling (max_pool_percent changed at run time), then a floor above it.
+        let share = PoolShare::default();
+        assert_eq!(
+            epochs(&share, 10, 3, &vec![disk(1 << 20, 1); 1000]),
+            [10; 3]
+        );
+        let share = PoolShare::default();
+        let seen = epochs(&share, 3, 3, &vec![pool(1); 30_000]);
+        assert_eq!(seen, [3; 3]);
+    }
+
+    #[test]
+    fn unmeasured_costs_are_this_machines() {
+        // No disk read measured yet: a disk read a step more pool would save is taken at
+        // `DEFAULT_DISK_COST` (less a pool refault), not at nothing.
+        let share = PoolShare::default();
+        let t0 = Instant::now();
+        share.tick(t0, 60, || sample(0), costs);
+        for _ in 0..MIN_SWAPINS {
+            share.refaulted(disk(1 << 20, 1));
+        }
+        let unmeasured = || Costs {
+            pool: Duration::ZERO,
+            disk: Duration::ZERO,
+        };
+        let moved = share.tick(t0 + EPOCH, 60, || sample(MIN_SWAPINS), unmeasured);
+        assert_eq!(moved, Some(START_PERCENT + STEP));
     }
 }

@@ -95,10 +95,8 @@ pub(crate) struct Reclaim<'a> {
     pub swapin_window: &'a SwapinWindow,
     /// The pool's share of the limit (pool_share.rs): None where it is fixed.
     pub pool_share: Option<&'a PoolShare>,
-    /// The program's memory, read where it is (a folio's compression tried in place), and
-    /// its threads in `/proc` (its CPU time for the pool's share).
+    /// The program's memory, read where it is (a folio's compression tried in place).
     pub program_memory: Option<&'a ProcessMemory>,
-    pub program_tasks: &'a std::path::Path,
     /// Over the limit: the policy, the episodes under way, and a limit shared with others.
     pub over_limit_config: OverLimit,
     pub over_limit: &'a OverLimitState,
@@ -135,8 +133,8 @@ impl<'a> Reclaim<'a> {
         }
     }
 
-    /// kswapd's part in sizing the pool (pool_share.rs): the measures at an epoch's ends, and
-    /// the share handed to the engine when it moves.
+    /// kswapd's part in sizing the pool (pool_share.rs): the engine's figures and the
+    /// refaults' costs at an epoch's end, and the share handed to the engine when it moves.
     fn size_pool(&self, share: &PoolShare) {
         let ceiling = self.zswap.params().max_pool_percent();
         let moved = share.tick(
@@ -145,13 +143,15 @@ impl<'a> Reclaim<'a> {
             || {
                 let stats = self.zswap.stats();
                 crate::pool_share::Sample {
-                    program_cpu_ns: 0,
                     swapins: stats.get("zswpin") + stats.get("pswpin"),
-                    disk_reads: stats.get("pswpin"),
-                    written_back: stats.get("zswpwb"),
+                    limit_bytes: self.meter.limit(),
+                    pool_bytes: stats.get("pool_total_size"),
+                    stored_pages: stats.get("stored_pages"),
+                    pool_span: self.group.pool_span(),
+                    resident_pages: self.pages.nr_resident(),
                 }
             },
-            || crate::pool_share::program_cpu_ns(self.program_tasks).unwrap_or(0),
+            || self.stats.refault_costs(),
         );
         if let Some(percent) = moved {
             self.zswap.set_pool_share_percent(percent);

@@ -223,6 +223,12 @@ counters! {
     /// Of those, folios that came back within fewer evictions than the region holds
     /// resident and were activated, as `workingset_activate_anon`.
     workingset_activate,
+    /// Of the faults that brought a folio back, those a resident share larger by a step
+    /// would have saved (pool_share.rs): back within a step's pages of evictions.
+    refaults_near_resident,
+    /// Of the faults that read the swap device, those a pool larger by a step would have
+    /// saved (pool_share.rs): written back within a step's pool pages of writebacks.
+    refaults_near_pool,
     /// Faults that brought the faulted page alone (swapin_window.rs): of a folio the engine
     /// held whole, or of one partly in.
     faults_page_alone,
@@ -246,6 +252,15 @@ pub(crate) enum FaultSource {
 }
 
 impl RegionStats {
+    /// What a refault has cost, from the pool and from the swap device: the medians of the
+    /// faults' service times (zero before the first of each).
+    pub(crate) fn refault_costs(&self) -> crate::pool_share::Costs {
+        crate::pool_share::Costs {
+            pool: self.pool_latency_ns.quantile(0.5),
+            disk: self.device_latency_ns.quantile(0.5),
+        }
+    }
+
     pub fn record_latency(&self, d: Duration, source: FaultSource) {
         let ns = (d.as_nanos() as u64).max(1);
         self.fault_wait_ns.fetch_add(ns, Relaxed);

@@ -136,6 +136,9 @@ impl<'a> SwapIn<'a> {
             Some(_) => bring == Bring::ForFault && self.staged_activates(start),
             None => !first_touch && self.refault_activates(folio, page),
         };
+        if staged.is_none() && !first_touch && bring == Bring::ForFault {
+            self.note_refault(folio, page);
+        }
         match activate {
             true => self.lru.activate(start),
             false => self.lru.queue(start),
@@ -244,6 +247,34 @@ impl<'a> SwapIn<'a> {
             self.stats.workingset_activate.fetch_add(1, Relaxed);
         }
         activate
+    }
+
+    /// The folio comes back from the engine for a fault: the pool's share counts what a
+    /// larger resident share or pool would have saved (pool_share.rs), by the refault
+    /// distance and, from the disk, the writeback distance, read before the load.
+    fn note_refault(&self, folio: &FolioLock, page: u32) {
+        let Some(share) = self.reclaim.pool_share else {
+            return;
+        };
+        let from_disk = match folio.state(page).kind {
+            Kind::Stored => false,
+            Kind::OnDisk => true,
+            _ => return, // nothing to read back: a same-filled page, or nothing
+        };
+        let Some(distance) = self.group.refault_distance(folio, page) else {
+            return;
+        };
+        let (near_resident, near_pool) = share.refaulted(crate::pool_share::Refault {
+            from_disk,
+            distance,
+            writeback_distance: self.group.writeback_distance(folio, page),
+        });
+        if near_resident {
+            self.stats.refaults_near_resident.fetch_add(1, Relaxed);
+        }
+        if near_pool {
+            self.stats.refaults_near_pool.fetch_add(1, Relaxed);
+        }
     }
 
     /// The folio is still staged: move it back. A clean one's engine copy is dropped, since the

@@ -56,9 +56,10 @@ pub struct RunArgs {
     )]
     pub writeback_compressor: WritebackCompressor,
     /// The most of the limit the compressed pool may take, in percent (the kernel's
-    /// `max_pool_percent`). Under it the pool's share moves to where the program gets the
-    /// most done, starting at 20: a larger pool where writeback and disk reads cost the
-    /// program more than the resident pages it displaces.
+    /// `max_pool_percent`). Under it the pool's share moves, from 20, toward the side whose
+    /// next step would have saved the program more time: a larger pool where pages come
+    /// back from the disk soon after the pool wrote them there, a smaller one where hot pages
+    /// come back from the pool soon after they left.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_pool_percent: u32,
     /// The pool takes up to --max-pool-percent, as in the kernel, instead of a share

@@ -386,6 +386,8 @@ const METRICS: &[(&str, Kind, Unit, &str)] = &[
     ("discard_wait_ns", Counter, Unit::Nanoseconds, "Time those discards waited, at most 20 ms each."),
     ("workingset_refault", Counter, Unit::None, "Faults that brought a folio back from the pool or the swap file."),
     ("workingset_activate", Counter, Unit::None, "Refaulted folios activated: back within fewer evictions than the region holds resident."),
+    ("refaults_near_resident", Counter, Unit::None, "Refaults a resident share larger by a step of the pool's share (10% of the limit) would have saved: by what the pool's share is sized."),
+    ("refaults_near_pool", Counter, Unit::None, "Refaults from the swap file a pool larger by a step would have saved: written back within the pages a step holds."),
     ("fault_latency_p50_ns", Gauge, Unit::Nanoseconds, "Fault service time, median, since the start."),
     ("fault_latency_p99_ns", Gauge, Unit::Nanoseconds, "Fault service time, 99th percentile, since the start."),
     ("fault_latency_max_ns", Gauge, Unit::Nanoseconds, "Fault service time, the longest, since the start."),
