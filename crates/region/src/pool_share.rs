@@ -23,9 +23,11 @@
 //!   after as many evictions as there are resident pages, whatever its use, and comes back at
 //!   once, at a short distance however large the resident share. A step more resident makes
 //!   its trips longer by a step, and its refaults fewer by a step over the resident pages and
-//!   the step. So the refaults within a step count at that share, each at its cost (a pool
-//!   refault's or a disk read's): what it saves for the hot folios that make most short
-//!   refaults, and less than it saves for a folio used once a trip (the rare case it misses).
+//!   the step (`scale`). A folio used once a trip, on the other hand, comes back anywhere
+//!   within the step, and a step more resident saves it. So the refaults within a step are
+//!   counted by halves: the farther half, and as many of the nearer, are taken for folios
+//!   used once a trip and count in full; the nearer half's excess, for hot folios, counts at
+//!   `scale`; each at its cost (a pool refault's or a disk read's).
 //!
 //! At the end of each epoch (`EPOCH`, and `MIN_SWAPINS` refaults to judge by) the share moves
 //! a step toward the side that saves more, between `MIN_PERCENT` and the ceiling
@@ -106,10 +108,10 @@ pub(crate) struct Refault {
 /// The share (module comment).
 #[derive(Debug)]
 pub(crate) struct PoolShare {
-    /// This epoch's refaults a step more resident share would have saved, from the pool and
-    /// from the disk, and its disk reads a step more pool would have saved.
-    near_resident_pool: AtomicU64,
-    near_resident_disk: AtomicU64,
+    /// This epoch's refaults within a step of evictions, by where from (the pool, the disk)
+    /// and by half of the step (the nearer, the farther).
+    near_resident: [[AtomicU64; 2]; 2],
+    /// This epoch's disk reads a step more pool would have saved.
     near_pool: AtomicU64,
     /// This epoch's refaults from the pool's oldest step: a step less pool would have read
     /// them from the disk.
@@ -135,8 +137,7 @@ struct Epoch {
 impl Default for PoolShare {
     fn default() -> PoolShare {
         PoolShare {
-            near_resident_pool: AtomicU64::new(0),
-            near_resident_disk: AtomicU64::new(0),
+            near_resident: Default::default(),
             near_pool: AtomicU64::new(0),
             oldest_pool: AtomicU64::new(0),
             steps: AtomicU64::new(0),
@@ -170,11 +171,9 @@ impl PoolShare {
         let near_resident = r.distance <= resident_step;
         let near_pool = r.from_disk && r.writeback_distance.is_some_and(|w| w <= pool_step);
         if near_resident {
-            match r.from_disk {
-                true => &self.near_resident_disk,
-                false => &self.near_resident_pool,
-            }
-            .fetch_add(1, Relaxed);
+            let farther = r.distance > resident_step / 2;
+            self.near_resident[usize::from(r.from_disk)][usize::from(farther)]
+                .fetch_add(1, Relaxed);
         }
         if near_pool {
             self.near_pool.fetch_add(1, Relaxed);
@@ -217,9 +216,17 @@ impl PoolShare {
             disk: nonzero_or(measured.disk, DEFAULT_DISK_COST),
         };
         let scale = f64::from(self.resident_scale.load(Relaxed)) / 1e6;
-        let resident = scale
-            * (saves(self.near_resident_pool.load(Relaxed), costs.pool)
-                + saves(self.near_resident_disk.load(Relaxed), costs.disk));
+        let resident: f64 = [costs.pool, costs.disk]
+            .into_iter()
+            .zip(&self.near_resident)
+            .map(|(cost, [nearer, farther])| {
+                let (nearer, farther) = (nearer.load(Relaxed), farther.load(Relaxed));
+                // Folios used once a trip come back spread over the step, as many in each
+                // half, and a step saves them all; the nearer half's excess is hot folios,
+                // of whose refaults a step saves `scale`.
+                saves(2 * farther, cost) + scale * saves(nearer.saturating_sub(farther), cost)
+            })
+            .sum();
         let near_pool = self.near_pool.load(Relaxed);
         let pool = saves(
             near_pool.max(self.oldest_pool.load(Relaxed)),
@@ -245,8 +252,9 @@ impl PoolShare {
     /// A new epoch from `now`: its counts from zero, a step's pages from the sizes now.
     fn begin(&self, e: &mut Epoch, now: Instant, s: Sample) {
         e.start = Some((now, s.swapins));
-        self.near_resident_pool.store(0, Relaxed);
-        self.near_resident_disk.store(0, Relaxed);
+        for n in self.near_resident.iter().flatten() {
+            n.store(0, Relaxed);
+        }
         self.near_pool.store(0, Relaxed);
         self.oldest_pool.store(0, Relaxed);
         let step = s.limit_bytes * u64::from(STEP) / 100;
@@ -396,6 +404,23 @@ mod tests {
         let share = PoolShare::default();
         let refaults = vec![pool(100); 300];
         assert_eq!(epochs(&share, 60, 4, &refaults), [20; 4]);
+    }
+
+    #[test]
+    fn refaults_spread_over_the_step_count_in_full_hot_ones_at_a_step_over_the_trip() {
+        // Disk reads a step more pool would save (30 ms an epoch), against as many refaults
+        // within a step of evictions (60 ms at full cost): spread over the step, as folios
+        // used once a trip come back, they are all saved by a step more resident, and the
+        // pool shrinks; all in its nearer half, as hot folios come back, a step saves only
+        // 2,560 / 23,040 of them, and the pool grows.
+        let near_pool = vec![disk(1 << 20, 100); 300];
+        let mut spread = near_pool.clone();
+        spread.extend(vec![pool(RESIDENT_STEP); 1500]);
+        spread.extend(vec![pool(RESIDENT_STEP / 4); 1500]);
+        assert_eq!(epochs(&PoolShare::default(), 60, 1, &spread), [10]);
+        let mut hot = near_pool;
+        hot.extend(vec![pool(RESIDENT_STEP / 4); 3000]);
+        assert_eq!(epochs(&PoolShare::default(), 60, 1, &hot), [30]);
     }
 
     #[test]
